@@ -1,0 +1,156 @@
+"""`bullpen`: parse the command line, call the command, turn errors into exit codes.
+
+Library errors become CLI errors only here: a BullpenError prints its
+message (which says what to do) and exits 1, or 78 for configuration errors
+so that systemd units stop restarting on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+from room import logs
+from room.errors import BullpenError, ConfigError
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _home_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--home",
+        default=argparse.SUPPRESS,
+        help="the bullpen home (default: $BULLPEN_HOME or ~/.config/bullpen)",
+    )
+
+
+def _filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--thread", help="only this run's thread")
+    parser.add_argument("--to", help="only lines addressed to this nick")
+    parser.add_argument("--from", dest="sender", help="only lines from this nick")
+    parser.add_argument(
+        "--hub", action="store_true", help="read through the hub even if the room file is here"
+    )
+    parser.add_argument(
+        "--relaxed", action="store_true", help="read through the relaxed listener with its token"
+    )
+
+
+def _lazy(target: str) -> Command:
+    """Import a command's module only when it runs: a lurker should not pay for the hub."""
+
+    def run(args: argparse.Namespace) -> int:
+        module, _, name = target.partition(":")
+        func: Command = getattr(importlib.import_module(module), name)
+        return func(args)
+
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bullpen",
+        description="A society of small agents working through one append-only room.",
+    )
+    _home_option(parser)
+    parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, target: str, help_text: str) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        _home_option(cmd)
+        cmd.set_defaults(func=_lazy(target))
+        return cmd
+
+    p = add(
+        "init",
+        "agents.commands:cmd_init",
+        "lay down a new home: config, trust table, secrets, room",
+    )
+    p.add_argument("dir", help="the folder to create (must not exist, or be empty)")
+    p.add_argument("--operator", default="operator", help="the operator's nick (default operator)")
+    p.add_argument("--strict", default="127.0.0.1:8080", help="strict listener HOST:PORT")
+    p.add_argument("--relaxed", default="127.0.0.1:8081", help="relaxed listener HOST:PORT")
+    p.add_argument("--demo", action="store_true", help="add the sample knowledge base and memory")
+
+    add("hub", "agents.commands:cmd_hub", "run the hub: the room's only writer, on both listeners")
+
+    p = add("say", "agents.commands:cmd_say", "post to the room and print the stored line")
+    p.add_argument("to", help="the addressee, @nick or nick")
+    p.add_argument("body", help="the text of the post")
+    p.add_argument("--as", dest="as_nick", help="post as this nick (default: the operator)")
+    p.add_argument("--type", default="chat", choices=["ask", "chat", "ack", "reply", "system"])
+    p.add_argument("--data", help="a JSON object to attach")
+    p.add_argument("--reply-to", help="the id of the message this answers")
+    p.add_argument("--thread", help="the run this post belongs to")
+    p.add_argument("--relaxed", action="store_true", help="post through the relaxed listener")
+
+    p = add("read", "agents.commands:cmd_read", "print room lines as JSONL")
+    p.add_argument("--after", type=int, default=0, help="only lines after this seq")
+    p.add_argument("--last", type=int, help="only the last N lines")
+    p.add_argument("--limit", type=int, help="at most this many lines")
+    _filters(p)
+
+    p = add("tail", "agents.commands:cmd_tail", "follow the room as it grows")
+    p.add_argument("--after", type=int, help="start after this seq (default: the last 10 lines)")
+    p.add_argument("--last", type=int, default=10, help="show this many earlier lines first")
+    p.add_argument("--json", action="store_true", help="print JSONL instead of readable lines")
+    _filters(p)
+
+    p = add(
+        "audit", "agents.commands:cmd_audit", "check a room's lines, seqs, chain and signatures"
+    )
+    p.add_argument("path", nargs="?", help="a room.jsonl (default: this home's room)")
+    p.add_argument("--checkpoint", help="a signed checkpoint file to check the room against")
+    p.add_argument("--no-signatures", action="store_true", help="do not verify per-nick signatures")
+
+    p = add("keys", "agents.commands:cmd_keys", "make or show a nick's own Ed25519 key")
+    p.add_argument("action", choices=["new", "show"])
+    p.add_argument("nick")
+
+    p = add(
+        "lurk", "agents.lurker:cmd_lurk", "run one nick's lurker: wake on what is addressed to it"
+    )
+    p.add_argument("nick")
+
+    p = add("up", "agents.up:cmd_up", "start the hub and every lurker of this home, until Ctrl-C")
+    p.add_argument("--no-hub", action="store_true", help="start only the lurkers")
+
+    p = add("units", "agents.units:cmd_units", "render the systemd user units for this home")
+    p.add_argument("action", choices=["install"])
+    p.add_argument("--dir", help="where to write them (default ~/.config/systemd/user)")
+    p.add_argument("--nicks", nargs="*", help="only these nicks (default: all configured)")
+
+    p = add("trust", "trust.check:cmd_trust", "check that trust works end to end")
+    p.add_argument("action", choices=["check"])
+    p.add_argument("--static", action="store_true", help="skip the live ping round trips")
+    p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for each pong")
+
+    p = add("demo", "agents.demo:cmd_demo", "run the whole society once in a temporary home")
+    p.add_argument("--keep", action="store_true", help="keep the temporary home afterwards")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "home"):
+        args.home = None
+    logs.configure(level=args.log_level)
+    func: Command = args.func
+    try:
+        return func(args)
+    except ConfigError as exc:
+        print(f"bullpen: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except BullpenError as exc:
+        print(f"bullpen: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

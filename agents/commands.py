@@ -1,0 +1,235 @@
+"""The room commands a person uses: init, hub, say, read, tail, audit, keys.
+
+Each takes parsed arguments and returns an exit code; the CLI module only
+parses and dispatches. Output that another program may read (stored lines,
+JSONL) goes to stdout; everything for people goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agents.config import parse_address
+from agents.home import Home
+from agents.initialize import InitOptions, init_home
+from room import render, strictjson
+from room.client import read_file
+from room.errors import ConfigError, CursorAhead, PostRejected
+from room.log import Filter
+from room.message import check_nick, normalize_to
+from room.reader import RoomFile
+from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
+from trust import checkpoint as checkpoints
+from trust import keys
+from trust.audit import audit_file
+
+if TYPE_CHECKING:
+    from room.service import HubSettings
+
+
+def err(text: str) -> None:
+    print(f"bullpen: {text}", file=sys.stderr, flush=True)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    options = InitOptions(
+        operator=args.operator, strict=args.strict, relaxed=args.relaxed, demo=args.demo
+    )
+    root = init_home(Path(args.dir), options)
+    print(f"bullpen home created at {root}", file=sys.stderr)
+    print(f"next: bullpen --home {root} up      (or: export BULLPEN_HOME={root})", file=sys.stderr)
+    return 0
+
+
+def hub_settings(home: Home) -> HubSettings:
+    from room.service import HubSettings
+
+    hub = home.society.hub
+    return HubSettings(
+        room=home.room_path,
+        trust=home.trust,
+        strict=parse_address(hub.strict),
+        relaxed=parse_address(hub.relaxed) if hub.relaxed else None,
+        checkpoint_interval_s=hub.checkpoint_interval_s,
+    )
+
+
+def cmd_hub(args: argparse.Namespace) -> int:
+    from room.service import main as hub_main
+
+    home = Home.at(args.home)
+    home.require()
+    return hub_main(hub_settings(home))
+
+
+def _data(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = strictjson.loads(text)
+    except strictjson.JsonRejected as exc:
+        raise ConfigError(f"--data is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ConfigError('--data must be a JSON object, like \'{"key": "value"}\'')
+    return value
+
+
+async def _say(args: argparse.Namespace) -> int:
+    home = Home.at(args.home)
+    home.require()
+    nick = args.as_nick or home.society.operator
+    check_nick(nick, "--as")
+    async with home.client(nick, relaxed=args.relaxed) as client:
+        try:
+            stored = await client.say(
+                args.to,
+                args.body,
+                type=args.type,
+                data=_data(args.data),
+                in_reply_to=args.reply_to,
+                thread=args.thread,
+            )
+        except PostRejected as exc:
+            err(f"the hub rejected the post: {exc.message}")
+            return 1
+    print(strictjson.dumps(stored))
+    return 0
+
+
+def cmd_say(args: argparse.Namespace) -> int:
+    return asyncio.run(_say(args))
+
+
+def _filter(args: argparse.Namespace) -> Filter:
+    try:
+        return Filter(
+            thread=args.thread or None,
+            to=normalize_to(args.to) if args.to else None,
+            sender=check_nick(args.sender, "--from") if args.sender else None,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _use_file(home: Home, args: argparse.Namespace) -> bool:
+    return not args.hub and home.room_path.exists()
+
+
+async def _read(args: argparse.Namespace) -> int:
+    home = Home.at(args.home)
+    home.require()
+    flt = _filter(args)
+    after = args.after
+    if _use_file(home, args):
+        if args.last is not None:
+            with RoomFile(home.room_path) as room:
+                after = max(0, room.last_seq() - args.last)
+        lines, _ = read_file(home.room_path, after, args.limit, flt)
+    else:
+        async with home.client(relaxed=args.relaxed) as client:
+            if args.last is not None:
+                health = await client.health()
+                after = max(0, int(health["seq"]) - args.last)
+            lines, _ = await client.read(
+                after, args.limit or 1000, thread=flt.thread, to=flt.to, sender=flt.sender
+            )
+    for line in lines:
+        print(strictjson.dumps(line))
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    return asyncio.run(_read(args))
+
+
+async def _tail(args: argparse.Namespace) -> int:
+    home = Home.at(args.home)
+    home.require()
+    flt = _filter(args)
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    start = Position(args.after)
+    if args.after is None:
+        start = Position(0)
+        if _use_file(home, args):
+            with RoomFile(home.room_path) as room:
+                start = Position(max(0, room.last_seq() - args.last))
+
+    def show(line: dict[str, Any]) -> None:
+        if not flt.matches(line.get("from", ""), line.get("to", ""), line.get("thread")):
+            return
+        print(json.dumps(line, ensure_ascii=False) if args.json else render.human(line, width))
+        sys.stdout.flush()
+
+    if _use_file(home, args):
+        follower = FileFollower(home.room_path, start, safety_s=home.society.lurker.safety_reread_s)
+        try:
+            async for message, _ in follower.follow():
+                show(message.to_dict())
+            return 0
+        except WatchUnavailable as exc:
+            err(f"{exc}; following the hub instead")
+    async with home.client(relaxed=args.relaxed) as client:
+        async for message, _ in HubFollower(client, start).follow():
+            show(message.to_dict())
+    return 0
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_tail(args))
+    except KeyboardInterrupt:
+        return 0
+    except CursorAhead as exc:
+        err(exc.message)
+        return 1
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    home = Home.at(args.home)
+    path = Path(args.path) if args.path else None
+    table = None
+    if home.trust_file.exists():
+        table = home.trust
+    if path is None:
+        home.require()
+        path = home.room_path
+    if not path.exists():
+        raise ConfigError(f"there is no room at {path}; pass the path of a room.jsonl")
+    public_keys = table.public_keys if table is not None and not args.no_signatures else None
+    checkpoint = None
+    checkpoint_path = Path(args.checkpoint) if args.checkpoint else None
+    from room.service import checkpoint_file
+
+    if checkpoint_path is None and args.path is None and checkpoint_file(path).exists():
+        checkpoint_path = checkpoint_file(path)
+    if checkpoint_path is not None:
+        trusted = table.hub_public_key if table is not None else None
+        checkpoint = checkpoints.load(checkpoint_path, trusted)
+    result = audit_file(path, public_keys, checkpoint)
+    if checkpoint is not None and result.ok:
+        print(f"checkpoint: seq {checkpoint.seq} matches", file=sys.stderr)
+    print(result.summary())
+    return 0 if result.ok else 1
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    home = Home.at(args.home)
+    home.require()
+    check_nick(args.nick, "NICK")
+    path = home.trust.key_file(args.nick)
+    if args.action == "new":
+        key = keys.generate_private_key(path)
+        print(
+            f"wrote {path} (0600). Add this line under [privileged] in {home.trust_file}:",
+            file=sys.stderr,
+        )
+    else:
+        key = keys.load_private_key(path)
+    print(f'{args.nick} = "{keys.public_text(key)}"')
+    return 0

@@ -1,0 +1,143 @@
+"""society.toml: who runs, where the room is, how to reach the hub, which models answer.
+
+Every section is a pydantic model with `extra="forbid"`, so a misspelt key
+is an error that names it rather than a setting silently ignored. Paths are
+relative to the home that holds the file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from room.errors import ConfigError
+from room.message import check_nick
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def parse_address(value: str, what: str = "address") -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{what} {value!r} must look like HOST:PORT, e.g. 127.0.0.1:8080")
+    return host, int(port)
+
+
+class RoomConfig(_Strict):
+    path: str = "room/room.jsonl"
+    engine: Literal["jsonl"] = "jsonl"
+
+
+class HubConfig(_Strict):
+    strict: str = "127.0.0.1:8080"
+    relaxed: str | None = "127.0.0.1:8081"
+    url: str | None = Field(default=None, description="how clients reach the strict listener")
+    relaxed_url: str | None = None
+    checkpoint_interval_s: float = Field(default=60.0, gt=0)
+
+    @field_validator("strict", "relaxed")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_address(value, "listener")
+        return value
+
+    @staticmethod
+    def _url_for(address: str) -> str:
+        host, port = parse_address(address)
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{port}"
+
+    def strict_url(self) -> str:
+        return self.url or self._url_for(self.strict)
+
+    def relaxed_endpoint(self) -> str | None:
+        if self.relaxed_url:
+            return self.relaxed_url
+        return self._url_for(self.relaxed) if self.relaxed else None
+
+
+class NickConfig(_Strict):
+    """One lurker: what it runs when woken, and how it wakes."""
+
+    handler: str | None = Field(default=None, description="a Python step, 'module:function'")
+    command: list[str] | None = Field(default=None, description="an external program")
+    wake_replies: bool = False
+    timeout_s: float = Field(default=120.0, gt=0)
+    concurrency: int = Field(default=1, ge=1, le=64)
+    seat: str | None = None
+    read: Literal["auto", "file", "hub"] = "auto"
+    relaxed: bool = Field(default=False, description="post through the relaxed listener")
+    env: dict[str, str] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict, description="handed to the step")
+
+    @model_validator(mode="after")
+    def _one_handler(self) -> NickConfig:
+        if (self.handler is None) == (self.command is None):
+            raise ValueError("set exactly one of handler = 'module:function' or command = [...]")
+        if self.handler is not None and ":" not in self.handler:
+            raise ValueError(f"handler {self.handler!r} must look like 'package.module:function'")
+        if self.command is not None and not self.command:
+            raise ValueError("command must name a program, like ['python3', 'agent.py']")
+        return self
+
+
+class LurkerDefaults(_Strict):
+    safety_reread_s: float = Field(default=30.0, gt=0)
+    overdue_check_s: float = Field(default=5.0, gt=0)
+
+
+class SocietyConfig(_Strict):
+    operator: str = "operator"
+    room: RoomConfig = Field(default_factory=RoomConfig)
+    hub: HubConfig = Field(default_factory=HubConfig)
+    lurker: LurkerDefaults = Field(default_factory=LurkerDefaults)
+    nicks: dict[str, NickConfig] = Field(default_factory=dict)
+    seats: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    expedition: dict[str, Any] = Field(default_factory=dict)
+    backpass: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("operator")
+    @classmethod
+    def _operator(cls, value: str) -> str:
+        return check_nick(value, "operator")
+
+    @field_validator("nicks")
+    @classmethod
+    def _nicks(cls, value: dict[str, NickConfig]) -> dict[str, NickConfig]:
+        for nick in value:
+            check_nick(nick, "[nicks] table name")
+        return value
+
+
+def _explain(exc: ValidationError, path: Path) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown key; check its spelling against docs/operating.md"
+    return f"{path}: {where}: {message}"
+
+
+def load(path: Path) -> SocietyConfig:
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path} does not exist; create a home with `bullpen init DIR` and pass "
+            "--home DIR or set BULLPEN_HOME"
+        ) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    try:
+        return SocietyConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, path)) from None

@@ -1,0 +1,177 @@
+"""`bullpen demo`: the whole society at work once, in a temporary home.
+
+It lays down a home with the sample data, starts everything with `bullpen
+up`, shows posts being verified, left unverified and rejected, runs the
+pipelines end to end, audits the room and stops cleanly. Every step prints
+what it shows and what it found; any surprise makes the demo exit non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx
+
+from agents.home import Home
+from agents.initialize import InitOptions, init_home
+from room import render
+from room.client import RoomClient, read_file
+from room.errors import HubUnavailable, Unauthorized
+from trust.audit import audit_file
+
+Step = Callable[[Home], Awaitable[None]]
+
+
+class DemoFailed(Exception):
+    """Something the demo expected did not happen."""
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def wait_reply(client: RoomClient, thread: str, ask_id: str, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    after = 0
+    while time.monotonic() < deadline:
+        lines, after = await client.read(after, 100, thread=thread, wait=1.0)
+        for line in lines:
+            if line.get("in_reply_to") == ask_id:
+                return line
+    raise DemoFailed(f"no reply to {ask_id} within {timeout:g} s")
+
+
+async def show_gate(home: Home) -> None:
+    operator = home.society.operator
+    async with home.client(operator) as client:
+        ask = await client.say("@echo", "hello, society", type="ask", thread="demo-gate")
+        say(f"  operator asks @echo (verified={ask['verified']}): {render.human(ask)}")
+        reply = await wait_reply(client, "demo-gate", ask["id"], 20)
+        say(f"  @echo replies (verified={reply['verified']}): {render.human(reply)}")
+        if not (ask["verified"] and reply["verified"] and reply["to"] == f"@{operator}"):
+            raise DemoFailed("the echo round trip was not verified both ways")
+    async with RoomClient(home.society.hub.strict_url(), nick="stranger") as stranger:
+        line = await stranger.say("@echo", "let me in", type="ask", thread="demo-gate")
+        say(
+            f"  an unknown nick is written unverified (verified={line['verified']}); no lurker acts on it"
+        )
+    async with RoomClient(home.society.hub.strict_url(), nick="echo") as impostor:
+        try:
+            await impostor.say("@operator", "I am echo, trust me", thread="demo-gate")
+            raise DemoFailed("the hub accepted a privileged nick without proof")
+        except Unauthorized as exc:
+            say(f"  a privileged nick without proof is rejected (401): {exc.message[:70]}…")
+    relaxed = home.society.hub.relaxed_endpoint()
+    if relaxed:
+        async with httpx.AsyncClient() as raw:
+            answer = await raw.post(
+                f"{relaxed}/say",
+                json={"from": "echo", "to": "@operator", "type": "chat", "body": "no token"},
+            )
+        say(f"  the relaxed listener without its token answers {answer.status_code}")
+        if answer.status_code != 401:
+            raise DemoFailed("the relaxed listener accepted a request without its token")
+
+
+async def show_room(home: Home) -> None:
+    lines, _ = read_file(home.room_path)
+    for line in lines[-12:]:
+        say("  " + render.human(line, 110))
+    result = audit_file(home.room_path, home.trust.public_keys)
+    say(f"  bullpen audit: {result.summary()}")
+    if not result.ok:
+        raise DemoFailed(f"the audit failed: {result.summary()}")
+
+
+STEPS: list[tuple[str, Step]] = [
+    ("the gate: verified, unverified, rejected", show_gate),
+    ("the room as people read it, and its audit", show_room),
+]
+
+
+async def wait_healthy(home: Home, up: asyncio.subprocess.Process, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    async with RoomClient(home.society.hub.strict_url(), timeout=2) as client:
+        while time.monotonic() < deadline:
+            if up.returncode is not None:
+                raise DemoFailed(f"bullpen up exited with status {up.returncode}")
+            try:
+                await client.health()
+                return
+            except HubUnavailable:
+                pass
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(up.wait(), 0.2)
+    raise DemoFailed("the society did not come up in time; see the logs folder of the home")
+
+
+async def run_demo(root: Path) -> int:
+    strict, relaxed = free_port(), free_port()
+    say(f"demo: laying down a home at {root}")
+    init_home(
+        root, InitOptions(strict=f"127.0.0.1:{strict}", relaxed=f"127.0.0.1:{relaxed}", demo=True)
+    )
+    home = Home(root)
+    say(
+        f"demo: starting the society with `bullpen up` ({len(home.society.nicks)} lurkers and the hub)"
+    )
+    up = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agents.cli",
+        "--home",
+        str(root),
+        "up",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "BULLPEN_HOME": str(root)},
+    )
+    code = 0
+    try:
+        await wait_healthy(home, up)
+        for number, (title, step) in enumerate(STEPS, 1):
+            say(f"demo: [{number}/{len(STEPS)}] {title}")
+            await step(home)
+    except DemoFailed as exc:
+        say(f"demo: FAILED — {exc}")
+        code = 1
+    finally:
+        if up.returncode is None:
+            up.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(up.wait(), 30)
+        except TimeoutError:
+            up.kill()
+            await up.wait()
+        say(f"demo: stopped the society (bullpen up exited {up.returncode})")
+    return code
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    base = Path(tempfile.mkdtemp(prefix="bullpen-demo-"))
+    try:
+        code = asyncio.run(run_demo(base / "home"))
+    finally:
+        if args.keep:
+            say(f"demo: the home is kept at {base / 'home'}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+    say("demo: done" if code == 0 else "demo: finished with failures")
+    return code

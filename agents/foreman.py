@@ -1,0 +1,162 @@
+"""The foreman: a deterministic sequencer that lives in the room.
+
+It is a lurker that also wakes on replies. On every wake it reads the run's
+thread from the hub, rebuilds the Run, asks the pipeline what is due, and
+posts the asks and reports whose keys are not yet in the thread, keeping at
+most the pipeline's bound of asks awaiting replies. It opens no file: its
+whole memory is the thread (a test proves it with an audit hook).
+
+A periodic tick reports overdue steps to the run's operator, as
+`[STEP TIMEOUT — @nick did not reply in N s]`, instead of waiting forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime
+
+import structlog
+
+from agents.handlers import Failure, Outbox, OutPost
+from agents.pipeline import KEY, Ask, Pipeline, Report, Run
+from agents.relay import Relay
+from agents.step import StepContext
+from room.message import Message, bare
+
+log = structlog.get_logger("agents.foreman")
+
+PIPELINES: dict[str, Pipeline] = {p.name: p for p in (Relay(),)}
+OVERDUE_GRACE_S = 10.0
+RECENT_WINDOW = 10_000
+
+
+def overdue_key(key: str) -> str:
+    return f"overdue/{key}"
+
+
+def _epoch(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def pipeline_name(start: Message) -> str:
+    named = (start.data or {}).get("pipeline")
+    if isinstance(named, str):
+        return named
+    return start.body.split(maxsplit=1)[0].lower() if start.body.strip() else ""
+
+
+class Foreman:
+    """The foreman as a lurker handler: `__call__` on a wake, `tick` on a timer."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()  # one wake at a time: keys are checked, then posted
+        self._open: set[str] = set()
+        self._bootstrapped = False
+
+    async def __call__(self, message: Message, ctx: StepContext) -> Outbox | Failure:
+        if not message.thread:
+            if message.type == "ask":
+                return Failure("an ask to the foreman needs a thread: the run's id")
+            return Outbox()
+        async with self._lock:
+            thread = await ctx.read_thread(message.thread)
+            return self.decide(thread, ctx, time.time())
+
+    def decide(self, thread: list[Message], ctx: StepContext, now: float) -> Outbox | Failure:
+        """What to post now, given the whole thread. Pure but for the open-runs cache."""
+        try:
+            run = Run(thread, foreman=ctx.nick, trusted=ctx.home.trust.trusted, now=now)
+        except ValueError:
+            return Outbox()
+        name = pipeline_name(run.start)
+        pipeline = PIPELINES.get(name)
+        if pipeline is None:
+            known = ", ".join(sorted(PIPELINES))
+            report = Report(
+                "unknown-pipeline",
+                f"[FOREMAN FAILED — unknown pipeline {name!r}; known: {known}]",
+                {"failed": True},
+                final=True,
+            )
+            return Outbox(self._posts(run, [report], 0))
+        if run.finished:
+            self._open.discard(run.thread)
+            return Outbox()
+        actions = pipeline.advance(run)
+        posts = self._posts(run, actions, pipeline.in_flight_limit(run))
+        if any(isinstance(a, Report) and a.final for a in actions):
+            self._open.discard(run.thread)
+        else:
+            self._open.add(run.thread)
+        return Outbox(posts)
+
+    def _posts(self, run: Run, actions: list[Ask | Report], limit: int) -> list[OutPost]:
+        in_flight = len(run.pending())
+        seen = run.keys
+        posts = []
+        for action in actions:
+            if action.key in seen:
+                continue
+            seen.add(action.key)
+            if isinstance(action, Ask):
+                if in_flight >= limit:
+                    continue
+                in_flight += 1
+                data = {**action.data, KEY: action.key}
+                if action.timeout_s is not None:
+                    data["overdue_s"] = action.timeout_s
+                posts.append(OutPost(f"@{action.to}", action.body, "ask", data, None, run.thread))
+            else:
+                data = {**action.data, KEY: action.key, "final": action.final}
+                target = action.in_reply_to or run.start.id
+                posts.append(
+                    OutPost(f"@{run.operator}", action.body, "reply", data, target, run.thread)
+                )
+        return posts
+
+    async def tick(self, ctx: StepContext) -> Outbox:
+        """Report every step that is overdue in an open run."""
+        async with self._lock:
+            if not self._bootstrapped:
+                await self._bootstrap(ctx)
+            posts: list[OutPost] = []
+            now = time.time()
+            for thread in sorted(self._open):
+                messages = await ctx.read_thread(thread)
+                posts += self.overdue(messages, ctx, now)
+            return Outbox(posts)
+
+    def overdue(self, thread: list[Message], ctx: StepContext, now: float) -> list[OutPost]:
+        try:
+            run = Run(thread, foreman=ctx.nick, trusted=ctx.home.trust.trusted, now=now)
+        except ValueError:
+            return []
+        if run.finished:
+            self._open.discard(run.thread)
+            return []
+        reports = []
+        for ask in run.pending():
+            data = ask.data or {}
+            key = str(data.get(KEY))
+            nick = bare(ask.to)
+            limit = data.get("overdue_s")
+            if not isinstance(limit, int | float):
+                nick_config = ctx.home.society.nicks.get(nick)
+                limit = (nick_config.timeout_s if nick_config else 120.0) + OVERDUE_GRACE_S
+            waited = now - _epoch(ask.ts)
+            if waited > limit:
+                body = f"[STEP TIMEOUT — @{nick} did not reply in {int(limit)} s]"
+                reports.append(Report(overdue_key(key), body, {"overdue": key, "nick": nick}))
+        return self._posts(run, list(reports), 0)
+
+    async def _bootstrap(self, ctx: StepContext) -> None:
+        """After a restart, find the runs still open from the asks addressed to us."""
+        self._bootstrapped = True
+        recent = await ctx.read_to(ctx.nick, RECENT_WINDOW)
+        for message in recent:
+            if message.type == "ask" and message.thread and message.verified:
+                self._open.add(message.thread)
+
+
+handle = Foreman()

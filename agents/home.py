@@ -1,0 +1,107 @@
+"""A bullpen home: the folder that holds one society's configuration, secrets and room.
+
+society.toml     who runs and how (agents.config)
+trust.toml       PRIVILEGED and TRUST (trust.table)
+secrets/         post-secret, relaxed-token, hub.key, keys/<nick>.key (all 0600)
+room/room.jsonl  the room (its place is configurable)
+state/<nick>/    each lurker's cursor and flags
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from agents import config as society
+from room.client import RoomClient
+from room.errors import ConfigError
+from trust import table as trust_table
+from trust.keys import load_private_key
+from trust.proof import KeySigner, SecretSigner, Signer
+from trust.secretfiles import read_secret_text
+
+DEFAULT_HOME = Path("~/.config/bullpen")
+
+
+def resolve(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """--home, else $BULLPEN_HOME, else ~/.config/bullpen."""
+    chosen = explicit or os.environ.get("BULLPEN_HOME") or DEFAULT_HOME
+    return Path(chosen).expanduser().resolve()
+
+
+@dataclass
+class Home:
+    root: Path
+
+    @classmethod
+    def at(cls, explicit: str | os.PathLike[str] | None = None) -> Home:
+        return cls(resolve(explicit))
+
+    @property
+    def society_file(self) -> Path:
+        return self.root / "society.toml"
+
+    @property
+    def trust_file(self) -> Path:
+        return self.root / "trust.toml"
+
+    @cached_property
+    def society(self) -> society.SocietyConfig:
+        return society.load(self.society_file)
+
+    @cached_property
+    def trust(self) -> trust_table.TrustTable:
+        return trust_table.load(self.trust_file)
+
+    def path(self, value: str) -> Path:
+        candidate = Path(value).expanduser()
+        return candidate if candidate.is_absolute() else self.root / candidate
+
+    @property
+    def room_path(self) -> Path:
+        return self.path(self.society.room.path)
+
+    def state_dir(self, nick: str) -> Path:
+        """A lurker's own folder; systemd's $STATE_DIRECTORY wins when it is set."""
+        base = os.environ.get("STATE_DIRECTORY")
+        root = Path(base.split(":")[0]) if base else self.root / "state"
+        return root / nick
+
+    def require(self) -> None:
+        if not self.society_file.exists():
+            raise ConfigError(
+                f"no bullpen home at {self.root} (society.toml is missing); create one with "
+                f"`bullpen init {self.root}` or pass --home DIR / set BULLPEN_HOME"
+            )
+
+    def secret(self) -> bytes:
+        return read_secret_text(self.trust.secret_file, "shared secret file")
+
+    def relaxed_token(self) -> bytes:
+        return read_secret_text(self.trust.relaxed_token_file, "relaxed token file")
+
+    def signer_for(self, nick: str) -> Signer | None:
+        """How `nick` proves itself from this home: its own key, the shared secret, or not at all."""
+        proof = self.trust.proof_of(nick)
+        if proof is None:
+            return None
+        if proof.method == "key":
+            return KeySigner(load_private_key(self.trust.key_file(nick)))
+        return SecretSigner(self.secret())
+
+    def client(
+        self, nick: str | None = None, *, relaxed: bool = False, timeout: float = 10.0
+    ) -> RoomClient:
+        """A client of this home's hub posting as `nick` with the proof it holds."""
+        hub = self.society.hub
+        if relaxed:
+            url = hub.relaxed_endpoint()
+            if url is None:
+                raise ConfigError(
+                    "this home has no relaxed listener ([hub] relaxed in society.toml)"
+                )
+            return RoomClient(url, nick=nick, token=self.relaxed_token(), timeout=timeout)
+        signer = self.signer_for(nick) if nick else None
+        return RoomClient(hub.strict_url(), nick=nick, signer=signer, timeout=timeout)

@@ -1,0 +1,147 @@
+"""`bullpen init`: lay down a working home from the defaults in config/.
+
+The home is built in a temporary folder beside the target and renamed into
+place at the end, so a failure leaves nothing half-written and an existing
+home is never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agents.config import parse_address
+from agents.cursor import Cursor
+from agents.packaged import defaults
+from room.errors import ConfigError
+from room.message import check_nick
+from room.tail import Position
+from trust import keys
+from trust.secretfiles import create_secret_file, ensure_private_dir, new_secret
+
+# Extra things `init --demo` lays down; the pipelines register theirs here.
+DemoHook = Callable[[Path], None]
+DEMO_HOOKS: list[DemoHook] = []
+
+
+@dataclass
+class InitOptions:
+    operator: str = "operator"
+    strict: str = "127.0.0.1:8080"
+    relaxed: str = "127.0.0.1:8081"
+    demo: bool = False
+    extra_nicks: list[str] = field(default_factory=list)
+
+
+def _template(name: str) -> str:
+    return (defaults() / name).read_text(encoding="utf-8")
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    """Literal substitution of @NAME@ markers: nothing in a value is special."""
+    out, pos = [], 0
+    while True:
+        start = text.find("@", pos)
+        end = text.find("@", start + 1) if start >= 0 else -1
+        if start < 0 or end < 0:
+            out.append(text[pos:])
+            return "".join(out)
+        name = text[start + 1 : end]
+        if name in values:
+            out.append(text[pos:start])
+            out.append(values[name])
+            pos = end + 1
+        else:
+            out.append(text[pos : start + 1])
+            pos = start + 1
+
+
+def _copy_tree(name: str, dest: Path) -> None:
+    shutil.copytree(
+        defaults() / name, dest, ignore=shutil.ignore_patterns("__pycache__", "__init__.py")
+    )
+
+
+def _check_target(root: Path) -> None:
+    if root.exists():
+        if not root.is_dir():
+            raise ConfigError(
+                f"{root} exists and is not a folder; choose another place for the home"
+            )
+        if any(root.iterdir()):
+            raise ConfigError(
+                f"{root} already exists and is not empty; bullpen init never overwrites a home. "
+                "Choose a new folder, or remove this one if you really mean to start over"
+            )
+
+
+def init_home(root: Path, options: InitOptions) -> Path:
+    """Create a complete home at `root`; raise ConfigError without leaving anything behind."""
+    try:
+        check_nick(options.operator, "--operator")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    for flag, value in (("--strict", options.strict), ("--relaxed", options.relaxed)):
+        try:
+            parse_address(value, flag)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    root = root.expanduser().absolute()
+    _check_target(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.init-", dir=root.parent))
+    try:
+        _lay_down(staging, options)
+        if root.exists():
+            root.rmdir()  # empty, checked above
+        os.rename(staging, root)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return root
+
+
+def _lay_down(home: Path, options: InitOptions) -> None:
+    home.chmod(0o755)
+    society_text = _fill(
+        _template("society.toml"),
+        {"OPERATOR": options.operator, "STRICT": options.strict, "RELAXED": options.relaxed},
+    )
+    (home / "society.toml").write_text(society_text, encoding="utf-8")
+    nicks = list(tomllib.loads(society_text).get("nicks", {}))
+    nicks += [n for n in options.extra_nicks if n not in nicks]
+
+    secrets = home / "secrets"
+    ensure_private_dir(secrets)
+    ensure_private_dir(secrets / "keys")
+    create_secret_file(secrets / "post-secret", new_secret() + "\n")
+    create_secret_file(secrets / "relaxed-token", new_secret() + "\n")
+    hub_key = keys.generate_private_key(secrets / "hub.key")
+
+    members = [options.operator, *nicks]
+    trust_text = _fill(
+        _template("trust.toml"),
+        {
+            "HUB_PUBLIC_KEY": keys.public_text(hub_key),
+            "TRUSTED": ", ".join(f'"{nick}"' for nick in members),
+            "PRIVILEGED": "\n".join(f'{nick} = "secret"' for nick in members),
+        },
+    )
+    (home / "trust.toml").write_text(trust_text, encoding="utf-8")
+
+    (home / "room").mkdir(mode=0o750)
+    for nick in nicks:
+        # A lurker of a new home starts at the room's beginning, so nothing posted
+        # before its first start is missed; a nick added later starts at the end.
+        Cursor(home / "state" / nick / "cursor").save(Position(0, 0))
+    prompts = defaults() / "prompts"
+    if prompts.is_dir():
+        _copy_tree("prompts", home / "prompts")
+    if options.demo:
+        for hook in DEMO_HOOKS:
+            hook(home)

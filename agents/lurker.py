@@ -1,0 +1,378 @@
+"""`bullpen lurk NICK`: one nick's tail loop.
+
+It follows the room (the local file when it is here, else the hub), acts on
+a message only when all five wake rules hold (agents.wake), runs the nick's
+handler, and posts the reply through the hub with its own proof. Its cursor
+is saved after each handled message; on restart it first collects the ids
+it already answered after that cursor, so a crash between replying and
+saving never produces a second reply. A read failure backs off and retries
+without touching the cursor; a room shorter than the cursor stops it with
+an error that says what happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import structlog
+from pydantic import BaseModel
+
+from agents import handlers
+from agents.cursor import Cursor
+from agents.handlers import Failure, Outbox, Outcome, OutPost
+from agents.home import Home
+from agents.step import Judgment, JudgmentRequest, Reply, StepContext
+from agents.wake import is_ping, refusal, wake_set
+from room.client import RoomClient, read_file
+from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
+from room.log import Filter
+from room.message import Message
+from room.reader import RoomFile
+from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
+
+EXIT_OK, EXIT_ERROR, EXIT_CONFIG = 0, 1, 78
+MAX_BACKOFF_S = 10.0
+
+
+def failure_body(nick: str, reason: str) -> str:
+    return f"[{nick} FAILED — {reason}]"
+
+
+class Lurker:
+    def __init__(self, home: Home, nick: str) -> None:
+        society = home.society
+        if nick not in society.nicks:
+            known = ", ".join(sorted(society.nicks)) or "none"
+            raise ConfigError(
+                f"{nick} has no [nicks.{nick}] table in {home.society_file} (configured: {known})"
+            )
+        self.home = home
+        self.nick = nick
+        self.config = society.nicks[nick]
+        self.state = home.state_dir(nick)
+        self.state.mkdir(parents=True, exist_ok=True)
+        flagged = (self.state / ".wakereplies").exists()
+        self.wake = wake_set(self.config.wake_replies or flagged)
+        self.trusted = home.trust.trusted
+        self.handler = handlers.load(self.config)
+        self.cursor = Cursor(self.state / "cursor")
+        self.client: RoomClient = home.client(nick, relaxed=self.config.relaxed)
+        self.log = structlog.get_logger("agents.lurker").bind(nick=nick)
+        self.answered: set[str] = set()
+        self._stop = asyncio.Event()
+        self._slots = asyncio.Semaphore(self.config.concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._pending: dict[int, Position] = {}
+        self._last = Position(0)
+        self._judge: Any = None
+        self.ctx = StepContext(
+            nick=nick,
+            home=home,
+            options=dict(self.config.options),
+            judge=self._judge_call,
+            read_thread=self.read_thread,
+            read_to=self.read_to,
+        )
+
+    # -- what steps may use -------------------------------------------------
+
+    async def _judge_call(
+        self, role: str, request: JudgmentRequest, schema: type[BaseModel]
+    ) -> Judgment[Any]:
+        if self._judge is None:
+            from agents.seats import build_seats, make_judge
+
+            # One registry per process: an openai seat remembers what its server supports.
+            self._judge = make_judge(build_seats(self.home.society.seats))
+        return await self._judge(role, request, schema)  # type: ignore[no-any-return]
+
+    async def read_thread(self, thread: str) -> list[Message]:
+        """A run's whole thread, read over the hub (never from a file)."""
+        messages: list[Message] = []
+        after = 0
+        while True:
+            lines, last = await self.client.read(after, 1000, thread=thread)
+            messages += [Message.model_validate(line) for line in lines]
+            if len(lines) < 1000:
+                return messages
+            after = last
+
+    async def read_to(self, nick: str, window: int) -> list[Message]:
+        """Messages to @nick among the room's last `window` lines, read over the hub."""
+        head = int((await self.client.health())["seq"])
+        after = max(0, head - window)
+        messages: list[Message] = []
+        while True:
+            lines, last = await self.client.read(after, 1000, to=f"@{nick}")
+            messages += [Message.model_validate(line) for line in lines]
+            if len(lines) < 1000:
+                return messages
+            after = last
+
+    # -- the loop ----------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _local(self) -> bool:
+        mode = self.config.read
+        return mode == "file" or (mode == "auto" and self.home.room_path.parent.is_dir())
+
+    async def _start_position(self) -> Position:
+        saved = self.cursor.load()
+        if saved is not None:
+            return saved
+        if self._local() and self.home.room_path.exists():
+            with RoomFile(self.home.room_path) as room:
+                head = room.last_seq()
+        else:
+            head = int((await self.client.health())["seq"])
+        self.log.info("no cursor yet: starting at the end of the room", seq=head)
+        start = Position(head)
+        self.cursor.save(start)
+        return start
+
+    async def _collect_answered(self, after: int) -> None:
+        """Ids this nick already replied to after its cursor: never answer them again."""
+        if self._local() and self.home.room_path.exists():
+            mine, _ = read_file(self.home.room_path, after, None, Filter(sender=self.nick))
+        else:
+            mine = []
+            cursor = after
+            while True:
+                lines, last = await self.client.read(cursor, 1000, sender=self.nick)
+                mine += lines
+                if len(lines) < 1000:
+                    break
+                cursor = last
+        self.answered.update(m["in_reply_to"] for m in mine if m.get("in_reply_to"))
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop)
+        ticker = None
+        try:
+            start = await self._retrying(self._start_position)
+            await self._retrying(lambda: self._collect_answered(start.seq))
+            self._last = start
+            self.log.info(
+                "lurking",
+                wake=sorted(self.wake),
+                source="file" if self._local() else "hub",
+                after=start.seq,
+            )
+            tick = self.handler.tick()
+            if tick is not None:
+                ticker = asyncio.create_task(self._tick_loop(tick))
+            await self._follow(start)
+            return EXIT_OK
+        except CursorAhead as exc:
+            self.log.error("room is shorter than the cursor; stopping", error=exc.message)
+            print(f"bullpen lurk {self.nick}: {exc.message}", file=sys.stderr)
+            return EXIT_ERROR
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self.client.aclose()
+            self.log.info("stopped", cursor=self._safe().seq)
+
+    async def _retrying(self, action: Any) -> Any:
+        delay = 0.2
+        while True:
+            try:
+                return await action()
+            except HubUnavailable as exc:
+                if self._stop.is_set():
+                    raise asyncio.CancelledError from None
+                self.log.warning("hub unreachable; retrying", error=exc.message, retry_in_s=delay)
+                await self._sleep(delay)
+                delay = min(delay * 2, MAX_BACKOFF_S)
+
+    async def _sleep(self, seconds: float) -> bool:
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _follow(self, start: Position) -> None:
+        use_file = self._local()
+        while not self._stop.is_set():
+            source: AsyncIterator[tuple[Message, Position]]
+            if use_file:
+                source = FileFollower(
+                    self.home.room_path,
+                    self._safe(),
+                    safety_s=self.home.society.lurker.safety_reread_s,
+                ).follow()
+            else:
+                source = HubFollower(self.client, self._safe(), to=f"@{self.nick}").follow()
+            consume = asyncio.create_task(self._consume(source))
+            stopped = asyncio.create_task(self._stop.wait())
+            await asyncio.wait([consume, stopped], return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            if not consume.done():
+                consume.cancel()  # interrupts a blocked wait or long-poll at once
+                await asyncio.gather(consume, return_exceptions=True)
+                return
+            try:
+                consume.result()
+            except WatchUnavailable as exc:
+                self.log.warning(
+                    "cannot watch the room file; long-polling the hub instead", error=str(exc)
+                )
+                use_file = False
+                continue
+            await self._sleep(1.0)  # the follower ended unexpectedly: begin again shortly
+
+    async def _consume(self, source: AsyncIterator[tuple[Message, Position]]) -> None:
+        async for message, position in source:
+            await self._consider(message, position)
+
+    async def _consider(self, message: Message, position: Position) -> None:
+        self._last = position
+        reason = refusal(message, self.nick, self.wake, self.trusted)
+        if reason is not None:
+            if message.addressed_to(self.nick):
+                self.log.debug("not waking", seq=message.seq, why=reason)
+            return
+        if message.id in self.answered:
+            self.log.info("already answered; skipping", seq=message.seq, id=message.id)
+            return
+        await self._slots.acquire()
+        self._pending[message.seq] = position
+        task = asyncio.create_task(self._handle(message, position))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _safe(self) -> Position:
+        """The furthest position with nothing before it still being handled."""
+        if not self._pending:
+            return self._last
+        return Position(min(self._pending) - 1)
+
+    async def _handle(self, message: Message, position: Position) -> None:
+        log = self.log.bind(seq=message.seq, id=message.id, sender=message.from_)
+        try:
+            log.info("woken", type=message.type, thread=message.thread)
+            if is_ping(message):
+                outcome: Outcome = Reply("pong", {"pong": True, "nick": self.nick})
+            else:
+                outcome = await self.handler.run(message, self.ctx, self.config.timeout_s)
+            await self._deliver(message, outcome)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("could not deliver a reply")
+        finally:
+            self._pending.pop(message.seq, None)
+            self._slots.release()
+        self.cursor.save(self._safe())
+
+    async def _deliver(self, message: Message, outcome: Outcome) -> None:
+        if isinstance(outcome, Outbox):
+            for post in outcome.posts:
+                await self._post(post, None)
+            return
+        if isinstance(outcome, Failure):
+            self.log.warning("handler failed", seq=message.seq, reason=outcome.reason)
+            body = failure_body(self.nick, outcome.reason)
+            data: dict[str, Any] | None = {
+                "failed": True,
+                "reason": outcome.reason,
+                "nick": self.nick,
+                **outcome.details,
+            }
+        else:
+            body, data = outcome.body, outcome.data
+        reply = OutPost(
+            to=f"@{message.from_}",
+            body=body,
+            type="reply",
+            data=data,
+            in_reply_to=message.id,
+            thread=message.thread,
+        )
+        try:
+            await self._post(reply, message)
+        except PostRejected as exc:
+            if isinstance(outcome, Failure):
+                raise
+            self.log.error("the hub rejected our reply", error=exc.message)
+            await self._post(
+                OutPost(
+                    to=f"@{message.from_}",
+                    body=failure_body(self.nick, f"the hub rejected the reply: {exc.message}"),
+                    type="reply",
+                    data={"failed": True, "reason": exc.message, "nick": self.nick},
+                    in_reply_to=message.id,
+                    thread=message.thread,
+                ),
+                message,
+            )
+        self.answered.add(message.id)
+
+    async def _post(self, post: OutPost, answering: Message | None) -> dict[str, Any]:
+        """Post, waiting out a hub outage; never post a reply twice."""
+        built = self.client.build(
+            post.to,
+            post.body,
+            type=post.type,
+            data=post.data,
+            in_reply_to=post.in_reply_to,
+            thread=post.thread,
+        )
+        delay = 0.5
+        while True:
+            try:
+                return await self.client.send(built)
+            except HubUnavailable as exc:
+                self.log.warning("hub unavailable while posting; retrying", error=exc.message)
+                if await self._sleep(delay):
+                    raise asyncio.CancelledError from None
+                delay = min(delay * 2, MAX_BACKOFF_S)
+                if answering is not None:
+                    found = await self._find_reply(answering)
+                    if found is not None:
+                        return found
+
+    async def _find_reply(self, message: Message) -> dict[str, Any] | None:
+        try:
+            lines, _ = await self.client.read(message.seq, 1000, sender=self.nick)
+        except HubUnavailable:
+            return None
+        return next((m for m in lines if m.get("in_reply_to") == message.id), None)
+
+    async def _tick_loop(self, tick: Any) -> None:
+        interval = self.home.society.lurker.overdue_check_s
+        while not await self._sleep(interval):
+            try:
+                outcome = await tick(self.ctx)
+                if isinstance(outcome, Outbox):
+                    for post in outcome.posts:
+                        await self._post(post, None)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.log.exception("periodic check failed")
+
+
+def cmd_lurk(args: argparse.Namespace) -> int:
+    home = Home.at(args.home)
+    home.require()
+    lurker = Lurker(home, args.nick)
+    try:
+        import uvloop
+
+        return uvloop.run(lurker.run())
+    except ImportError:  # pragma: no cover
+        return asyncio.run(lurker.run())

@@ -1,0 +1,201 @@
+"""`bullpen up`: the whole society on one machine, as child processes.
+
+Starts the hub, waits until it answers, then one lurker per configured nick.
+A child that crashes is restarted with backoff (a configuration error, exit
+78, is not: it would only fail again). Ctrl-C or SIGTERM stops the lurkers,
+then the hub, and waits for them; children also get SIGTERM from the kernel
+if `up` itself dies, so nothing is left behind. Each child's log goes to
+`<home>/logs/<name>.log`; the terminal shows one status line per event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agents.home import Home
+from room.client import RoomClient
+from room.errors import HubUnavailable, PostRejected
+
+EXIT_CONFIG = 78
+STOP_GRACE_S = 10.0
+HUB_START_S = 20.0
+STABLE_S = 30.0
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Ask Linux to SIGTERM this child if `up` dies without cleaning up."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def status(text: str) -> None:
+    print(f"up: {text}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    log_path: Path
+    proc: asyncio.subprocess.Process | None = None
+    started_at: float = 0.0
+    restarts: int = 0
+    backoff: float = 1.0
+    gave_up: bool = False
+    history: list[int] = field(default_factory=list)
+
+    async def start(self, env: dict[str, str]) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        finally:
+            log.close()
+        self.started_at = time.monotonic()
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class Supervisor:
+    def __init__(self, home: Home, with_hub: bool = True) -> None:
+        self.home = home
+        base = [sys.executable, "-m", "agents.cli", "--home", str(home.root)]
+        logs = home.root / "logs"
+        self.hub = Child("hub", [*base, "hub"], logs / "hub.log") if with_hub else None
+        self.lurkers = [
+            Child(nick, [*base, "lurk", nick], logs / f"{nick}.log") for nick in home.society.nicks
+        ]
+        self.env = {**os.environ, "BULLPEN_HOME": str(home.root), "PYTHONUNBUFFERED": "1"}
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def _hub_ready(self) -> bool:
+        assert self.hub is not None and self.hub.proc is not None
+        url = self.home.society.hub.strict_url()
+        deadline = time.monotonic() + HUB_START_S
+        async with RoomClient(url, timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if self.hub.proc.returncode is not None:
+                    return False
+                try:
+                    await client.health()
+                    return True
+                except (HubUnavailable, PostRejected):
+                    pass
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.hub.proc.wait(), 0.1)
+        return False
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop)
+        if self.hub is not None:
+            await self.hub.start(self.env)
+            assert self.hub.proc is not None
+            if not await self._hub_ready():
+                await self._terminate([self.hub])
+                status(f"the hub did not start (exit {self.hub.proc.returncode}); its log says:")
+                print(self.hub.log_tail(), file=sys.stderr)
+                return 1
+            hub = self.home.society.hub
+            status(
+                f"hub        pid {self.hub.proc.pid:<7} running  strict {hub.strict}"
+                + (f", relaxed {hub.relaxed}" if hub.relaxed else "")
+            )
+        for child in self.lurkers:
+            await child.start(self.env)
+            assert child.proc is not None
+            status(f"{child.name:<10} pid {child.proc.pid:<7} running  log {child.log_path}")
+        status(f"{len(self.lurkers)} lurkers up; Ctrl-C stops everything")
+        watchers = [asyncio.create_task(self._watch(c)) for c in self._children()]
+        await self._stopping.wait()
+        status("stopping")
+        for task in watchers:
+            task.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
+        await self._terminate(self.lurkers)
+        if self.hub is not None:
+            await self._terminate([self.hub])
+        status("stopped")
+        return 0
+
+    def _children(self) -> list[Child]:
+        return ([self.hub] if self.hub else []) + self.lurkers
+
+    async def _watch(self, child: Child) -> None:
+        while not self._stopping.is_set():
+            assert child.proc is not None
+            code = await child.proc.wait()
+            if self._stopping.is_set():
+                return
+            if code == EXIT_CONFIG:
+                child.gave_up = True
+                status(f"{child.name} has a configuration error (exit 78); not restarting it:")
+                print(child.log_tail(5), file=sys.stderr)
+                if child is self.hub:
+                    self.stop()
+                return
+            if time.monotonic() - child.started_at > STABLE_S:
+                child.backoff = 1.0
+            status(
+                f"{child.name} exited with status {code}; restarting in {child.backoff:g} s "
+                f"(log {child.log_path})"
+            )
+            try:
+                await asyncio.wait_for(self._stopping.wait(), child.backoff)
+                return
+            except TimeoutError:
+                pass
+            child.backoff = min(child.backoff * 2, 30.0)
+            child.restarts += 1
+            await child.start(self.env)
+            status(f"{child.name:<10} pid {child.proc.pid:<7} restarted ({child.restarts})")
+
+    async def _terminate(self, children: list[Child]) -> None:
+        running = [c for c in children if c.proc is not None and c.proc.returncode is None]
+        for child in running:
+            assert child.proc is not None
+            child.proc.send_signal(signal.SIGTERM)
+        for child in running:
+            assert child.proc is not None
+            try:
+                await asyncio.wait_for(child.proc.wait(), STOP_GRACE_S)
+            except TimeoutError:
+                status(f"{child.name} did not stop in {STOP_GRACE_S:g} s; killing it")
+                child.proc.kill()
+                await child.proc.wait()
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    home = Home.at(args.home)
+    home.require()
+    home.society  # noqa: B018 - load and validate before starting anything
+    home.trust  # noqa: B018
+    return asyncio.run(Supervisor(home, with_hub=not args.no_hub).run())

@@ -1,0 +1,42 @@
+"""The five wake rules: when a lurker acts on a message, and when it must not.
+
+A lurker acts on a message only if all hold:
+  1. `from` is not itself (never react to your own posts: the loop guard);
+  2. `type` is in its wake set: {ask, chat}, plus reply for a reply-waking nick;
+  3. `to` is `@<nick>`;
+  4. `from` is in TRUST (the invoker allowlist);
+  5. `verified` is true (the hub proved the poster).
+Only a nick flagged to wake on replies (an orchestrator) ever wakes on a
+reply, so plain workers never ping-pong replies forever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+
+from room.message import Message
+
+DEFAULT_WAKE = frozenset({"ask", "chat"})
+
+
+def wake_set(wake_replies: bool) -> frozenset[str]:
+    return DEFAULT_WAKE | {"reply"} if wake_replies else DEFAULT_WAKE
+
+
+def refusal(message: Message, nick: str, wake: Set[str], trusted: Set[str]) -> str | None:
+    """None when the lurker should act; otherwise the first rule the message fails."""
+    if message.from_ == nick:
+        return "rule 1: it is our own post"
+    if message.type not in wake:
+        return f"rule 2: type {message.type!r} is not in the wake set"
+    if not message.addressed_to(nick):
+        return "rule 3: not addressed to us"
+    if message.from_ not in trusted:
+        return f"rule 4: {message.from_} is not in TRUST"
+    if not message.verified:
+        return "rule 5: not verified"
+    return None
+
+
+def is_ping(message: Message) -> bool:
+    return message.type == "ask" and message.data == {"ping": True}

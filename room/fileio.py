@@ -1,0 +1,70 @@
+"""The write layer under the JSONL log, with a fault-injecting variant for tests.
+
+Like SQLite's test VFS, the log's three durable operations go through one
+small object, so the reliability suites can make a real hub process meet
+ENOSPC, EIO or a short write at a chosen moment. The faulty layer is only
+ever chosen by the BULLPEN_FAULTS environment variable:
+
+    BULLPEN_FAULTS="enospc@write:12"   the 12th write raises ENOSPC
+    BULLPEN_FAULTS="eio@fsync:3"       the 3rd fsync raises EIO
+    BULLPEN_FAULTS="short@write:5"     the 5th write stores only half its bytes
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+
+class FileIO:
+    """Plain POSIX calls."""
+
+    def write(self, fd: int, data: bytes) -> int:
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def truncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+
+class FaultyIO(FileIO):
+    """Fails one chosen call the way a full or failing disk would."""
+
+    def __init__(self, kind: str, op: str, nth: int) -> None:
+        self.kind, self.op, self.nth = kind, op, nth
+        self.counts = {"write": 0, "fsync": 0}
+
+    def _due(self, op: str) -> bool:
+        self.counts[op] += 1
+        return op == self.op and self.counts[op] == self.nth
+
+    def write(self, fd: int, data: bytes) -> int:
+        if self._due("write"):
+            if self.kind == "short":
+                return os.write(fd, data[: max(1, len(data) // 2)])
+            raise OSError(errno.ENOSPC if self.kind == "enospc" else errno.EIO, "injected fault")
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        if self._due("fsync"):
+            raise OSError(errno.EIO if self.kind == "eio" else errno.ENOSPC, "injected fault")
+        os.fsync(fd)
+
+
+def from_environment() -> FileIO:
+    spec = os.environ.get("BULLPEN_FAULTS", "").strip()
+    if not spec:
+        return FileIO()
+    try:
+        kind, rest = spec.split("@", 1)
+        op, nth = rest.split(":", 1)
+        if kind not in ("enospc", "eio", "short") or op not in ("write", "fsync"):
+            raise ValueError
+        return FaultyIO(kind, op, int(nth))
+    except ValueError:
+        raise SystemExit(
+            f"BULLPEN_FAULTS={spec!r} is not understood; use KIND@OP:N with KIND one of "
+            "enospc, eio, short and OP one of write, fsync"
+        ) from None

@@ -1,0 +1,297 @@
+"""The hub: the room's only writer, serving it over HTTP on two listeners.
+
+    POST /say          a post in, the stored line out (200), or a JSON error (4xx)
+    GET  /read         lines after a seq, filtered, optionally long-polling
+    GET  /health       liveness and the room's head
+    GET  /openapi.json the schema of the above
+
+Both listeners share one log and one gate; they differ only in the gate's
+rule for privileged nicks (strict: proof required; relaxed: bearer token
+required on every request, proof optional).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from room import openapi
+from room.errors import BadPost, BullpenError, DurabilityError, PostRejected
+from room.log import Draft, Filter, RoomLog
+from room.message import check_nick, normalize_to, parse_request
+from trust.gate import Gate
+
+log = structlog.get_logger("room.hub")
+
+MAX_REQUEST_BYTES = 2 * 1024 * 1024
+MAX_READ_LIMIT = 1000
+MAX_WAIT_S = 60.0
+
+
+def _error(exc: BullpenError, status: int) -> JSONResponse:
+    return JSONResponse(exc.to_dict(), status_code=status)
+
+
+class Hub:
+    """What both listeners share: the log and the gate."""
+
+    def __init__(self, room_log: RoomLog, gate: Gate) -> None:
+        self.log = room_log
+        self.gate = gate
+
+    def app(self, relaxed: bool) -> Starlette:
+        listener = "relaxed" if relaxed else "strict"
+
+        async def guard(request: Request) -> None:
+            if relaxed:
+                self.gate.check_bearer(request.headers.get("authorization"))
+
+        async def say(request: Request) -> Response:
+            await guard(request)
+            raw = await _body(request)
+            post_request = parse_request(raw)
+            verified = self.gate.judge(post_request, relaxed)
+            stored = await self.log.append(Draft(post_request.post, verified))
+            return Response(stored.raw, media_type="application/json")
+
+        async def read(request: Request) -> Response:
+            await guard(request)
+            after, limit, wait, flt = _read_params(request)
+            result = await self.log.read(after, limit, flt)
+            deadline = asyncio.get_running_loop().time() + wait
+            while not result.lines and wait > 0:
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    break
+                if await self.log.wait_for_lines(result.last_seq, remaining):
+                    result = await self.log.read(result.last_seq, limit, flt)
+            payload = (
+                b'{"messages":['
+                + b",".join(result.lines)
+                + b'],"last_seq":'
+                + str(result.last_seq).encode()
+                + b"}"
+            )
+            return Response(payload, media_type="application/json")
+
+        async def health(request: Request) -> Response:
+            await guard(request)
+            failed = getattr(self.log, "failed", None)
+            body = {
+                "ok": failed is None,
+                "listener": listener,
+                "seq": self.log.head.seq,
+                "head": self.log.head.hash,
+            }
+            return JSONResponse(body, status_code=200 if failed is None else 503)
+
+        async def schema(request: Request) -> Response:
+            await guard(request)
+            return JSONResponse(openapi.schema(listener))
+
+        async def on_error(request: Request, exc: Exception) -> Response:
+            if isinstance(exc, PostRejected):
+                return _error(exc, exc.status)
+            if isinstance(exc, DurabilityError):
+                return _error(exc, 503)
+            if isinstance(exc, HTTPException):
+                text = {404: "no such endpoint; see /openapi.json", 405: "method not allowed here"}
+                message = text.get(exc.status_code, str(exc.detail))
+                return JSONResponse(
+                    {"error": "http", "message": message}, status_code=exc.status_code
+                )
+            log.exception("unexpected error serving a request", path=request.url.path)
+            return JSONResponse(
+                {"error": "internal", "message": "the hub hit an unexpected error; see its log"},
+                status_code=500,
+            )
+
+        routes = [
+            Route("/say", _catching(say, on_error), methods=["POST"]),
+            Route("/read", _catching(read, on_error), methods=["GET"]),
+            Route("/health", _catching(health, on_error), methods=["GET"]),
+            Route("/openapi.json", _catching(schema, on_error), methods=["GET"]),
+        ]
+        return Starlette(
+            routes=routes,
+            exception_handlers={HTTPException: on_error, Exception: on_error},
+        )
+
+
+def _catching(
+    endpoint: Callable[[Request], Awaitable[Response]],
+    on_error: Callable[[Request, Exception], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except Exception as exc:  # every failure becomes a JSON answer
+            return await on_error(request, exc)
+
+    return wrapped
+
+
+async def _body(request: Request) -> bytes:
+    declared = request.headers.get("content-length", "")
+    too_big = BadPost(
+        f"the request is over {MAX_REQUEST_BYTES // (1024 * 1024)} MiB; a post's body may be "
+        "64 KiB and its data 256 KiB",
+        status=413,
+    )
+    if declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
+        raise too_big
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_REQUEST_BYTES:
+            raise too_big
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+_READ_PARAMS = {"after", "limit", "wait", "thread", "to", "from"}
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadPost(f"{name} must be a whole number, got {text!r}") from None
+    if not low <= value <= high:
+        raise BadPost(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _read_params(request: Request) -> tuple[int, int, float, Filter]:
+    for name in request.query_params:
+        if name not in _READ_PARAMS:
+            raise BadPost(
+                f"unknown parameter {name!r}; /read takes {', '.join(sorted(_READ_PARAMS))}"
+            )
+    after = _int_param(request, "after", 0, 0, 1 << 62)
+    limit = _int_param(request, "limit", 100, 1, MAX_READ_LIMIT)
+    wait_text = request.query_params.get("wait")
+    wait = 0.0
+    if wait_text is not None:
+        try:
+            wait = float(wait_text)
+        except ValueError:
+            raise BadPost(f"wait must be a number of seconds, got {wait_text!r}") from None
+        if not 0 <= wait <= MAX_WAIT_S:
+            raise BadPost(f"wait must be between 0 and {MAX_WAIT_S:g} seconds")
+    params = request.query_params
+    try:
+        to = normalize_to(params["to"]) if "to" in params else None
+        sender = check_nick(params["from"], "from") if "from" in params else None
+    except ValueError as exc:
+        raise BadPost(str(exc)) from None
+    thread = params.get("thread") or None
+    return after, limit, wait, Filter(thread=thread, to=to, sender=sender)
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves signals to the hub, which runs two of them."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Bind a listening socket, or raise OSError with a message that says what to do."""
+    try:
+        return socket.create_server((host, port), backlog=1024, reuse_port=False)
+    except OSError as exc:
+        raise OSError(
+            exc.errno,
+            f"cannot listen on {host}:{port} ({exc.strerror}); another hub or program "
+            "may be using it: stop it, or choose another address in society.toml [hub]",
+        ) from None
+
+
+@dataclass
+class Listener:
+    name: str
+    sock: socket.socket
+    relaxed: bool
+
+    @property
+    def address(self) -> str:
+        host, port = self.sock.getsockname()[:2]
+        return f"{host}:{port}"
+
+
+@dataclass
+class Serving:
+    """A running hub's servers; `stop()` ends them gracefully."""
+
+    servers: list[_Server] = field(default_factory=list)
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.should_exit = True
+        self.stopped.set()
+
+
+async def serve(
+    hub: Hub, listeners: list[Listener], on_ready: Callable[[], Any] | None = None
+) -> None:
+    """Serve every listener until SIGTERM/SIGINT or `hub.log` fails; then return."""
+    serving = Serving()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, serving.stop)
+    previous_fatal = hub.log.on_fatal
+
+    def fatal(exc: BaseException) -> None:
+        if previous_fatal is not None:
+            previous_fatal(exc)
+        serving.stop()
+
+    hub.log.on_fatal = fatal
+    tasks = []
+    for listener in listeners:
+        config = uvicorn.Config(
+            hub.app(listener.relaxed),
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            http="httptools",
+            timeout_graceful_shutdown=5,
+            timeout_keep_alive=30,
+        )
+        server = _Server(config)
+        serving.servers.append(server)
+        tasks.append(asyncio.create_task(server.serve(sockets=[listener.sock])))
+    while not all(server.started for server in serving.servers):
+        if any(task.done() for task in tasks):
+            break
+        await asyncio.sleep(0.01)
+    if on_ready is not None:
+        on_ready()
+    await asyncio.wait(
+        [*tasks, asyncio.create_task(serving.stopped.wait())],
+        return_when=asyncio.FIRST_COMPLETED,
+    )
+    serving.stop()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(sig)

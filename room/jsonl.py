@@ -1,0 +1,411 @@
+"""The default engine: room.jsonl on a local disk, written by exactly one hub.
+
+- One writer: an exclusive flock on `<room>.lock` for the hub's lifetime.
+- Group commit: posts that arrive while a batch is being fsynced form the
+  next batch; each is acknowledged only after its batch is on disk.
+- Fail-stop: a failed write or fsync truncates back to the last good size,
+  rejects everything in flight and stops the hub; it is never retried.
+- Recovery: a torn or unparseable tail found at start-up is moved to a side
+  file next to the room and reported, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import fcntl
+import os
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import structlog
+
+from room.chain import GENESIS, line_hash
+from room.errors import DurabilityError, RoomCorrupt, RoomLocked
+from room.fileio import FileIO
+from room.ids import IdClock
+from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Stored, build_line
+from room.message import parse_line
+from room.reader import RoomFile, seq_of
+
+log = structlog.get_logger("room.jsonl")
+
+MAX_TAIL_GARBAGE = 64 * 1024 * 1024
+
+
+def lock_path(room: Path) -> Path:
+    return room.with_name(room.name + ".lock")
+
+
+def _take_lock(room: Path) -> int:
+    path = lock_path(room)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise RoomLocked(
+            f"another hub (pid {holder}) already holds the room {room}; stop it first "
+            "(systemctl --user stop bullpen-hub, or Ctrl-C in its terminal) or point "
+            "this hub at another room",
+            room=str(room),
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def move_aside(room: Path, fd: int, keep: int, size: int, why: str) -> Path:
+    """Copy bytes [keep, size) to a new side file, then cut the room back to `keep`."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    n = 0
+    while True:
+        side = room.with_name(f"{room.name}.torn-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            side_fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o640)
+            break
+        except FileExistsError:
+            n += 1
+    try:
+        pos = keep
+        while pos < size:
+            chunk = os.pread(fd, min(1 << 20, size - pos), pos)
+            os.write(side_fd, chunk)
+            pos += len(chunk)
+        os.fsync(side_fd)
+    finally:
+        os.close(side_fd)
+    _fsync_dir(room.parent)
+    os.ftruncate(fd, keep)
+    os.fsync(fd)
+    log.warning("room tail moved aside", side_file=str(side), bytes=size - keep, reason=why)
+    return side
+
+
+def _is_message(line: bytes) -> bool:
+    try:
+        message = parse_line(line)
+    except ValueError:
+        return False
+    return message.seq >= 1 and len(message.prev) == 64
+
+
+def recover(room: Path, fd: int) -> tuple[Head, int, list[str]]:
+    """Find the last whole, valid line; move anything after it aside. Returns (head, size, notes)."""
+    size = os.fstat(fd).st_size
+    notes: list[str] = []
+    reader = RoomFile(room)
+    try:
+        good = size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            good = reader._last_newline_before(size)
+        while good > 0:
+            start = reader._last_newline_before(good - 1)
+            if _is_message(os.pread(fd, good - 1 - start, start)):
+                break
+            good = start
+            if size - good > MAX_TAIL_GARBAGE:
+                raise RoomCorrupt(
+                    f"the last {size - good} bytes of {room} hold no valid room line; "
+                    "this is more than a torn write. Run `bullpen audit` on it and move "
+                    "the damaged part aside by hand before starting the hub"
+                )
+        if good < size:
+            side = move_aside(room, fd, good, size, "torn or unparseable tail")
+            notes.append(
+                f"moved {size - good} bytes of torn or unparseable tail from {room.name} "
+                f"to {side.name}"
+            )
+        if good == 0:
+            return Head(0, GENESIS), 0, notes
+        found = reader.last_line(good)
+        assert found is not None
+        start, last = found
+        last_msg = parse_line(last)
+        if start == 0:
+            if last_msg.seq != 1 or last_msg.prev != GENESIS:
+                raise RoomCorrupt(
+                    f"{room} starts at seq {last_msg.seq}, not 1; run `bullpen audit {room}`"
+                )
+        else:
+            before = reader.last_line(start)
+            assert before is not None
+            if last_msg.prev != line_hash(before[1]) or last_msg.seq != seq_of(before[1]) + 1:
+                raise RoomCorrupt(
+                    f"the last line of {room} (seq {last_msg.seq}) does not chain to the line "
+                    f"before it; the file was edited. Run `bullpen audit {room}` to find where",
+                    seq=last_msg.seq,
+                )
+        return Head(last_msg.seq, line_hash(last)), good, notes
+    finally:
+        reader.close()
+
+
+class _Cached:
+    __slots__ = ("raw", "sender", "seq", "thread", "to")
+
+    def __init__(self, stored: Stored) -> None:
+        self.seq = stored.seq
+        self.raw = stored.raw
+        self.sender = stored.sender
+        self.to = stored.to
+        self.thread = stored.thread
+
+
+class JsonlLog(RoomLog):
+    def __init__(
+        self,
+        path: Path,
+        *,
+        before_sync: Sequence[Callable[[], None]] = (),
+        io: FileIO | None = None,
+        cache_lines: int = 8192,
+        thread_index_size: int = 1024,
+    ) -> None:
+        self.path = path
+        self._before_sync = list(before_sync)
+        self._io = io or FileIO()
+        self._cache: deque[_Cached] = deque(maxlen=cache_lines)
+        self._threads: OrderedDict[str, list[int]] = OrderedDict()
+        self._thread_index_size = thread_index_size
+        self._ids = IdClock()
+        self._queue: list[tuple[Draft, asyncio.Future[Stored]]] = []
+        self._fd = -1
+        self._lock_fd = -1
+        self._size = 0
+        self._head = Head(0, GENESIS)
+        self._failed: DurabilityError | None = None
+        self._closing = False
+        self._writer_task: asyncio.Task[None] | None = None
+        self._kick: asyncio.Event | None = None
+        self._appended: asyncio.Event | None = None
+        self._reader: RoomFile | None = None
+
+    @property
+    def head(self) -> Head:
+        return self._head
+
+    @property
+    def failed(self) -> DurabilityError | None:
+        return self._failed
+
+    async def open(self) -> OpenReport:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _take_lock(self.path)
+        try:
+            self._fd = os.open(
+                self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640
+            )
+            self._head, self._size, notes = recover(self.path, self._fd)
+        except BaseException:
+            self._release()
+            raise
+        self._reader = RoomFile(self.path)
+        self._kick = asyncio.Event()
+        self._appended = asyncio.Event()
+        self._writer_task = asyncio.create_task(self._writer(), name="room-writer")
+        return OpenReport(self._head, notes)
+
+    async def append(self, draft: Draft) -> Stored:
+        if self._failed is not None:
+            raise self._failed
+        if self._closing or self._kick is None:
+            raise DurabilityError("the room is closing; post again once the hub is back")
+        future: asyncio.Future[Stored] = asyncio.get_running_loop().create_future()
+        self._queue.append((draft, future))
+        self._kick.set()
+        return await future
+
+    async def _writer(self) -> None:
+        assert self._kick is not None
+        while True:
+            await self._kick.wait()
+            self._kick.clear()
+            if not self._queue:
+                if self._closing:
+                    return
+                continue
+            batch, self._queue = self._queue, []
+            seq, prev = self._head.seq, self._head.hash
+            stored: list[Stored] = []
+            for draft, _ in batch:
+                seq += 1
+                ulid, ms = self._ids.next()
+                raw = build_line(seq, ulid, ms, draft, prev)
+                prev = line_hash(raw)
+                post = draft.post
+                stored.append(Stored(seq, raw, post.from_, post.to, post.thread))
+            blob = b"".join(s.raw + b"\n" for s in stored)
+            try:
+                await asyncio.to_thread(self._write_and_sync, blob)
+            except OSError as exc:
+                self._fail(exc, batch)
+                return
+            self._commit(stored, len(blob), Head(seq, prev))
+            for (_, future), line in zip(batch, stored, strict=True):
+                if not future.done():
+                    future.set_result(line)
+            if self._closing and not self._queue:
+                return
+
+    def _write_and_sync(self, blob: bytes) -> None:
+        for hook in self._before_sync:
+            hook()
+        written = self._io.write(self._fd, blob)
+        if written != len(blob):
+            raise OSError(errno.EIO, f"short write: {written} of {len(blob)} bytes")
+        self._io.fsync(self._fd)
+
+    def _commit(self, stored: list[Stored], nbytes: int, head: Head) -> None:
+        self._size += nbytes
+        self._head = head
+        for line in stored:
+            self._cache.append(_Cached(line))
+            if line.thread is not None and line.thread in self._threads:
+                self._threads[line.thread].append(line.seq)
+        assert self._appended is not None
+        woken, self._appended = self._appended, asyncio.Event()
+        woken.set()
+
+    def _fail(self, exc: OSError, batch: list[tuple[Draft, asyncio.Future[Stored]]]) -> None:
+        try:
+            self._io.truncate(self._fd, self._size)
+            os.fsync(self._fd)
+            cut = "the partial batch was cut off"
+        except OSError as cut_exc:
+            cut = f"cutting the partial batch off also failed ({cut_exc.strerror}); the next start moves it aside"
+        self._failed = DurabilityError(
+            f"writing the room failed ({exc.strerror or exc}); {cut}. The hub stopped "
+            "acknowledging posts: nothing acknowledged was lost. Free space or fix the disk, "
+            "then start the hub again",
+            errno=exc.errno,
+        )
+        log.error("room write failed; stopping", error=str(exc), size=self._size)
+        for _, future in batch + self._queue:
+            if not future.done():
+                future.set_exception(self._failed)
+        self._queue = []
+        if self.on_fatal is not None:
+            self.on_fatal(self._failed)
+
+    async def wait_for_lines(self, after: int, timeout: float) -> bool:
+        if self._head.seq > after:
+            return True
+        assert self._appended is not None
+        try:
+            await asyncio.wait_for(self._appended.wait(), timeout)
+        except TimeoutError:
+            return False
+        return self._head.seq > after
+
+    async def read(self, after: int, limit: int, flt: Filter) -> ReadResult:
+        head, end = self._head.seq, self._size
+        if after >= head or limit <= 0:
+            return ReadResult([], head)
+        if flt.thread is not None:
+            return await self._read_thread(after, limit, flt, head, end)
+        if self._cache and after + 1 >= self._cache[0].seq:
+            lines = []
+            for entry in self._cache:
+                if entry.seq > after and flt.matches(entry.sender, entry.to, entry.thread):
+                    lines.append(entry.raw)
+                    if len(lines) == limit:
+                        return ReadResult(lines, entry.seq)
+            return ReadResult(lines, head)
+        return await asyncio.to_thread(self._scan, after, limit, flt, head, end)
+
+    def _scan(self, after: int, limit: int, flt: Filter, head: int, end: int) -> ReadResult:
+        assert self._reader is not None
+        needles = flt.prefilter()
+        lines: list[bytes] = []
+        offset = self._reader.offset_after(after, end)
+        for _, raw in self._reader.lines_from(offset, end):
+            if needles and not all(n in raw for n in needles):
+                continue
+            if not flt.empty:
+                try:
+                    msg = parse_line(raw)
+                except ValueError:
+                    continue
+                if not flt.matches(msg.from_, msg.to, msg.thread):
+                    continue
+            lines.append(raw)
+            if len(lines) == limit:
+                return ReadResult(lines, seq_of(raw))
+        return ReadResult(lines, head)
+
+    async def _read_thread(
+        self, after: int, limit: int, flt: Filter, head: int, end: int
+    ) -> ReadResult:
+        thread = flt.thread
+        assert thread is not None
+        seqs = self._threads.get(thread)
+        if seqs is None:
+            everything = await asyncio.to_thread(
+                self._scan, 0, 1 << 62, Filter(thread=thread), head, end
+            )
+            seqs = [seq_of(raw) for raw in everything.lines]
+            # Lines appended while the scan ran are in the cache; add them before indexing.
+            if not self._cache or self._cache[0].seq <= head + 1:
+                seqs += [c.seq for c in self._cache if c.seq > head and c.thread == thread]
+                self._threads[thread] = seqs
+                while len(self._threads) > self._thread_index_size:
+                    self._threads.popitem(last=False)
+        else:
+            self._threads.move_to_end(thread)
+        wanted = [s for s in seqs if after < s <= head]
+        narrower = flt.to is not None or flt.sender is not None
+        lines: list[bytes] = []
+        for seq in wanted:
+            raw = self._line_for(seq, end)
+            if raw is None:
+                continue
+            if narrower:
+                message = parse_line(raw)
+                if not flt.matches(message.from_, message.to, message.thread):
+                    continue
+            lines.append(raw)
+            if len(lines) == limit:
+                return ReadResult(lines, seq)
+        return ReadResult(lines, head)
+
+    def _line_for(self, seq: int, end: int) -> bytes | None:
+        if self._cache and self._cache[0].seq <= seq:
+            entry = self._cache[seq - self._cache[0].seq]
+            return entry.raw
+        assert self._reader is not None
+        offset = self._reader.offset_after(seq - 1, end)
+        for _, raw in self._reader.lines_from(offset, end):
+            return raw
+        return None
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._kick is not None:
+            self._kick.set()
+        if self._writer_task is not None:
+            await self._writer_task
+            self._writer_task = None
+        self._release()
+
+    def _release(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1

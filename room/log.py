@@ -1,0 +1,142 @@
+"""The room's log, as the hub sees it: one small interface, several engines.
+
+An engine stamps each accepted post with `seq`, `id`, `ts` and `prev`,
+makes it durable, and only then returns it; it serves reads from a seq with
+optional filters, and wakes long-polling readers when lines arrive. The JSONL
+file is the default engine; another (a replicated stream) can stand behind
+the same interface without the hub or the gate changing.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from room import strictjson
+from room.ids import rfc3339_ms
+from room.message import Post
+
+
+@dataclass(frozen=True)
+class Draft:
+    """An accepted post on its way into the log."""
+
+    post: Post
+    verified: bool
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A line as written: its seq, its exact bytes (no newline) and its fields."""
+
+    seq: int
+    raw: bytes
+    sender: str
+    to: str
+    thread: str | None
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Which lines a reader wants; empty fields match everything."""
+
+    thread: str | None = None
+    to: str | None = None  # "@nick"
+    sender: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.thread is None and self.to is None and self.sender is None
+
+    def matches(self, sender: str, to: str, thread: str | None) -> bool:
+        return (
+            (self.thread is None or self.thread == thread)
+            and (self.to is None or self.to == to)
+            and (self.sender is None or self.sender == sender)
+        )
+
+    def prefilter(self) -> list[bytes]:
+        """Byte strings every matching compact line must contain: a cheap first pass."""
+        needles = []
+        if self.thread is not None:
+            needles.append(b'"thread":' + strictjson.dumps(self.thread).encode())
+        if self.to is not None:
+            needles.append(b'"to":' + strictjson.dumps(self.to).encode())
+        if self.sender is not None:
+            needles.append(b'"from":' + strictjson.dumps(self.sender).encode())
+        return needles
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """Matching lines, and the seq this answer covers up to (pass it as `after` next)."""
+
+    lines: list[bytes]
+    last_seq: int
+
+
+@dataclass
+class Head:
+    seq: int
+    hash: str
+
+
+@dataclass
+class OpenReport:
+    """What an engine found and did while opening."""
+
+    head: Head
+    notes: list[str] = field(default_factory=list)
+
+
+def build_line(seq: int, ulid: str, ms: int, draft: Draft, prev: str) -> bytes:
+    """The stored line's exact bytes, fields in a fixed order, without the newline."""
+    post = draft.post
+    obj = {
+        "seq": seq,
+        "id": ulid,
+        "ts": rfc3339_ms(ms),
+        "from": post.from_,
+        "to": post.to,
+        "type": post.type,
+        "body": post.body,
+        "data": post.data,
+        "in_reply_to": post.in_reply_to,
+        "thread": post.thread,
+        "sig": None if post.sig is None else post.sig.model_dump(),
+        "verified": draft.verified,
+        "prev": prev,
+    }
+    return strictjson.dumps(obj).encode("utf-8")
+
+
+class RoomLog(abc.ABC):
+    """One writer's view of the room."""
+
+    @abc.abstractmethod
+    async def open(self) -> OpenReport:
+        """Take ownership of the room, recover its tail, and report what was found."""
+
+    @abc.abstractmethod
+    async def append(self, draft: Draft) -> Stored:
+        """Stamp, store durably, and return the line; raise DurabilityError if it could not."""
+
+    @abc.abstractmethod
+    async def read(self, after: int, limit: int, flt: Filter) -> ReadResult:
+        """Lines with seq > after that match, at most `limit` of them."""
+
+    @abc.abstractmethod
+    async def wait_for_lines(self, after: int, timeout: float) -> bool:
+        """Wait until the room holds a line beyond `after`; False on timeout."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Finish pending work and release the room."""
+
+    @property
+    @abc.abstractmethod
+    def head(self) -> Head:
+        """The last stored line's seq and hash."""
+
+    on_fatal: Callable[[BaseException], None] | None = None

@@ -1,0 +1,68 @@
+"""Logging for every bullpen process: structlog, JSON lines when not on a terminal.
+
+Secrets are never logged on purpose; as a second line of defence every
+secret a process loads is registered here and scrubbed from every event
+before it is rendered.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import structlog
+
+_SECRETS: set[str] = set()
+REDACTED = "<redacted>"
+
+
+def register_secret(value: bytes | str) -> None:
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    text = text.strip()
+    if len(text) >= 8:
+        _SECRETS.add(text)
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        for secret in _SECRETS:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {k: _scrub(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def _redact(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    if not _SECRETS:
+        return event
+    return {key: _scrub(value) for key, value in event.items()}
+
+
+def configure(json: bool | None = None, level: str = "info") -> None:
+    """Set up structlog for this process; call once, early, from the CLI."""
+    use_json = (not sys.stderr.isatty()) if json is None else json
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if use_json
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            _redact,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")

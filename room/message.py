@@ -1,0 +1,238 @@
+"""The message: what a poster sends, and the line the hub stores.
+
+A poster sets `from`, `to`, `type`, `body` and optionally `data`,
+`in_reply_to`, `thread` and `sig`; the hub alone sets `seq`, `id`, `ts`,
+`verified` and `prev`. Checking the raw keys first, before any model, lets
+every rejection name the exact field and what to do about it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from room import strictjson
+from room.errors import BadPost
+
+NICK_PATTERN = r"[a-z][a-z0-9_-]{0,31}"
+_NICK = re.compile(NICK_PATTERN)
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}")
+
+MessageType = Literal["ask", "chat", "ack", "reply", "system"]
+MESSAGE_TYPES: tuple[str, ...] = ("ask", "chat", "ack", "reply", "system")
+
+HUB_FIELDS = ("seq", "id", "ts", "verified", "prev")
+POSTER_FIELDS = ("from", "to", "type", "body", "data", "in_reply_to", "thread", "sig")
+REQUEST_FIELDS = (*POSTER_FIELDS, "proof")
+LINE_FIELDS = ("seq", "id", "ts", *POSTER_FIELDS, "verified", "prev")
+
+MAX_BODY_BYTES = 64 * 1024
+MAX_DATA_BYTES = 256 * 1024
+
+
+def is_nick(value: str) -> bool:
+    return bool(_NICK.fullmatch(value))
+
+
+def check_nick(value: str, field: str = "nick") -> str:
+    if not isinstance(value, str) or not _NICK.fullmatch(value):
+        raise ValueError(
+            f"{field} {value!r} is not a nick: use 1-32 characters, a lowercase letter "
+            "first, then lowercase letters, digits, '_' or '-'"
+        )
+    return value
+
+
+def normalize_to(value: str) -> str:
+    """`foreman` and `@foreman` both address @foreman."""
+    if not isinstance(value, str):
+        raise ValueError("to must be a string like '@nick'")
+    return "@" + check_nick(value.removeprefix("@"), "to")
+
+
+def bare(address: str) -> str:
+    return address.removeprefix("@")
+
+
+class Signature(BaseModel):
+    """An Ed25519 signature a nick made with its own key; it stays in the line."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ts: int
+    nonce: str = Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    value: str = Field(min_length=1, max_length=256)
+
+
+class HmacProof(BaseModel):
+    """Proof of the shared secret; checked by the hub and never stored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ts: int
+    nonce: str = Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    hmac: str = Field(min_length=64, max_length=64, pattern=r"^[0-9a-f]+$")
+
+
+class Post(BaseModel):
+    """The fields a poster controls."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    from_: str = Field(alias="from")
+    to: str
+    type: MessageType
+    body: str
+    data: dict[str, Any] | None = None
+    in_reply_to: str | None = None
+    thread: str | None = None
+    sig: Signature | None = None
+
+    @field_validator("from_")
+    @classmethod
+    def _from_is_nick(cls, value: str) -> str:
+        return check_nick(value, "from")
+
+    @field_validator("to")
+    @classmethod
+    def _to_is_address(cls, value: str) -> str:
+        return normalize_to(value)
+
+    @field_validator("in_reply_to", "thread")
+    @classmethod
+    def _token(cls, value: str | None) -> str | None:
+        if value is not None and not _TOKEN.fullmatch(value):
+            raise ValueError(
+                "must be 1-128 characters of letters, digits and ._:@/+- starting with "
+                "a letter or digit"
+            )
+        return value
+
+    def signed_fields(self) -> dict[str, Any]:
+        """What a proof or signature covers: every poster field but the signature."""
+        return {
+            "from": self.from_,
+            "to": self.to,
+            "type": self.type,
+            "body": self.body,
+            "data": self.data,
+            "in_reply_to": self.in_reply_to,
+            "thread": self.thread,
+        }
+
+
+class Message(BaseModel):
+    """One stored line of room.jsonl, as readers see it."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    seq: int
+    id: str
+    ts: str
+    from_: str = Field(alias="from")
+    to: str
+    type: str
+    body: str
+    data: dict[str, Any] | None = None
+    in_reply_to: str | None = None
+    thread: str | None = None
+    sig: dict[str, Any] | None = None
+    verified: bool = False
+    prev: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True)
+
+    def addressed_to(self, nick: str) -> bool:
+        return bare(self.to) == nick
+
+
+class PostRequest:
+    """A validated /say request: the post and its optional HMAC proof."""
+
+    __slots__ = ("post", "proof")
+
+    def __init__(self, post: Post, proof: HmacProof | None) -> None:
+        self.post = post
+        self.proof = proof
+
+
+def _explain(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "post"
+    where = "from" if where == "from_" else where
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "literal_error" and where == "type":
+        message = f"type must be one of {', '.join(MESSAGE_TYPES)}"
+    return f"{where}: {message}"
+
+
+def parse_request(raw: bytes) -> PostRequest:
+    """Turn a /say body into a PostRequest, or raise BadPost naming the problem."""
+    try:
+        obj = strictjson.loads(raw)
+    except strictjson.JsonRejected as exc:
+        raise BadPost(f"the request body is not acceptable JSON: {exc}") from None
+    return parse_request_obj(obj)
+
+
+def parse_request_obj(obj: Any) -> PostRequest:
+    if not isinstance(obj, dict):
+        raise BadPost("the request body must be a JSON object with from, to, type and body")
+    for key in obj:
+        if key in HUB_FIELDS:
+            raise BadPost(
+                f"field {key!r} is set by the hub, never by a poster; remove it",
+                field=key,
+            )
+        if key not in REQUEST_FIELDS:
+            raise BadPost(
+                f"unknown field {key!r}; a post may have {', '.join(REQUEST_FIELDS)}",
+                field=key,
+            )
+    for key in ("from", "to", "type", "body"):
+        if key not in obj:
+            raise BadPost(f"field {key!r} is required", field=key)
+    body = obj["body"]
+    if isinstance(body, str) and len(body.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
+        raise BadPost(
+            f"body is over {MAX_BODY_BYTES // 1024} KiB; put large content in a file "
+            "and post its path",
+            status=413,
+            field="body",
+        )
+    data = obj.get("data")
+    if data is not None and len(strictjson.dumps(data).encode("utf-8")) > MAX_DATA_BYTES:
+        raise BadPost(
+            f"data is over {MAX_DATA_BYTES // 1024} KiB; put large content in a file "
+            "and post its path",
+            status=413,
+            field="data",
+        )
+    proof_obj = obj.get("proof")
+    fields = {key: value for key, value in obj.items() if key != "proof"}
+    try:
+        post = Post.model_validate(fields)
+        proof = None if proof_obj is None else HmacProof.model_validate(proof_obj)
+    except ValidationError as exc:
+        explained = _explain(exc)
+        if exc.title == "HmacProof":
+            explained = f"proof.{explained}"
+        raise BadPost(explained) from None
+    return PostRequest(post, proof)
+
+
+def parse_line(raw: bytes | str) -> Message:
+    """Parse one stored line; raise ValueError when it is not a room message."""
+    try:
+        obj = strictjson.loads(raw)
+    except strictjson.JsonRejected as exc:
+        raise ValueError(str(exc)) from None
+    if not isinstance(obj, dict):
+        raise ValueError("a room line must be a JSON object")
+    try:
+        return Message.model_validate(obj)
+    except ValidationError as exc:
+        raise ValueError(_explain(exc)) from None

@@ -1,0 +1,164 @@
+"""The hub's OpenAPI 3.1 description, written by hand to match room.message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from room.message import MAX_BODY_BYTES, MESSAGE_TYPES, NICK_PATTERN
+
+_NONCE = {"type": "string", "minLength": 8, "maxLength": 64, "pattern": "^[A-Za-z0-9_-]+$"}
+_TOKEN = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$"}
+
+_POST: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["from", "to", "type", "body"],
+    "properties": {
+        "from": {"type": "string", "pattern": f"^{NICK_PATTERN}$"},
+        "to": {"type": "string", "pattern": f"^@?{NICK_PATTERN}$"},
+        "type": {"type": "string", "enum": list(MESSAGE_TYPES)},
+        "body": {"type": "string", "maxLength": MAX_BODY_BYTES},
+        "data": {"type": ["object", "null"]},
+        "in_reply_to": {"anyOf": [_TOKEN, {"type": "null"}]},
+        "thread": {"anyOf": [_TOKEN, {"type": "null"}]},
+        "sig": {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["ts", "nonce", "value"],
+                    "properties": {
+                        "ts": {"type": "integer"},
+                        "nonce": _NONCE,
+                        "value": {"type": "string", "minLength": 1, "maxLength": 256},
+                    },
+                },
+                {"type": "null"},
+            ]
+        },
+        "proof": {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["ts", "nonce", "hmac"],
+                    "properties": {
+                        "ts": {"type": "integer"},
+                        "nonce": _NONCE,
+                        "hmac": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                    },
+                },
+                {"type": "null"},
+            ]
+        },
+    },
+}
+
+_LINE: dict[str, Any] = {
+    "type": "object",
+    "required": ["seq", "id", "ts", "from", "to", "type", "body", "verified", "prev"],
+    "properties": {
+        "seq": {"type": "integer", "minimum": 1},
+        "id": {"type": "string"},
+        "ts": {"type": "string"},
+        "from": {"type": "string"},
+        "to": {"type": "string"},
+        "type": {"type": "string"},
+        "body": {"type": "string"},
+        "data": {"type": ["object", "null"]},
+        "in_reply_to": {"type": ["string", "null"]},
+        "thread": {"type": ["string", "null"]},
+        "sig": {"type": ["object", "null"]},
+        "verified": {"type": "boolean"},
+        "prev": {"type": "string"},
+    },
+}
+
+_ERROR: dict[str, Any] = {
+    "type": "object",
+    "required": ["error", "message"],
+    "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
+}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    text = {
+        400: "malformed post or parameters",
+        401: "missing or wrong proof or token",
+        413: "body or data too large",
+        503: "the room cannot accept writes",
+    }
+    return {str(code): _json(_ERROR, text[code]) for code in codes}
+
+
+def schema(listener: str) -> dict[str, Any]:
+    security: list[dict[str, list[str]]] = [{"bearer": []}] if listener == "relaxed" else []
+    auth = (401,) if listener == "relaxed" else ()
+    query = [
+        {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+        {
+            "name": "limit",
+            "in": "query",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 1000},
+        },
+        {"name": "wait", "in": "query", "schema": {"type": "number", "minimum": 0, "maximum": 60}},
+        {"name": "thread", "in": "query", "schema": {"type": "string"}},
+        {
+            "name": "to",
+            "in": "query",
+            "schema": {"type": "string", "pattern": f"^@?{NICK_PATTERN}$"},
+        },
+        {
+            "name": "from",
+            "in": "query",
+            "schema": {"type": "string", "pattern": f"^{NICK_PATTERN}$"},
+        },
+    ]
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": f"bullpen hub ({listener} listener)", "version": "1"},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": security,
+        "paths": {
+            "/say": {
+                "post": {
+                    "requestBody": {"required": True, **_json(_POST, "a post")},
+                    "responses": {
+                        "200": _json(_LINE, "the stored line"),
+                        **_errors(400, 401, 413, 503),
+                    },
+                }
+            },
+            "/read": {
+                "get": {
+                    "parameters": query,
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["messages", "last_seq"],
+                                "properties": {
+                                    "messages": {"type": "array", "items": _LINE},
+                                    "last_seq": {"type": "integer"},
+                                },
+                            },
+                            "matching lines and the seq they cover",
+                        ),
+                        **_errors(400, *auth),
+                    },
+                }
+            },
+            "/health": {
+                "get": {
+                    "responses": {
+                        "200": _json({"type": "object"}, "the hub is up"),
+                        **_errors(503, *auth),
+                    }
+                }
+            },
+        },
+    }

@@ -1,0 +1,166 @@
+"""Running a hub: open the log, load the gate, bind both listeners, serve, close.
+
+Exit codes: 0 after a clean stop; 1 when the hub could not start (the room
+is locked, a port is taken, the room is corrupt); 70 when it stopped because
+the disk failed under it; 78 for a configuration error (systemd units do not
+restart on it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from room import fileio, logs
+from room.errors import BullpenError, ConfigError, DurabilityError
+from room.hub import Hub, Listener, bind, serve
+from room.jsonl import JsonlLog
+from trust import checkpoint, keys
+from trust.gate import Gate
+from trust.nonces import NonceStore
+from trust.secretfiles import read_secret_text
+from trust.table import TrustTable
+
+log = structlog.get_logger("room.service")
+
+EXIT_OK, EXIT_START, EXIT_DISK, EXIT_CONFIG = 0, 1, 70, 78
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    room: Path
+    trust: TrustTable
+    strict: tuple[str, int]
+    relaxed: tuple[str, int] | None
+    checkpoint_interval_s: float = 60.0
+
+
+def nonce_journal(room: Path) -> Path:
+    return room.with_name(room.name + ".nonces")
+
+
+def checkpoint_file(room: Path) -> Path:
+    return room.with_name(room.name + ".checkpoint")
+
+
+class Checkpointer:
+    """Signs the room's head now and then, and once more at shutdown."""
+
+    def __init__(self, room: Path, room_log: JsonlLog, key: Ed25519PrivateKey) -> None:
+        self.path = checkpoint_file(room)
+        self._log = room_log
+        self._key = key
+        self._last_seq = -1
+
+    def write(self) -> None:
+        head = self._log.head
+        if head.seq == self._last_seq:
+            return
+        checkpoint.write(self.path, checkpoint.make(self._key, head.seq, head.hash))
+        self._last_seq = head.seq
+
+    async def every(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await asyncio.to_thread(self.write)
+            except OSError as exc:
+                log.warning("could not write a checkpoint", error=str(exc), path=str(self.path))
+
+
+def _hub_key(trust: TrustTable) -> Ed25519PrivateKey:
+    """The hub's checkpoint key; made on first start if the home has none yet."""
+    if not trust.hub_key_file.exists() and not trust.hub_key_file.is_symlink():
+        key = keys.generate_private_key(trust.hub_key_file)
+        log.warning(
+            "made a new hub key; add its public half to trust.toml so audits can check checkpoints",
+            hub_public_key=keys.public_text(key),
+        )
+        return key
+    return keys.load_private_key(trust.hub_key_file)
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+async def run_hub(settings: HubSettings) -> int:
+    """Serve until stopped; return the process exit code."""
+    trust = settings.trust
+    try:
+        secret = read_secret_text(trust.secret_file, "shared secret file")
+        token = (
+            read_secret_text(trust.relaxed_token_file, "relaxed token file")
+            if settings.relaxed
+            else None
+        )
+        hub_key = _hub_key(trust)
+    except ConfigError as exc:
+        _say(f"bullpen hub: {exc.message}")
+        return EXIT_CONFIG
+    logs.register_secret(secret)
+    if token:
+        logs.register_secret(token)
+
+    nonces = NonceStore(nonce_journal(settings.room))
+    room_log = JsonlLog(settings.room, before_sync=[nonces.flush], io=fileio.from_environment())
+    try:
+        settings.room.parent.mkdir(parents=True, exist_ok=True)
+        nonces.open()
+        report = await room_log.open()
+    except BullpenError as exc:
+        nonces.close()
+        _say(f"bullpen hub: {exc.message}")
+        return EXIT_START
+    for note in report.notes:
+        _say(f"bullpen hub: {note}")
+
+    try:
+        listeners = [Listener("strict", bind(*settings.strict), relaxed=False)]
+        if settings.relaxed:
+            listeners.append(Listener("relaxed", bind(*settings.relaxed), relaxed=True))
+    except OSError as exc:
+        await room_log.close()
+        nonces.close()
+        _say(f"bullpen hub: {exc.strerror}")
+        return EXIT_START
+
+    fatal: list[BaseException] = []
+    room_log.on_fatal = fatal.append
+    gate = Gate(trust, secret, token, nonces)
+
+    def ready() -> None:
+        where = ", ".join(f"{item.name} {item.address}" for item in listeners)
+        log.info("hub listening", room=str(settings.room), seq=report.head.seq, listeners=where)
+
+    checkpointer = Checkpointer(settings.room, room_log, hub_key)
+    ticker = asyncio.create_task(checkpointer.every(settings.checkpoint_interval_s))
+    try:
+        await serve(Hub(room_log, gate), listeners, on_ready=ready)
+    finally:
+        ticker.cancel()
+        await room_log.close()
+        nonces.close()
+        if not fatal:
+            checkpointer.write()
+    if fatal:
+        error = fatal[0]
+        message = error.message if isinstance(error, DurabilityError) else str(error)
+        _say(f"bullpen hub: {message}")
+        return EXIT_DISK
+    log.info("hub stopped", seq=room_log.head.seq)
+    return EXIT_OK
+
+
+def main(settings: HubSettings) -> int:
+    try:
+        import uvloop
+
+        return uvloop.run(run_hub(settings))
+    except ImportError:  # pragma: no cover - uvloop is a Linux dependency
+        return asyncio.run(run_hub(settings))

@@ -1,0 +1,196 @@
+"""Following the room as it grows: a local file woken by inotify, or the hub by long-poll.
+
+A file follower reads new whole lines from its byte offset whenever the
+room's folder reports a change (room.watch), plus a slow safety re-read in
+case an event is ever missed. Idle, it costs nothing: no polling loop. When
+no watcher can be had, the caller is told and can follow the hub instead.
+
+Both followers yield (Message, Position); a Position is what a reader saves
+to resume exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from room.client import RoomClient
+from room.errors import CursorAhead, HubUnavailable
+from room.message import Message, parse_line
+from room.reader import RoomFile, seq_of
+from room.watch import WatchUnavailable, open_watch
+
+__all__ = ["FileFollower", "HubFollower", "Position", "WatchUnavailable"]
+
+log = structlog.get_logger("room.tail")
+
+
+@dataclass(frozen=True)
+class Position:
+    seq: int
+    offset: int = -1  # byte offset just past `seq`'s line; -1 when unknown (hub reads)
+
+
+class FileFollower:
+    """Yield every line appended to a room file after a position."""
+
+    def __init__(
+        self, path: Path, start: Position, *, safety_s: float = 30.0, watcher: str = "auto"
+    ) -> None:
+        self.path = path
+        self._pos = start
+        self._safety_s = safety_s
+        self._watcher = watcher
+        self._stop = asyncio.Event()
+        self._room: RoomFile | None = None
+
+    @property
+    def position(self) -> Position:
+        return self._pos
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _resolve_offset(self, room: RoomFile) -> int:
+        size = room.size()
+        offset = self._pos.offset
+        if offset < 0 or offset > size or (offset and room.pread(1, offset - 1) != b"\n"):
+            offset = room.offset_after(self._pos.seq, size)
+        last = room.last_seq(size)
+        if self._pos.seq > last:
+            raise CursorAhead(
+                f"the room {self.path} ends at seq {last}, but this reader already read up to "
+                f"seq {self._pos.seq}: the room was truncated or replaced. Restore the room "
+                "from its backup, or reset the reader's cursor if the room was deliberately "
+                "started over",
+                room_seq=last,
+                cursor_seq=self._pos.seq,
+            )
+        return offset
+
+    def _drain(self) -> list[tuple[Message, Position]]:
+        """Read every whole line past the offset; reopen when the file was replaced."""
+        if self._room is None:
+            self._room = RoomFile(self.path)
+        room = self._room
+        if room.replaced():
+            log.warning("room file was replaced; reopening", path=str(self.path))
+            room.reopen()
+            self._pos = Position(self._pos.seq, -1)
+        size = room.size()
+        if self._pos.offset > size:
+            raise CursorAhead(
+                f"the room {self.path} is {size} bytes, shorter than this reader's offset "
+                f"{self._pos.offset}: it was truncated. Restore it from a backup; the "
+                "reader will not reset its cursor by itself",
+                size=size,
+                offset=self._pos.offset,
+            )
+        offset = self._resolve_offset(room)
+        found = []
+        for start, raw in room.lines_from(offset, size):
+            end = start + len(raw) + 1
+            seq = seq_of(raw)
+            if seq <= self._pos.seq:
+                self._pos = Position(self._pos.seq, end)
+                continue
+            try:
+                message = parse_line(raw)
+            except ValueError as exc:
+                log.error(
+                    "skipping a line that is not a room message", offset=start, error=str(exc)
+                )
+                self._pos = Position(self._pos.seq, end)
+                continue
+            self._pos = Position(message.seq, end)
+            found.append((message, self._pos))
+        if not found:
+            self._pos = Position(self._pos.seq, max(self._pos.offset, offset))
+        return found
+
+    async def follow(self) -> AsyncIterator[tuple[Message, Position]]:
+        """Yield new lines as they arrive; raise WatchUnavailable when no watcher can be had."""
+        folder = self.path.parent
+        while not folder.exists():
+            log.warning("room folder missing; waiting for it", folder=str(folder))
+            if await self._wait_stop(2.0):
+                return
+        watch = open_watch(self.path, self._watcher)  # set up before the first read: no gap
+        try:
+            while not self._stop.is_set():
+                for item in self._drain_safely():
+                    yield item
+                await watch.changed(self._safety_s)
+        finally:
+            watch.close()
+            if self._room is not None:
+                self._room.close()
+                self._room = None
+
+    def _drain_safely(self) -> list[tuple[Message, Position]]:
+        try:
+            return self._drain()
+        except FileNotFoundError:
+            if self._room is not None:
+                self._room.close()
+                self._room = None
+            log.warning("room file missing; waiting for it to come back", path=str(self.path))
+            return []
+
+    async def _wait_stop(self, seconds: float) -> bool:
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
+
+
+class HubFollower:
+    """Yield every line after a position by long-polling the hub; backs off when it is down."""
+
+    def __init__(
+        self,
+        client: RoomClient,
+        start: Position,
+        *,
+        to: str | None = None,
+        wait_s: float = 25.0,
+    ) -> None:
+        self._client = client
+        self._seq = start.seq
+        self._to = to
+        self._wait = wait_s
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def follow(self) -> AsyncIterator[tuple[Message, Position]]:
+        delay = 0.2
+        while not self._stop.is_set():
+            try:
+                lines, last = await self._client.read(self._seq, 500, to=self._to, wait=self._wait)
+            except HubUnavailable as exc:
+                log.warning("hub unreachable; retrying", error=exc.message, retry_in_s=delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            delay = 0.2
+            if last < self._seq:
+                raise CursorAhead(
+                    f"the hub's room ends at seq {last}, but this reader already read up to "
+                    f"seq {self._seq}: the room was truncated or replaced",
+                    room_seq=last,
+                    cursor_seq=self._seq,
+                )
+            for obj in lines:
+                message = Message.model_validate(obj)
+                self._seq = max(self._seq, message.seq)
+                yield message, Position(message.seq)
+            self._seq = max(self._seq, last)

@@ -1,0 +1,146 @@
+"""Waiting for a room file to change, at no cost while nothing happens.
+
+Two ways to be woken, one interface (`await watch.changed(timeout)`):
+
+- inotify (Linux, the default): the kernel's events arrive on a file
+  descriptor the event loop already polls; idle costs nothing and a wake
+  takes well under a millisecond.
+- watchfiles (anywhere): portable, but its Rust loop checks for events every
+  `step` milliseconds, so latency and idle CPU trade against each other
+  (docs/performance.md has the measurements).
+
+Both watch the room's folder, not the file, so a replaced or re-created
+room is noticed. Each takes one inotify instance (128 per user by default);
+when none is left, WatchUnavailable tells the caller to follow the hub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import sys
+from pathlib import Path
+from typing import Protocol
+
+import structlog
+
+log = structlog.get_logger("room.watch")
+
+
+class WatchUnavailable(Exception):
+    """No inotify instance (or watcher) could be had for the room's folder."""
+
+
+class Watch(Protocol):
+    async def changed(self, timeout: float) -> bool:
+        """Wait for a change to the room file; False when `timeout` passed first."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class InotifyWatch:
+    def __init__(self, room: Path) -> None:
+        from asyncinotify import Inotify, Mask
+
+        self._name = room.name
+        try:
+            self._inotify = Inotify()
+        except OSError as exc:
+            raise WatchUnavailable(
+                f"no inotify instance left ({exc.strerror}); raise fs.inotify.max_user_instances "
+                "or run fewer watchers"
+            ) from exc
+        mask = (
+            Mask.MODIFY
+            | Mask.CREATE
+            | Mask.MOVED_TO
+            | Mask.MOVED_FROM
+            | Mask.DELETE
+            | Mask.CLOSE_WRITE
+            | Mask.ATTRIB
+        )
+        try:
+            self._inotify.add_watch(room.parent, mask)
+        except OSError as exc:
+            self._inotify.close()
+            if exc.errno == errno.ENOSPC:
+                raise WatchUnavailable(
+                    "no inotify watch left (fs.inotify.max_user_watches)"
+                ) from exc
+            raise
+        self._pending: asyncio.Future[object] | None = None
+
+    async def changed(self, timeout: float) -> bool:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return False
+            if self._pending is None:
+                self._pending = asyncio.ensure_future(self._inotify.get())
+            done, _ = await asyncio.wait([self._pending], timeout=remaining)
+            if not done:
+                return False
+            event = self._pending.result()
+            self._pending = None
+            if event.name is None or str(event.name) == self._name:
+                return True
+
+    def close(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+        self._inotify.close()
+
+
+class WatchfilesWatch:
+    """The portable watcher; `step_ms` is its latency floor and its idle cost."""
+
+    def __init__(self, room: Path, step_ms: int = 20) -> None:
+        import watchfiles
+
+        self._stop = asyncio.Event()
+        target = str(room)
+        self._changes = watchfiles.awatch(
+            room.parent,
+            watch_filter=lambda _change, path: path == target,
+            debounce=50,
+            step=step_ms,
+            rust_timeout=1000,
+            yield_on_timeout=True,
+            recursive=False,
+            stop_event=self._stop,
+        ).__aiter__()
+        self._pending: asyncio.Future[object] | None = None
+
+    async def changed(self, timeout: float) -> bool:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return False
+            if self._pending is None:
+                self._pending = asyncio.ensure_future(self._changes.__anext__())
+            done, _ = await asyncio.wait([self._pending], timeout=remaining)
+            if not done:
+                return False
+            try:
+                changes = self._pending.result()
+            except OSError as exc:
+                raise WatchUnavailable(f"watchfiles could not watch the room ({exc})") from exc
+            finally:
+                self._pending = None
+            if changes:
+                return True
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._pending is not None:
+            self._pending.cancel()
+
+
+def open_watch(room: Path, kind: str = "auto") -> Watch:
+    """The best watcher for this platform, or the one asked for."""
+    if kind == "watchfiles" or (kind == "auto" and not sys.platform.startswith("linux")):
+        return WatchfilesWatch(room)
+    return InotifyWatch(room)

@@ -1,0 +1,103 @@
+"""`bullpen audit`: every edit, deletion, reordering or cut it can see, named by seq."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from room.chain import GENESIS, line_hash
+from tests.support import run_cli
+
+
+def make_room(path: Path, n: int = 8) -> list[bytes]:
+    lines, prev = [], GENESIS
+    for seq in range(1, n + 1):
+        obj = {"seq": seq, "id": f"ID{seq:04d}", "ts": "2026-12-01T00:00:00.000Z", "from": "operator", "to": "@echo", "type": "chat", "body": f"message {seq}", "data": None, "in_reply_to": None, "thread": None, "sig": None, "verified": True, "prev": prev}
+        line = json.dumps(obj, separators=(",", ":")).encode()
+        prev = line_hash(line)
+        lines.append(line)
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return lines
+
+
+def audit(tmp_path: Path, room: Path, *extra: str) -> tuple[int, str]:
+    done = run_cli(tmp_path / "no-home", "audit", str(room), *extra)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_intact_room_is_ok(tmp_path: Path) -> None:
+    """A room written correctly audits ok and says how many lines."""
+    room = tmp_path / "room.jsonl"
+    make_room(room)
+    code, out = audit(tmp_path, room)
+    assert code == 0 and out.strip() == "ok: 8 lines"
+
+
+def test_edited_line_is_named(tmp_path: Path) -> None:
+    """Changing one byte of a line's body makes audit fail at that line's seq."""
+    room = tmp_path / "room.jsonl"
+    lines = make_room(room)
+    lines[3] = lines[3].replace(b"message 4", b"message X")
+    room.write_bytes(b"".join(line + b"\n" for line in lines))
+    code, out = audit(tmp_path, room)
+    assert code == 1
+    assert "FAILED at seq 4" in out
+
+
+def test_deleted_line_is_named(tmp_path: Path) -> None:
+    """A removed line makes audit fail at the missing seq."""
+    room = tmp_path / "room.jsonl"
+    lines = make_room(room)
+    del lines[4]
+    room.write_bytes(b"".join(line + b"\n" for line in lines))
+    code, out = audit(tmp_path, room)
+    assert code == 1 and "FAILED at seq 5" in out and "missing" in out
+
+
+def test_reordered_lines_are_named(tmp_path: Path) -> None:
+    """Two swapped lines make audit fail at the first out-of-place seq."""
+    room = tmp_path / "room.jsonl"
+    lines = make_room(room)
+    lines[2], lines[3] = lines[3], lines[2]
+    room.write_bytes(b"".join(line + b"\n" for line in lines))
+    code, out = audit(tmp_path, room)
+    assert code == 1 and "FAILED at seq 3" in out
+
+
+def test_duplicated_line_is_named(tmp_path: Path) -> None:
+    """A line copied twice makes audit fail where the copy sits."""
+    room = tmp_path / "room.jsonl"
+    lines = make_room(room)
+    lines.insert(3, lines[2])
+    room.write_bytes(b"".join(line + b"\n" for line in lines))
+    code, out = audit(tmp_path, room)
+    assert code == 1 and "FAILED at seq 4" in out
+
+
+def test_unparseable_line_is_named(tmp_path: Path) -> None:
+    """A line that is not JSON makes audit fail at its seq."""
+    room = tmp_path / "room.jsonl"
+    lines = make_room(room)
+    lines[5] = b"{broken"
+    room.write_bytes(b"".join(line + b"\n" for line in lines))
+    code, out = audit(tmp_path, room)
+    assert code == 1 and "FAILED at seq 6" in out and "does not parse" in out
+
+
+def test_torn_tail_fails(tmp_path: Path) -> None:
+    """Bytes after the last newline are reported as a torn write."""
+    room = tmp_path / "room.jsonl"
+    make_room(room)
+    with room.open("ab") as f:
+        f.write(b'{"seq":9,')
+    code, out = audit(tmp_path, room)
+    assert code == 1 and "FAILED at seq 9" in out and "torn" in out
+
+
+@pytest.mark.parametrize("missing", ["nothing.jsonl"])
+def test_missing_room_is_a_clear_error(tmp_path: Path, missing: str) -> None:
+    """Auditing a path that does not exist says so and exits non-zero."""
+    code, out = audit(tmp_path, tmp_path / missing)
+    assert code != 0 and "no room at" in out

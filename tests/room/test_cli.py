@@ -1,0 +1,121 @@
+"""The `bullpen` command a person uses: init, say, read, tail, keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+from tests.support import Society, bullpen_argv, run_cli, wait_for
+
+
+class TestInit:
+    def test_lays_down_a_working_home(self, tmp_path: Path) -> None:
+        """init writes config, trust table, 0600 secrets and the room folder."""
+        root = tmp_path / "home"
+        done = run_cli(root, "init", str(root), "--operator", "ada", "--strict", "127.0.0.1:18080", "--relaxed", "127.0.0.1:18081")
+        assert done.returncode == 0, done.stderr
+        assert (root / "society.toml").exists() and (root / "trust.toml").exists()
+        assert (root / "room").is_dir()
+        for name in ("post-secret", "relaxed-token", "hub.key"):
+            mode = stat.S_IMODE((root / "secrets" / name).stat().st_mode)
+            assert mode == 0o600, name
+        assert stat.S_IMODE((root / "secrets").stat().st_mode) == 0o700
+        society = (root / "society.toml").read_text()
+        assert 'operator = "ada"' in society and "127.0.0.1:18080" in society
+        trust = (root / "trust.toml").read_text()
+        assert 'ada = "secret"' in trust and '"ada"' in trust
+
+    def test_refuses_to_overwrite_a_home(self, tmp_path: Path) -> None:
+        """A second init on the same folder fails and changes nothing."""
+        root = tmp_path / "home"
+        assert run_cli(root, "init", str(root)).returncode == 0
+        before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        again = run_cli(root, "init", str(root))
+        assert again.returncode != 0
+        assert "never overwrites" in again.stderr
+        assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+    def test_bad_operator_leaves_nothing(self, tmp_path: Path) -> None:
+        """A bad --operator is refused before anything is written."""
+        root = tmp_path / "home"
+        done = run_cli(root, "init", str(root), "--operator", "Not A Nick")
+        assert done.returncode == 78 and "not a nick" in done.stderr
+        assert not root.exists()
+        assert list(tmp_path.iterdir()) == []
+
+    def test_commands_without_a_home_say_how_to_make_one(self, tmp_path: Path) -> None:
+        """Any command pointed at a folder with no home explains `bullpen init`."""
+        done = run_cli(tmp_path / "nowhere", "say", "@echo", "hi")
+        assert done.returncode == 78 and "bullpen init" in done.stderr
+
+
+class TestSayRead:
+    def test_say_prints_the_stored_line(self, society: Society) -> None:
+        """say posts as the operator with proof and prints the verified line."""
+        society.start_hub()
+        done = run_cli(society.root, "say", "echo", "hello there", "--type", "ask", "--thread", "t1", "--data", '{"k": 1}')
+        assert done.returncode == 0, done.stderr
+        line = json.loads(done.stdout)
+        assert line["verified"] is True and line["to"] == "@echo" and line["data"] == {"k": 1}
+
+    def test_say_as_another_privileged_nick_and_relaxed(self, society: Society) -> None:
+        """--as posts with that nick's proof; --relaxed goes through the token listener."""
+        society.start_hub()
+        assert json.loads(run_cli(society.root, "say", "@operator", "hi", "--as", "echo").stdout)["verified"]
+        relaxed = run_cli(society.root, "say", "@operator", "hi", "--as", "echo", "--relaxed")
+        assert relaxed.returncode == 0 and json.loads(relaxed.stdout)["verified"] is True
+
+    def test_rejection_prints_the_hubs_error_and_exits_1(self, society: Society) -> None:
+        """A refused post prints the hub's reason and exits 1."""
+        society.start_hub()
+        done = run_cli(society.root, "say", "@echo", "x" * 70000)
+        assert done.returncode == 1 and "64 KiB" in done.stderr
+        bad = run_cli(society.root, "say", "@echo", "x", "--data", "[1]")
+        assert bad.returncode != 0 and "JSON object" in bad.stderr
+
+    def test_read_prints_jsonl_with_filters(self, society: Society) -> None:
+        """read prints matching lines as JSONL, from the file or through the hub."""
+        society.start_hub()
+        for n in range(4):
+            run_cli(society.root, "say", "@echo", f"m{n}", "--thread", "a" if n % 2 else "b")
+        for extra in ([], ["--hub"]):
+            done = run_cli(society.root, "read", "--thread", "a", *extra)
+            assert [json.loads(line)["body"] for line in done.stdout.splitlines()] == ["m1", "m3"]
+        last = run_cli(society.root, "read", "--last", "2")
+        assert [json.loads(line)["seq"] for line in last.stdout.splitlines()] == [3, 4]
+        after = run_cli(society.root, "read", "--after", "3", "--hub")
+        assert [json.loads(line)["seq"] for line in after.stdout.splitlines()] == [4]
+
+    def test_tail_follows_new_lines(self, society: Society) -> None:
+        """tail --json prints lines as they are appended, and readable lines without it."""
+        society.start_hub()
+        run_cli(society.root, "say", "@echo", "first")
+        out = society.root / "tail.out"
+        with out.open("w") as sink:
+            tail = subprocess.Popen(bullpen_argv(society.root, "tail", "--json"), stdout=sink, stderr=subprocess.DEVNULL, start_new_session=True)
+            try:
+                wait_for(lambda: "first" in out.read_text(), 15, "tail to show the first line")
+                run_cli(society.root, "say", "@echo", "second")
+                wait_for(lambda: "second" in out.read_text(), 15, "tail to show a new line")
+            finally:
+                os.killpg(tail.pid, 15)
+                tail.wait(10)
+        bodies = [json.loads(line)["body"] for line in out.read_text().splitlines()]
+        assert bodies == ["first", "second"]
+
+
+class TestKeys:
+    def test_keys_new_writes_a_private_key_and_prints_the_trust_line(self, society: Society) -> None:
+        """keys new makes a 0600 key and prints the line to add under [privileged]."""
+        done = run_cli(society.root, "keys", "new", "scribe")
+        assert done.returncode == 0
+        assert done.stdout.startswith('scribe = "ed25519:')
+        key = society.root / "secrets" / "keys" / "scribe.key"
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600
+        again = run_cli(society.root, "keys", "new", "scribe")
+        assert again.returncode != 0 and "already exists" in again.stderr
+        show = run_cli(society.root, "keys", "show", "scribe")
+        assert show.stdout == done.stdout

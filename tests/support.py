@@ -1,0 +1,187 @@
+"""Test support: real homes, real hub and lurker processes, cleaned up after each test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from agents.home import Home
+from agents.initialize import InitOptions, init_home
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+    """Poll `condition` until it returns something truthy, or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+def bullpen_argv(home: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "agents.cli", "--home", str(home), *args]
+
+
+def run_cli(home: Path, *args: str, input: str | None = None, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        bullpen_argv(home, *args),
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+class Proc:
+    """A child process whose output goes to a file, stopped and reaped at cleanup."""
+
+    def __init__(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.argv = argv
+        self.log = log
+        self._log_file = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        try:  # anything it left in its process group
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self._log_file.close()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.alive():
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+class Society:
+    """A home on free ports, with helpers to run its hub and lurkers as a user would."""
+
+    def __init__(self, root: Path, **options: Any) -> None:
+        self.strict_port = free_port()
+        self.relaxed_port = free_port()
+        init_home(
+            root,
+            InitOptions(
+                strict=f"127.0.0.1:{self.strict_port}",
+                relaxed=f"127.0.0.1:{self.relaxed_port}",
+                **options,
+            ),
+        )
+        self.root = root
+        self.procs: list[Proc] = []
+
+    @property
+    def home(self) -> Home:
+        return Home(self.root)  # fresh each time: picks up edited config
+
+    @property
+    def strict_url(self) -> str:
+        return f"http://127.0.0.1:{self.strict_port}"
+
+    @property
+    def relaxed_url(self) -> str:
+        return f"http://127.0.0.1:{self.relaxed_port}"
+
+    @property
+    def room(self) -> Path:
+        return self.home.room_path
+
+    def secret(self) -> bytes:
+        return self.home.secret()
+
+    def token(self) -> str:
+        return self.home.relaxed_token().decode()
+
+    def spawn(self, name: str, *args: str, env: dict[str, str] | None = None) -> Proc:
+        logs = self.root / "test-logs"
+        logs.mkdir(exist_ok=True)
+        proc = Proc(bullpen_argv(self.root, *args), logs / f"{name}.log", env)
+        self.procs.append(proc)
+        return proc
+
+    def healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.strict_url}/health", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def start_hub(self, env: dict[str, str] | None = None) -> Proc:
+        hub = self.spawn("hub", "hub", env=env)
+        wait_for(lambda: self.healthy() or not hub.alive(), 20, "the hub to answer /health")
+        assert hub.alive(), f"the hub exited:\n{hub.output()}"
+        return hub
+
+    def start_lurker(self, nick: str, env: dict[str, str] | None = None) -> Proc:
+        proc = self.spawn(f"lurk-{nick}", "lurk", nick, env=env)
+        wait_for(
+            lambda: '"lurking"' in proc.output() or "lurking" in proc.output() or not proc.alive(),
+            20,
+            f"lurker {nick} to start",
+        )
+        assert proc.alive(), f"lurker {nick} exited:\n{proc.output()}"
+        return proc
+
+    def lines(self) -> list[dict[str, Any]]:
+        import json
+
+        if not self.room.exists():
+            return []
+        return [json.loads(line) for line in self.room.read_bytes().split(b"\n") if line]
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+        self.procs.clear()

@@ -1,0 +1,205 @@
+"""`bullpen trust check`: prove that trust works end to end, or say exactly why not.
+
+Static checks catch the failure modes that look like a dumb model but are
+plumbing: a nick trusted but not privileged (its replies are unverified and
+ignored — a silent dead end), an orchestrator that does not wake on replies
+(every run deadlocks after its first ask), a privileged nick whose secret or
+key is missing or loose, a missing relaxed token. The live check posts a
+ping ask from the operator to every lurker and reads back each reply's `to`
+(must be @operator) and `verified` (must be true).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from room.errors import BullpenError
+from trust.secretfiles import check_secret_file
+
+if TYPE_CHECKING:
+    from agents.home import Home
+
+ORCHESTRATOR_HANDLERS = {"agents.foreman:handle"}
+
+
+@dataclass
+class Row:
+    nick: str
+    privileged: bool
+    trusted: bool
+    reply_waking: bool
+    live: str = "-"
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def static_rows(home: Home) -> tuple[list[Row], list[str]]:
+    """One row per nick (the operator first), and problems of the home as a whole."""
+    trust, society = home.trust, home.society
+    general: list[str] = []
+    for problem in (
+        check_secret_file(trust.secret_file, "shared secret file"),
+        check_secret_file(trust.relaxed_token_file, "relaxed token file")
+        if society.hub.relaxed
+        else None,
+    ):
+        if problem:
+            general.append(problem)
+    rows = []
+    operator = society.operator
+    members = [operator, *[n for n in society.nicks if n != operator]]
+    for nick in members:
+        config = society.nicks.get(nick)
+        state_flag = (home.state_dir(nick) / ".wakereplies").exists()
+        row = Row(
+            nick,
+            privileged=trust.is_privileged(nick),
+            trusted=trust.is_trusted(nick),
+            reply_waking=bool(config and (config.wake_replies or state_flag)),
+        )
+        if nick == operator:
+            if not row.privileged:
+                row.problems.append(
+                    f"the operator is not privileged: its asks are never verified, so no lurker "
+                    f'acts on them. Fix: add `{nick} = "secret"` under [privileged] in trust.toml'
+                )
+            if not row.trusted:
+                row.problems.append(
+                    f'the operator is not in TRUST: lurkers ignore its asks. Fix: add "{nick}" '
+                    "to trusted in trust.toml"
+                )
+        elif config is not None:
+            if row.trusted and not row.privileged:
+                row.problems.append(
+                    "trusted but not privileged: replies will be unverified and ignored "
+                    f'(failure mode C). Fix: add `{nick} = "secret"` under [privileged] in '
+                    "trust.toml and restart the hub, after the lurker can prove itself"
+                )
+            elif not row.privileged:
+                row.problems.append(
+                    "not privileged: its replies are unverified, so the foreman and other "
+                    f'lurkers ignore them. Fix: add `{nick} = "secret"` under [privileged]'
+                )
+            if not row.trusted:
+                row.problems.append(
+                    f'not in TRUST: the foreman ignores its replies. Fix: add "{nick}" to '
+                    "trusted in trust.toml"
+                )
+            if config.handler in ORCHESTRATOR_HANDLERS and not row.reply_waking:
+                row.problems.append(
+                    "an orchestrator that does not wake on replies: every run deadlocks after "
+                    f"its first ask (failure mode A). Fix: set wake_replies = true under "
+                    f"[nicks.{nick}] in society.toml"
+                )
+        proof = trust.proof_of(nick)
+        if proof is not None and proof.method == "key":
+            problem = check_secret_file(trust.key_file(nick), f"private key of {nick}")
+            if problem:
+                row.problems.append(problem)
+        rows.append(row)
+    return rows, general
+
+
+async def live_check(home: Home, rows: list[Row], timeout: float) -> None:
+    """Ping every lurker from the operator and check each pong's address and verified flag."""
+    operator = home.society.operator
+    lurkers = [row for row in rows if row.nick in home.society.nicks]
+    thread = f"trust-check-{secrets.token_hex(4)}"
+    async with home.client(operator) as client:
+        asks = {}
+        for row in lurkers:
+            try:
+                stored = await client.say(
+                    f"@{row.nick}", "ping", type="ask", data={"ping": True}, thread=thread
+                )
+                asks[stored["id"]] = row
+            except BullpenError as exc:
+                row.live = "not sent"
+                row.problems.append(f"the ping could not be posted: {exc.message}")
+        deadline = time.monotonic() + timeout
+        waiting = dict(asks)
+        after = 0
+        while waiting and time.monotonic() < deadline:
+            remaining = max(0.1, deadline - time.monotonic())
+            lines, after = await client.read(after, 1000, thread=thread, wait=min(remaining, 5.0))
+            for line in lines:
+                row = waiting.pop(line.get("in_reply_to") or "", None)
+                if row is None or line.get("from") != row.nick:
+                    if row is not None:
+                        waiting[line["in_reply_to"]] = row
+                    continue
+                if line.get("to") != f"@{operator}":
+                    row.live = "misaddressed"
+                    row.problems.append(
+                        f"its reply went to {line.get('to')}, not @{operator}: consumers "
+                        "never see it"
+                    )
+                elif not line.get("verified"):
+                    row.live = "unverified"
+                    row.problems.append(
+                        "its reply was not verified: it cannot prove itself to the hub "
+                        "(check its proof: the shared secret or its key, and [privileged])"
+                    )
+                else:
+                    row.live = "pong ✓"
+        for row in waiting.values():
+            row.live = "no reply"
+            row.problems.append(
+                f"no reply within {timeout:g} s: is its lurker running (bullpen up, or "
+                f"systemctl --user status bullpen-lurker@{row.nick})?"
+            )
+
+
+def table(rows: list[Row]) -> str:
+    def yes(flag: bool) -> str:
+        return "yes" if flag else "no"
+
+    header = ("nick", "privileged", "trusted", "reply-waking", "live", "problem and fix")
+    body = [
+        (
+            r.nick,
+            yes(r.privileged),
+            yes(r.trusted),
+            yes(r.reply_waking),
+            r.live,
+            "; ".join(r.problems) or "ok",
+        )
+        for r in rows
+    ]
+    widths = [max(len(str(line[i])) for line in [header, *body]) for i in range(5)]
+    out = []
+    for line in [header, *body]:
+        cells = [str(cell).ljust(widths[i]) for i, cell in enumerate(line[:5])]
+        out.append("  ".join([*cells, str(line[5])]))
+    return "\n".join(out)
+
+
+def cmd_trust(args: argparse.Namespace) -> int:
+    from agents.home import Home
+
+    home = Home.at(args.home)
+    home.require()
+    rows, general = static_rows(home)
+    if not args.static and not general:
+        asyncio.run(live_check(home, rows, args.timeout))
+    print(table(rows))
+    for problem in general:
+        print(f"problem: {problem}")
+    failed = [r for r in rows if not r.ok]
+    if failed or general:
+        print(
+            f"trust check FAILED: {len(failed)} nick(s) and {len(general)} home problem(s)",
+            file=sys.stderr,
+        )
+        return 1
+    print("trust check passed", file=sys.stderr)
+    return 0

@@ -1,0 +1,117 @@
+"""The post gate: decides `verified`, or refuses a post before anything is written.
+
+    strict listener    privileged nick: a valid proof is required (else 401)
+                       other nicks: written with verified false
+    relaxed listener   a bearer token is required on every request (else 401)
+                       privileged nick without proof: verified
+    both               any proof or signature given must be valid, fresh and unused
+
+A valid proof from a nick that is not privileged still yields verified false:
+`verified` means "the hub proved this poster is who it says, and that poster
+is privileged", nothing more.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Callable
+
+from room.errors import BadPost, Unauthorized
+from room.message import PostRequest
+from trust import keys
+from trust.nonces import NonceStore
+from trust.proof import hmac_hex, proof_bytes
+from trust.table import SECRET, TrustTable
+
+WINDOW_S = 120
+
+
+class Gate:
+    def __init__(
+        self,
+        table: TrustTable,
+        secret: bytes | None,
+        relaxed_token: bytes | None,
+        nonces: NonceStore,
+        window_s: int = WINDOW_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.table = table
+        self._secret = secret
+        self._token = relaxed_token
+        self._nonces = nonces
+        self._window = window_s
+        self._clock = clock
+
+    def check_bearer(self, header: str | None) -> None:
+        """The relaxed listener's door: every request carries the endpoint token."""
+        if self._token is None:
+            raise Unauthorized("this listener has no token configured; no request can pass")
+        scheme, _, value = (header or "").partition(" ")
+        if scheme.lower() != "bearer" or not value:
+            raise Unauthorized(
+                "the relaxed listener needs 'Authorization: Bearer <token>' "
+                "(the token is in the relaxed_token_file named by trust.toml)"
+            )
+        if not hmac.compare_digest(value.strip().encode(), self._token):
+            raise Unauthorized("the bearer token is wrong")
+
+    def judge(self, request: PostRequest, relaxed: bool) -> bool:
+        """Return `verified` for this post, or raise Unauthorized / BadPost."""
+        post, proof, sig = request.post, request.proof, request.post.sig
+        nick = post.from_
+        how = self.table.proof_of(nick)
+        if proof is not None and sig is not None:
+            raise BadPost("send either proof (shared secret) or sig (own key), not both")
+        if proof is not None:
+            if how is not None and how.method != SECRET:
+                raise Unauthorized(
+                    f"{nick} proves with its own key (trust.toml); the shared secret "
+                    "does not speak for it: sign with its key instead"
+                )
+            if self._secret is None:
+                raise Unauthorized(
+                    "the hub has no shared secret configured; it cannot check proofs"
+                )
+            expected = hmac_hex(
+                self._secret, proof_bytes(post.signed_fields(), proof.ts, proof.nonce)
+            )
+            if not hmac.compare_digest(expected, proof.hmac):
+                raise Unauthorized(
+                    f"the proof for {nick} is wrong: the post was altered or the secret differs"
+                )
+            self._fresh(proof.ts, proof.nonce)
+            return how is not None
+        if sig is not None:
+            if how is None or how.public_key is None:
+                raise Unauthorized(
+                    f"{nick} has no public key in trust.toml, so its signature cannot be "
+                    'checked; add `{nick} = "ed25519:..."` under [privileged] or post without sig'
+                )
+            message = proof_bytes(post.signed_fields(), sig.ts, sig.nonce)
+            if not keys.verify(how.public_key, message, sig.value):
+                raise Unauthorized(
+                    f"the signature for {nick} is wrong: the post was altered or the key differs"
+                )
+            self._fresh(sig.ts, sig.nonce)
+            return True
+        if how is None:
+            return False
+        if relaxed:
+            return True
+        raise Unauthorized(
+            f"{nick} is privileged: its posts to this listener must carry a proof "
+            "(post with `bullpen say --as` from a home holding the secret or key, "
+            "or through the relaxed listener with its token)"
+        )
+
+    def _fresh(self, ts: int, nonce: str) -> None:
+        skew = abs(self._clock() - ts)
+        if skew > self._window:
+            raise Unauthorized(
+                f"the proof's timestamp is {int(skew)} s off the hub's clock (limit "
+                f"{self._window} s); check both clocks and sign again"
+            )
+        if not self._nonces.reserve(nonce, ts):
+            raise Unauthorized("the proof's nonce was already used; a proof is good for one post")

@@ -1,0 +1,101 @@
+"""Seen proof nonces, so a captured proof cannot be replayed, even across restarts.
+
+A proof is accepted only within the hub's time window, so a nonce needs
+remembering only for twice that long. Reservations are appended to a journal
+beside the room; the log syncs the journal before it syncs a batch of lines,
+so a post is never acknowledged while its nonce could still be forgotten.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+COMPACT_BYTES = 4 * 1024 * 1024
+
+
+class NonceStore:
+    def __init__(
+        self,
+        journal: Path | None,
+        window_s: int = 120,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._journal = journal
+        self._window = window_s
+        self._clock = clock
+        self._seen: dict[str, int] = {}  # nonce -> proof ts
+        self._fd: int | None = None
+        self._dirty = False
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def open(self) -> None:
+        if self._journal is None:
+            return
+        cutoff = int(self._clock()) - 2 * self._window
+        if self._journal.exists():
+            for line in self._journal.read_bytes().split(b"\n"):
+                parts = line.split(b" ")
+                if len(parts) == 2 and parts[0].isdigit():
+                    ts = int(parts[0])
+                    if ts >= cutoff:
+                        self._seen[parts[1].decode("ascii", "replace")] = ts
+        self._rewrite()
+
+    def _rewrite(self) -> None:
+        """Replace the journal with only the nonces still inside the window."""
+        assert self._journal is not None
+        tmp = self._journal.with_name(self._journal.name + ".tmp")
+        payload = "".join(f"{ts} {nonce}\n" for nonce, ts in self._seen.items()).encode()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, payload)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self._journal)
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = os.open(self._journal, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        self._size = len(payload)
+
+    def reserve(self, nonce: str, ts: int) -> bool:
+        """Record a nonce; False when it was already used."""
+        with self._lock:
+            if nonce in self._seen:
+                return False
+            self._seen[nonce] = ts
+            if self._fd is not None:
+                record = f"{ts} {nonce}\n".encode()
+                os.write(self._fd, record)
+                self._size += len(record)
+                self._dirty = True
+            if len(self._seen) % 1024 == 0:
+                self._expire()
+            return True
+
+    def _expire(self) -> None:
+        cutoff = int(self._clock()) - 2 * self._window
+        for nonce in [n for n, ts in self._seen.items() if ts < cutoff]:
+            del self._seen[nonce]
+        if self._journal is not None and self._size > COMPACT_BYTES:
+            self._rewrite()
+
+    def flush(self) -> None:
+        """Make reservations durable; called by the log before it syncs a batch."""
+        with self._lock:
+            if self._fd is None or not self._dirty:
+                return
+            self._dirty = False
+            fd = self._fd
+        os.fdatasync(fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            self.flush()
+            os.close(self._fd)
+            self._fd = None

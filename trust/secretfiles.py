@@ -1,0 +1,114 @@
+"""Secret and key files: created 0600 without following links, refused when loose.
+
+A secret that another user can read, or a symlink an attacker could point
+elsewhere, is not a secret. Every refusal says which file and the command
+that fixes it; no message ever contains the secret itself.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from room.errors import SecretFileError
+
+
+def new_secret() -> str:
+    """A fresh random secret or token: 256 bits, hex."""
+    return secrets.token_hex(32)
+
+
+def ensure_private_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+
+
+def create_secret_file(path: Path, content: str | bytes) -> None:
+    """Create a new 0600 file; refuse to follow a link or replace an existing file."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    ensure_private_dir(path.parent)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        raise SecretFileError(
+            f"{path} already exists; remove it first if you mean to replace it", path=str(path)
+        ) from None
+    try:
+        os.fchmod(fd, 0o600)  # the umask can only narrow, but be explicit
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_secret_file(path: Path, what: str = "secret file") -> bytes:
+    """Read a secret file after checking it is a private, regular file of ours."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise SecretFileError(
+            f"the {what} {path} does not exist; create a home with `bullpen init` "
+            "or point trust.toml at the right file",
+            path=str(path),
+        ) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SecretFileError(
+                f"the {what} {path} is a symlink; replace it with the file itself "
+                f'(cp --remove-destination "$(readlink -f {path})" {path}; chmod 600 {path})',
+                path=str(path),
+            ) from None
+        raise SecretFileError(
+            f"the {what} {path} cannot be read ({exc.strerror})", path=str(path)
+        ) from None
+    try:
+        info = os.fstat(fd)
+        problem = _problem(info, path)
+        if problem:
+            raise SecretFileError(f"the {what} {path} {problem}", path=str(path))
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _problem(info: os.stat_result, path: Path) -> str | None:
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file; replace it with a file holding the secret"
+    if info.st_uid != os.geteuid():
+        return (
+            f"is owned by uid {info.st_uid}, not by this user (uid {os.geteuid()}); "
+            f"run: chown {os.geteuid()} {path}"
+        )
+    if info.st_mode & 0o077:
+        return (
+            f"is readable by group or others (mode {stat.S_IMODE(info.st_mode):04o}); "
+            f"run: chmod 600 {path}"
+        )
+    return None
+
+
+def check_secret_file(path: Path, what: str = "secret file") -> str | None:
+    """The problem with a secret file, or None when it is fine. Never raises."""
+    try:
+        read_secret_file(path, what)
+    except SecretFileError as exc:
+        return exc.message
+    return None
+
+
+def read_secret_text(path: Path, what: str = "secret file") -> bytes:
+    """A secret as bytes with surrounding whitespace removed; refuse an empty file."""
+    value = read_secret_file(path, what).strip()
+    if not value:
+        raise SecretFileError(f"the {what} {path} is empty; write a secret into it", path=str(path))
+    return value
