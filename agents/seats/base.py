@@ -1,0 +1,42 @@
+"""A seat: the model configuration of one role, reduced to one method.
+
+Every kind — `local`, `openai`, `cmd` — turns a JudgmentRequest into the raw
+text of a completion and nothing more. Parsing, validation, retries and
+fallbacks belong to the judge, so a new kind is one small class.
+
+A seat reports every failure it expects (a refused connection, a timeout, a
+non-zero exit, a body of the wrong shape) as a SeatError whose message names
+the seat and says what to check; the judge counts it as a failed attempt.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+from agents.step import JudgmentRequest
+from room.errors import SeatError
+
+
+class Seat(abc.ABC):
+    """One `[seats.<name>]` table, ready to answer."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, name: str, *, fallback: str | None = None) -> None:
+        self.name = name
+        self.fallback = fallback
+
+    @abc.abstractmethod
+    async def complete(self, request: JudgmentRequest) -> str:
+        """The raw completion text for `request.prompt`, or SeatError."""
+
+    def fail(self, reason: str) -> SeatError:
+        """A SeatError naming this seat; `reason` alone is kept for the judge's summary."""
+        return SeatError(f"{self}: {reason}", seat=self.name, kind=self.kind, reason=reason)
+
+    def __str__(self) -> str:
+        return f"seat '{self.name}' ({self.kind})"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} fallback={self.fallback!r}>"

@@ -1,0 +1,132 @@
+"""The judge: a role's question in, a validated answer and who gave it out.
+
+For a role it asks the role's seat (the `[seats.<role>]` table, or the one
+`roles` maps it to). An answer must be JSON matching the step's schema; a
+Markdown fence is forgiven, nothing else is. A rejected answer is retried
+once on the same seat with the reason appended to the prompt; a seat that
+failed outright (refused, timed out, exited non-zero) is retried once with
+the prompt unchanged. Then the seat's fallback gets the same two chances,
+then its fallback, and so on. When every seat has failed, SeatError says
+what each one did wrong; the caller posts it as the step's FAILED flag.
+No answer is ever made up and no seat stands in for another unannounced:
+the Judgment names the seat that answered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+
+import structlog
+
+from agents.seats.base import Seat
+from agents.seats.jsonanswer import AnswerRejected, validate_answer
+from agents.seats.registry import SeatRegistry
+from agents.step import AnswerT, Judge, Judgment, JudgmentRequest
+from room.errors import ConfigError, SeatError
+
+__all__ = ["ATTEMPTS_PER_SEAT", "SeatJudge", "make_judge", "retry_prompt"]
+
+log = structlog.get_logger("agents.seats")
+
+ATTEMPTS_PER_SEAT = 2
+
+
+def retry_prompt(prompt: str, error: str) -> str:
+    """The prompt again, with why the last answer was rejected."""
+    return (
+        f"{prompt}\n\nYour previous answer was rejected: {error}. "
+        "Return ONLY valid JSON matching the schema."
+    )
+
+
+class SeatJudge:
+    """Judge over a SeatRegistry; see the module docstring for the rules."""
+
+    def __init__(self, registry: SeatRegistry, roles: Mapping[str, str] | None = None) -> None:
+        self.registry = registry
+        self.roles = dict(roles or {})
+        for role, seat in self.roles.items():
+            if seat not in registry:
+                raise ConfigError(
+                    f"role {role!r} is set to seat {seat!r}, but there is no such seat; the "
+                    f"known seats are {', '.join(registry.names())}"
+                )
+
+    def seat_for(self, role: str) -> Seat:
+        return self.registry.get(self.roles.get(role, role))
+
+    async def __call__(
+        self, role: str, request: JudgmentRequest, schema: type[AnswerT]
+    ) -> Judgment[AnswerT]:
+        first = self.seat_for(role)
+        chain = self.registry.chain(first.name)
+        failures: list[str] = []
+        attempts = 0
+        for position, seat in enumerate(chain):
+            prompt_request = request
+            error = ""
+            for try_number in range(1, ATTEMPTS_PER_SEAT + 1):
+                attempts += 1
+                started = time.monotonic()
+                try:
+                    text = await seat.complete(prompt_request)
+                    answer = validate_answer(text, schema)
+                except SeatError as exc:
+                    error = str(exc.details.get("reason", exc.message))
+                    prompt_request = request  # the model never answered: ask the same again
+                except AnswerRejected as exc:
+                    error = str(exc)
+                    prompt_request = dataclasses.replace(
+                        request, prompt=retry_prompt(request.prompt, error)
+                    )
+                else:
+                    self._log(role, request, seat, try_number, attempts, started, None)
+                    return Judgment(
+                        answer=answer,
+                        seat=seat.name,
+                        kind=seat.kind,
+                        role=role,
+                        fallback_used=position > 0,
+                        attempts=attempts,
+                    )
+                self._log(role, request, seat, try_number, attempts, started, error)
+            label = f"seat '{seat.name}'" if position == 0 else f"fallback '{seat.name}'"
+            failures.append(f"{label} ({seat.kind}) after {ATTEMPTS_PER_SEAT} attempts: {error}")
+        head, *rest = failures
+        message = f"{role}: no valid answer from {head}"
+        if rest:
+            message += "; " + "; ".join(rest)
+        elif first.fallback is None:
+            message += f" (no fallback is set for [seats.{first.name}])"
+        raise SeatError(message, role=role, step=request.step, seats=[seat.name for seat in chain])
+
+    @staticmethod
+    def _log(
+        role: str,
+        request: JudgmentRequest,
+        seat: Seat,
+        try_number: int,
+        attempts: int,
+        started: float,
+        error: str | None,
+    ) -> None:
+        # Never the prompt or the answer: they may quote private material.
+        log.info(
+            "seat.attempt",
+            role=role,
+            step=request.step,
+            seat=seat.name,
+            kind=seat.kind,
+            try_number=try_number,
+            attempt=attempts,
+            ok=error is None,
+            error=error,
+            elapsed_ms=round((time.monotonic() - started) * 1000),
+        )
+
+
+def make_judge(registry: SeatRegistry, roles: dict[str, str] | None = None) -> Judge:
+    """A Judge over `registry`; `roles` sends a role to another seat table (role → table)."""
+    return SeatJudge(registry, roles)
