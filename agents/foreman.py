@@ -60,7 +60,7 @@ class Foreman:
                 return Failure("an ask to the foreman needs a thread: the run's id")
             return Outbox()
         async with self._lock:
-            thread = await ctx.read_thread(message.thread)
+            thread = await ctx.read_thread(message.thread, message.seq)
             return self.decide(thread, ctx, time.time())
 
     def decide(self, thread: list[Message], ctx: StepContext, now: float) -> Outbox | Failure:
@@ -123,7 +123,7 @@ class Foreman:
             posts: list[OutPost] = []
             now = time.time()
             for thread in sorted(self._open):
-                messages = await ctx.read_thread(thread)
+                messages = await ctx.read_thread(thread, 0)
                 posts += self.overdue(messages, ctx, now)
             return Outbox(posts)
 

@@ -14,6 +14,7 @@ import inspect
 import json
 import os
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,9 +106,9 @@ class PythonStep(Handler):
             ):
                 result = await asyncio.wait_for(self.func(message, ctx), timeout)
             else:
-                # A blocking step runs on a thread; if it overruns, the reply says so and
-                # the thread is left to finish on its own.
-                result = await asyncio.wait_for(asyncio.to_thread(self.func, message, ctx), timeout)
+                # A blocking step runs on a daemon thread; if it overruns, the reply says so
+                # and the thread is abandoned (it cannot hold up the lurker's exit).
+                result = await asyncio.wait_for(_in_daemon_thread(self.func, message, ctx), timeout)
         except TimeoutError:
             return Failure(f"timed out after {timeout:g} s", {"timeout_s": timeout})
         except BullpenError as exc:
@@ -116,6 +117,30 @@ class PythonStep(Handler):
             log.exception("step raised", target=self.target, message_id=message.id)
             return Failure(f"{type(exc).__name__}: {exc}")
         return _as_outcome(result)
+
+
+def _in_daemon_thread(func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(outcome: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(outcome)
+
+    def work() -> None:
+        try:
+            outcome = func(*args)
+        except BaseException as exc:  # handed to the awaiting coroutine
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, outcome, None)
+
+    threading.Thread(target=work, name="bullpen-step", daemon=True).start()
+    return future
 
 
 class CommandHandler(Handler):

@@ -91,16 +91,24 @@ class Lurker:
             self._judge = make_judge(build_seats(self.home.society.seats))
         return await self._judge(role, request, schema)  # type: ignore[no-any-return]
 
-    async def read_thread(self, thread: str) -> list[Message]:
-        """A run's whole thread, read over the hub (never from a file)."""
+    async def read_thread(self, thread: str, through: int = 0) -> list[Message]:
+        """A run's whole thread, read over the hub (never from a file).
+
+        `through` is the seq that woke us: a lurker tailing the file can see a
+        line a moment before the hub has synced and acknowledged it, so wait
+        (briefly) until the hub's answer covers it.
+        """
         messages: list[Message] = []
         after = 0
         while True:
-            lines, last = await self.client.read(after, 1000, thread=thread)
+            wait = 5.0 if after >= through > 0 and messages else 0.0
+            lines, last = await self.client.read(after, 1000, thread=thread, wait=wait)
             messages += [Message.model_validate(line) for line in lines]
-            if len(lines) < 1000:
+            if len(lines) < 1000 and last >= through:
                 return messages
-            after = last
+            if wait and not lines and last < through:
+                raise HubUnavailable(f"the hub has not acknowledged seq {through} yet")
+            after = max(after, last)
 
     async def read_to(self, nick: str, window: int) -> list[Message]:
         """Messages to @nick among the room's last `window` lines, read over the hub."""

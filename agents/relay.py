@@ -2,8 +2,8 @@
 
 `bullpen say @foreman "relay" --type ask --thread T --data '{"pipeline":
 "relay", "to": ["echo"], "text": "hi", "max_in_flight": 2}'` fans the text
-out to every nick in `to` (at most `max_in_flight` at once), joins the
-replies and reports them to the operator. It exercises everything the real
+out to every nick in `to` (at most `max_in_flight` at once; a step silent for
+`overdue_s` is reported), joins the replies and reports them to the operator. It exercises everything the real
 pipelines rely on — dispatch, the in-flight bound, the join, failure flags,
 the overdue report and resuming from the thread — with no model or files.
 """
@@ -33,7 +33,12 @@ class Relay:
                 )
             ]
         text = str(run.request.get("text", run.start.body))
-        asks = [Ask(f"relay/{i}", nick, text, {"text": text}) for i, nick in enumerate(targets, 1)]
+        overdue = run.request.get("overdue_s")
+        limit = float(overdue) if isinstance(overdue, int | float) else None
+        asks = [
+            Ask(f"relay/{i}", nick, text, {"text": text}, timeout_s=limit)
+            for i, nick in enumerate(targets, 1)
+        ]
         answers = {ask.key: run.reply(ask.key) for ask in asks}
         if None in answers.values():
             return list(asks)

@@ -102,7 +102,8 @@ class StepContext:
     home: Home
     options: dict[str, Any]
     judge: Judge
-    read_thread: Callable[[str], Awaitable[list[Message]]]
+    # (thread, through): the thread, covering at least seq `through`
+    read_thread: Callable[[str, int], Awaitable[list[Message]]]
     # (nick, window): messages to @nick among the room's last `window` lines
     read_to: Callable[[str, int], Awaitable[list[Message]]] | None = None
 

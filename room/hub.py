@@ -51,6 +51,18 @@ class Hub:
     def __init__(self, room_log: RoomLog, gate: Gate) -> None:
         self.log = room_log
         self.gate = gate
+        self.stopping = asyncio.Event()  # ends every long-poll at once on shutdown
+
+    async def _wait_for_lines(self, after: int, timeout: float) -> bool:
+        waiting = asyncio.ensure_future(self.log.wait_for_lines(after, timeout))
+        stopping = asyncio.ensure_future(self.stopping.wait())
+        try:
+            await asyncio.wait([waiting, stopping], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not waiting.done():
+                waiting.cancel()
+        return waiting.done() and not waiting.cancelled() and waiting.result()
 
     def app(self, relaxed: bool) -> Starlette:
         listener = "relaxed" if relaxed else "strict"
@@ -72,11 +84,11 @@ class Hub:
             after, limit, wait, flt = _read_params(request)
             result = await self.log.read(after, limit, flt)
             deadline = asyncio.get_running_loop().time() + wait
-            while not result.lines and wait > 0:
+            while not result.lines and wait > 0 and not self.stopping.is_set():
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:
                     break
-                if await self.log.wait_for_lines(result.last_seq, remaining):
+                if await self._wait_for_lines(result.last_seq, remaining):
                     result = await self.log.read(result.last_seq, limit, flt)
             payload = (
                 b'{"messages":['
@@ -242,10 +254,12 @@ class Listener:
 class Serving:
     """A running hub's servers; `stop()` ends them gracefully."""
 
+    hub: Hub
     servers: list[_Server] = field(default_factory=list)
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     def stop(self) -> None:
+        self.hub.stopping.set()
         for server in self.servers:
             server.should_exit = True
         self.stopped.set()
@@ -255,7 +269,7 @@ async def serve(
     hub: Hub, listeners: list[Listener], on_ready: Callable[[], Any] | None = None
 ) -> None:
     """Serve every listener until SIGTERM/SIGINT or `hub.log` fails; then return."""
-    serving = Serving()
+    serving = Serving(hub=hub)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, serving.stop)

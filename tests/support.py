@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -44,7 +45,13 @@ def bullpen_argv(home: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "agents.cli", "--home", str(home), *args]
 
 
-def run_cli(home: Path, *args: str, input: str | None = None, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    home: Path,
+    *args: str,
+    input: str | None = None,
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         bullpen_argv(home, *args),
         capture_output=True,
@@ -93,10 +100,8 @@ class Proc:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
-        try:  # anything it left in its process group
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # anything it left in its process group
         self._log_file.close()
         return self.proc.returncode
 
@@ -185,3 +190,42 @@ class Society:
         for proc in reversed(self.procs):
             proc.stop()
         self.procs.clear()
+
+
+def add_nick(
+    root: Path, nick: str, *, privileged: bool = True, trusted: bool = True, **config: Any
+) -> None:
+    """Configure one more lurker nick in a home's society.toml and trust.toml."""
+    import re
+
+    lines = [f"\n[nicks.{nick}]"]
+    for key, value in config.items():
+        lines.append(f"{key} = {_toml(value)}")
+    society = root / "society.toml"
+    society.write_text(society.read_text() + "\n".join(lines) + "\n")
+    trust = root / "trust.toml"
+    text = trust.read_text()
+    if trusted:
+        text = re.sub(
+            r"^trusted = \[(.*)\]$",
+            lambda m: f'trusted = [{m.group(1)}, "{nick}"]',
+            text,
+            flags=re.M,
+        )
+    if privileged:
+        text = text.rstrip("\n") + f'\n{nick} = "secret"\n'
+    trust.write_text(text)
+    from agents.cursor import Cursor
+    from room.tail import Position
+
+    Cursor(root / "state" / nick / "cursor").save(Position(0, 0))
+
+
+def _toml(value: Any) -> str:
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)

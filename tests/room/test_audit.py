@@ -14,7 +14,21 @@ from tests.support import run_cli
 def make_room(path: Path, n: int = 8) -> list[bytes]:
     lines, prev = [], GENESIS
     for seq in range(1, n + 1):
-        obj = {"seq": seq, "id": f"ID{seq:04d}", "ts": "2026-12-01T00:00:00.000Z", "from": "operator", "to": "@echo", "type": "chat", "body": f"message {seq}", "data": None, "in_reply_to": None, "thread": None, "sig": None, "verified": True, "prev": prev}
+        obj = {
+            "seq": seq,
+            "id": f"ID{seq:04d}",
+            "ts": "2026-12-01T00:00:00.000Z",
+            "from": "operator",
+            "to": "@echo",
+            "type": "chat",
+            "body": f"message {seq}",
+            "data": None,
+            "in_reply_to": None,
+            "thread": None,
+            "sig": None,
+            "verified": True,
+            "prev": prev,
+        }
         line = json.dumps(obj, separators=(",", ":")).encode()
         prev = line_hash(line)
         lines.append(line)

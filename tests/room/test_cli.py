@@ -15,7 +15,17 @@ class TestInit:
     def test_lays_down_a_working_home(self, tmp_path: Path) -> None:
         """init writes config, trust table, 0600 secrets and the room folder."""
         root = tmp_path / "home"
-        done = run_cli(root, "init", str(root), "--operator", "ada", "--strict", "127.0.0.1:18080", "--relaxed", "127.0.0.1:18081")
+        done = run_cli(
+            root,
+            "init",
+            str(root),
+            "--operator",
+            "ada",
+            "--strict",
+            "127.0.0.1:18080",
+            "--relaxed",
+            "127.0.0.1:18081",
+        )
         assert done.returncode == 0, done.stderr
         assert (root / "society.toml").exists() and (root / "trust.toml").exists()
         assert (root / "room").is_dir()
@@ -56,7 +66,18 @@ class TestSayRead:
     def test_say_prints_the_stored_line(self, society: Society) -> None:
         """say posts as the operator with proof and prints the verified line."""
         society.start_hub()
-        done = run_cli(society.root, "say", "echo", "hello there", "--type", "ask", "--thread", "t1", "--data", '{"k": 1}')
+        done = run_cli(
+            society.root,
+            "say",
+            "echo",
+            "hello there",
+            "--type",
+            "ask",
+            "--thread",
+            "t1",
+            "--data",
+            '{"k": 1}',
+        )
         assert done.returncode == 0, done.stderr
         line = json.loads(done.stdout)
         assert line["verified"] is True and line["to"] == "@echo" and line["data"] == {"k": 1}
@@ -64,7 +85,9 @@ class TestSayRead:
     def test_say_as_another_privileged_nick_and_relaxed(self, society: Society) -> None:
         """--as posts with that nick's proof; --relaxed goes through the token listener."""
         society.start_hub()
-        assert json.loads(run_cli(society.root, "say", "@operator", "hi", "--as", "echo").stdout)["verified"]
+        assert json.loads(run_cli(society.root, "say", "@operator", "hi", "--as", "echo").stdout)[
+            "verified"
+        ]
         relaxed = run_cli(society.root, "say", "@operator", "hi", "--as", "echo", "--relaxed")
         assert relaxed.returncode == 0 and json.loads(relaxed.stdout)["verified"] is True
 
@@ -95,7 +118,12 @@ class TestSayRead:
         run_cli(society.root, "say", "@echo", "first")
         out = society.root / "tail.out"
         with out.open("w") as sink:
-            tail = subprocess.Popen(bullpen_argv(society.root, "tail", "--json"), stdout=sink, stderr=subprocess.DEVNULL, start_new_session=True)
+            tail = subprocess.Popen(
+                bullpen_argv(society.root, "tail", "--json"),
+                stdout=sink,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             try:
                 wait_for(lambda: "first" in out.read_text(), 15, "tail to show the first line")
                 run_cli(society.root, "say", "@echo", "second")
@@ -108,7 +136,9 @@ class TestSayRead:
 
 
 class TestKeys:
-    def test_keys_new_writes_a_private_key_and_prints_the_trust_line(self, society: Society) -> None:
+    def test_keys_new_writes_a_private_key_and_prints_the_trust_line(
+        self, society: Society
+    ) -> None:
         """keys new makes a 0600 key and prints the line to add under [privileged]."""
         done = run_cli(society.root, "keys", "new", "scribe")
         assert done.returncode == 0

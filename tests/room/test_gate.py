@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from room.message import Post
-from trust.proof import KeySigner, SecretSigner, hmac_hex, new_nonce, proof_bytes
 from tests.support import Society, run_cli
+from trust.proof import KeySigner, SecretSigner, hmac_hex, new_nonce, proof_bytes
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,9 @@ def hubbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Society]:
         society.stop_all()
 
 
-def post(url: str, payload: Any, token: str | None = None, raw: bytes | None = None) -> httpx.Response:
+def post(
+    url: str, payload: Any, token: str | None = None, raw: bytes | None = None
+) -> httpx.Response:
     headers = {"content-type": "application/json"}
     if token is not None:
         headers["authorization"] = f"Bearer {token}"
@@ -37,7 +39,9 @@ def fields(sender: str = "operator", body: str = "hello", **extra: Any) -> dict[
     return {"from": sender, "to": "@echo", "type": "ask", "body": body, **extra}
 
 
-def signed(secret: bytes, sender: str = "operator", body: str = "hello", **extra: Any) -> dict[str, Any]:
+def signed(
+    secret: bytes, sender: str = "operator", body: str = "hello", **extra: Any
+) -> dict[str, Any]:
     payload = fields(sender, body, **extra)
     payload.update(SecretSigner(secret).prove(Post.model_validate(payload)))
     return payload
@@ -55,7 +59,21 @@ class TestStrict:
         line = answer.json()
         assert line["verified"] is True
         assert line["from"] == "operator" and line["to"] == "@echo"
-        assert set(line) == {"seq", "id", "ts", "from", "to", "type", "body", "data", "in_reply_to", "thread", "sig", "verified", "prev"}
+        assert set(line) == {
+            "seq",
+            "id",
+            "ts",
+            "from",
+            "to",
+            "type",
+            "body",
+            "data",
+            "in_reply_to",
+            "thread",
+            "sig",
+            "verified",
+            "prev",
+        }
 
     def test_unprivileged_is_written_unverified(self, hubbed: Society) -> None:
         """A nick that is not privileged is written, with verified false."""
@@ -64,7 +82,9 @@ class TestStrict:
         assert answer.json()["verified"] is False
         assert hubbed.lines()[-1]["from"] == "stranger"
 
-    def test_privileged_without_proof_is_rejected_and_nothing_written(self, hubbed: Society) -> None:
+    def test_privileged_without_proof_is_rejected_and_nothing_written(
+        self, hubbed: Society
+    ) -> None:
         """Claiming a privileged nick without proof is a 401 and leaves the room as it was."""
         before = hubbed.room.read_bytes()
         answer = post(hubbed.strict_url, fields("echo"))
@@ -101,7 +121,9 @@ class TestStrict:
         """A proof more than 120 s off the hub's clock is refused."""
         payload = fields(body="stale")
         ts, nonce = int(time.time()) + skew, new_nonce()
-        mac = hmac_hex(hubbed.secret(), proof_bytes(Post.model_validate(payload).signed_fields(), ts, nonce))
+        mac = hmac_hex(
+            hubbed.secret(), proof_bytes(Post.model_validate(payload).signed_fields(), ts, nonce)
+        )
         payload["proof"] = {"ts": ts, "nonce": nonce, "hmac": mac}
         answer = post(hubbed.strict_url, payload)
         assert answer.status_code == 401
@@ -143,7 +165,9 @@ class TestRelaxed:
 
     def test_privileged_without_proof_is_verified(self, hubbed: Society) -> None:
         """With the token, a privileged nick may post without proof and is verified."""
-        answer = post(hubbed.relaxed_url, fields("echo", body="from the sandbox"), token=hubbed.token())
+        answer = post(
+            hubbed.relaxed_url, fields("echo", body="from the sandbox"), token=hubbed.token()
+        )
         assert answer.status_code == 200
         assert answer.json()["verified"] is True
 
@@ -175,10 +199,22 @@ class TestBadInput:
         [
             (b"{not json", "not acceptable JSON"),
             (b"[1, 2]", "JSON object"),
-            (b'{"from": "a", "from": "b", "to": "@x", "type": "chat", "body": ""}', "duplicate key"),
-            (b'{"from": "stranger", "to": "@x", "type": "chat", "body": "x", "data": {"n": NaN}}', "NaN"),
+            (
+                b'{"from": "a", "from": "b", "to": "@x", "type": "chat", "body": ""}',
+                "duplicate key",
+            ),
+            (
+                b'{"from": "stranger", "to": "@x", "type": "chat", "body": "x", "data": {"n": NaN}}',
+                "NaN",
+            ),
             (b'{"from": "stranger", "to": "@x", "type": "chat", "body": "\\ud800"}', "surrogate"),
-            (b'{"from": "stranger", "to": "@x", "type": "chat", "body": "x", "data": ' + b'{"a":' * 40 + b"1" + b"}" * 41, "nesting"),
+            (
+                b'{"from": "stranger", "to": "@x", "type": "chat", "body": "x", "data": '
+                + b'{"a":' * 40
+                + b"1"
+                + b"}" * 41,
+                "nesting",
+            ),
             (b"\xff\xfe", "UTF-8"),
         ],
     )
@@ -200,7 +236,9 @@ class TestBadInput:
             ({"thread": "has space"}, "thread"),
         ],
     )
-    def test_bad_fields_are_rejected(self, hubbed: Society, change: dict[str, Any], needle: str) -> None:
+    def test_bad_fields_are_rejected(
+        self, hubbed: Society, change: dict[str, Any], needle: str
+    ) -> None:
         """Unknown fields, bad nicks and unknown types get a 400 naming the field."""
         answer = post(hubbed.strict_url, {**fields("stranger"), **change})
         assert answer.status_code == 400, answer.text
@@ -249,7 +287,9 @@ class TestBadInput:
         wrong = httpx.get(f"{hubbed.strict_url}/say")
         assert wrong.status_code == 405 and "message" in wrong.json()
 
-    @pytest.mark.parametrize("query", ["after=-1", "after=x", "limit=0", "limit=5000", "wait=100", "to=Bad!", "bogus=1"])
+    @pytest.mark.parametrize(
+        "query", ["after=-1", "after=x", "limit=0", "limit=5000", "wait=100", "to=Bad!", "bogus=1"]
+    )
     def test_bad_read_parameters_are_400(self, hubbed: Society, query: str) -> None:
         """Every malformed /read parameter gets a 400 that names it."""
         answer = httpx.get(f"{hubbed.strict_url}/read?{query}")
@@ -266,11 +306,18 @@ class TestRead:
         assert [m["body"] for m in answer["messages"]] == ["t0", "t1", "t2"]
         assert answer["last_seq"] == hubbed.lines()[-1]["seq"]
         first = answer["messages"][0]["seq"]
-        after = httpx.get(f"{hubbed.strict_url}/read", params={"thread": "read-test", "after": first}).json()
+        after = httpx.get(
+            f"{hubbed.strict_url}/read", params={"thread": "read-test", "after": first}
+        ).json()
         assert [m["body"] for m in after["messages"]] == ["t1", "t2"]
-        limited = httpx.get(f"{hubbed.strict_url}/read", params={"thread": "read-test", "limit": 1}).json()
+        limited = httpx.get(
+            f"{hubbed.strict_url}/read", params={"thread": "read-test", "limit": 1}
+        ).json()
         assert len(limited["messages"]) == 1 and limited["last_seq"] == first
-        mine = httpx.get(f"{hubbed.strict_url}/read", params={"from": "stranger", "to": "@echo", "thread": "read-test"}).json()
+        mine = httpx.get(
+            f"{hubbed.strict_url}/read",
+            params={"from": "stranger", "to": "@echo", "thread": "read-test"},
+        ).json()
         assert len(mine["messages"]) == 3
 
     def test_long_poll_wakes_on_a_new_line(self, hubbed: Society) -> None:
@@ -282,7 +329,11 @@ class TestRead:
 
         def reader() -> None:
             started = time.monotonic()
-            answer = httpx.get(f"{hubbed.strict_url}/read", params={"after": head, "wait": 20, "thread": "poll"}, timeout=30)
+            answer = httpx.get(
+                f"{hubbed.strict_url}/read",
+                params={"after": head, "wait": 20, "thread": "poll"},
+                timeout=30,
+            )
             result["answer"] = answer.json()
             result["took"] = time.monotonic() - started
 
@@ -297,7 +348,11 @@ class TestRead:
     def test_long_poll_times_out_empty(self, hubbed: Society) -> None:
         """A waiting /read with nothing new returns an empty list after the wait."""
         head = httpx.get(f"{hubbed.strict_url}/health").json()["seq"]
-        answer = httpx.get(f"{hubbed.strict_url}/read", params={"after": head, "wait": 0.3, "thread": "silent"}, timeout=10).json()
+        answer = httpx.get(
+            f"{hubbed.strict_url}/read",
+            params={"after": head, "wait": 0.3, "thread": "silent"},
+            timeout=10,
+        ).json()
         assert answer["messages"] == [] and answer["last_seq"] >= head
 
     def test_openapi_schema_is_served(self, hubbed: Society) -> None:

@@ -102,7 +102,7 @@ class TestRecovery:
         chat(society, "good")
         hub.stop()
         whole = society.room.read_bytes()
-        garbage = b"not json\n{\"half\": \n\x00\x01\x02"
+        garbage = b'not json\n{"half": \n\x00\x01\x02'
         society.room.write_bytes(whole + garbage)
         society.start_hub()
         assert society.room.read_bytes() == whole
@@ -135,7 +135,17 @@ class TestConcurrency:
         for i in range(16):
             argv = [sys.executable, POSTER, society.strict_url, f"client{i}", "100"]
             if i % 2 == 0:
-                argv = [sys.executable, POSTER, society.strict_url, "operator", "100", "--start", str(i * 1000), "--secret-file", secret_file]
+                argv = [
+                    sys.executable,
+                    POSTER,
+                    society.strict_url,
+                    "operator",
+                    "100",
+                    "--start",
+                    str(i * 1000),
+                    "--secret-file",
+                    secret_file,
+                ]
             procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, text=True))
         outputs = [p.communicate(timeout=240)[0] for p in procs]
         acks = [line for out in outputs for line in out.splitlines() if line.startswith("ack")]
@@ -163,7 +173,19 @@ class TestReader:
         prev = GENESIS
         with room.open("wb") as f:
             for seq in range(1, 3001):
-                line = json.dumps({"seq": seq, "id": str(seq), "ts": "t", "from": "a", "to": "@b", "type": "chat", "body": "x" * (seq % 97), "prev": prev}, separators=(",", ":")).encode()
+                line = json.dumps(
+                    {
+                        "seq": seq,
+                        "id": str(seq),
+                        "ts": "t",
+                        "from": "a",
+                        "to": "@b",
+                        "type": "chat",
+                        "body": "x" * (seq % 97),
+                        "prev": prev,
+                    },
+                    separators=(",", ":"),
+                ).encode()
                 prev = line_hash(line)
                 f.write(line + b"\n")
         with RoomFile(room) as reader:

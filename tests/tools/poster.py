@@ -17,8 +17,8 @@ import httpx
 
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 
-from room.message import Post  # noqa: E402
-from trust.proof import SecretSigner  # noqa: E402
+from room.message import Post
+from trust.proof import SecretSigner
 
 
 def main() -> int:
@@ -35,7 +35,13 @@ def main() -> int:
             signer = SecretSigner(f.read().strip())
     with httpx.Client(base_url=args.url, timeout=30) as client:
         for k in range(args.start, args.start + args.n):
-            payload = {"from": args.nick, "to": "@sink", "type": "chat", "body": f"{args.nick} {k}", "data": {"k": k}}
+            payload = {
+                "from": args.nick,
+                "to": "@sink",
+                "type": "chat",
+                "body": f"{args.nick} {k}",
+                "data": {"k": k},
+            }
             if signer is not None:
                 payload.update(signer.prove(Post.model_validate(payload)))
             try:

@@ -1,0 +1,288 @@
+"""Lurkers: real hub and lurker processes, woken only by what the rules allow."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agents.wake import refusal, wake_set
+from room.message import Message, Post
+from tests.support import Society, add_nick, run_cli, wait_for
+from trust.proof import SecretSigner
+
+
+def message(**fields: Any) -> Message:
+    base = {
+        "seq": 1,
+        "id": "M1",
+        "ts": "t",
+        "from": "operator",
+        "to": "@echo",
+        "type": "ask",
+        "body": "hi",
+        "verified": True,
+        "prev": "",
+    }
+    return Message.model_validate({**base, **fields})
+
+
+class TestWakeRules:
+    TRUSTED = frozenset({"operator", "foreman", "echo"})
+
+    def test_all_rules_hold(self) -> None:
+        """A verified ask from a trusted nick to us wakes us."""
+        assert refusal(message(), "echo", wake_set(False), self.TRUSTED) is None
+
+    @pytest.mark.parametrize(
+        ("change", "rule"),
+        [
+            ({"from": "echo"}, "rule 1"),
+            ({"type": "reply"}, "rule 2"),
+            ({"type": "system"}, "rule 2"),
+            ({"to": "@other"}, "rule 3"),
+            ({"from": "stranger"}, "rule 4"),
+            ({"verified": False}, "rule 5"),
+        ],
+    )
+    def test_each_rule_alone_stops_the_wake(self, change: dict[str, Any], rule: str) -> None:
+        """A message failing exactly one rule does not wake the lurker, and says which rule."""
+        reason = refusal(message(**change), "echo", wake_set(False), self.TRUSTED)
+        assert reason is not None and reason.startswith(rule)
+
+    def test_replies_wake_only_reply_waking_nicks_and_never_their_own(self) -> None:
+        """A reply wakes a flagged nick, never an unflagged one, and never its own reply."""
+        reply = message(type="reply", to="@foreman")
+        assert refusal(reply, "foreman", wake_set(True), self.TRUSTED) is None
+        assert refusal(reply, "foreman", wake_set(False), self.TRUSTED) is not None
+        own = message(type="reply", to="@foreman", **{"from": "foreman"})
+        assert refusal(own, "foreman", wake_set(True), self.TRUSTED) is not None
+
+
+def say(
+    society: Society,
+    to: str,
+    body: str,
+    *,
+    sender: str = "operator",
+    signed: bool = True,
+    **fields: Any,
+) -> dict[str, Any]:
+    payload = {"from": sender, "to": to, "type": fields.pop("type", "ask"), "body": body, **fields}
+    if signed:
+        payload.update(SecretSigner(society.secret()).prove(Post.model_validate(payload)))
+    answer = httpx.post(f"{society.strict_url}/say", json=payload, timeout=10)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def replies_to(society: Society, ask_id: str) -> list[dict[str, Any]]:
+    return [m for m in society.lines() if m.get("in_reply_to") == ask_id]
+
+
+def wait_reply(society: Society, ask_id: str, timeout: float = 20) -> dict[str, Any]:
+    return wait_for(
+        lambda: (replies_to(society, ask_id) or [None])[0], timeout, f"a reply to {ask_id}"
+    )
+
+
+@pytest.fixture
+def running(society: Society) -> Society:
+    society.start_hub()
+    return society
+
+
+class TestEcho:
+    def test_ping_round_trip(self, running: Society) -> None:
+        """A ping ask from the operator comes back as a verified pong addressed to @operator."""
+        running.start_lurker("echo")
+        ask = say(running, "@echo", "ping", data={"ping": True}, thread="t-ping")
+        reply = wait_reply(running, ask["id"])
+        assert reply["from"] == "echo" and reply["to"] == "@operator"
+        assert reply["type"] == "reply" and reply["verified"] is True
+        assert reply["body"] == "pong" and reply["thread"] == "t-ping"
+
+    def test_only_the_fully_valid_message_wakes_it(self, running: Society) -> None:
+        """Messages failing one rule each get no answer; the valid one after them does."""
+        running.start_lurker("echo")
+        ignored = [
+            say(running, "@echo", "from a stranger", sender="stranger", signed=False),
+            say(running, "@echo", "a reply", type="reply"),
+            say(running, "@echo", "a system note", type="system"),
+            say(running, "@someone", "not for echo"),
+            say(running, "@echo", "relaxed but unprivileged", sender="visitor", signed=False),
+        ]
+        valid = say(running, "@echo", "for echo")
+        reply = wait_reply(running, valid["id"])
+        assert reply["body"] == "echo: for echo"
+        for line in ignored:
+            assert replies_to(running, line["id"]) == []
+        # echo's own reply, and only it, came from echo
+        assert [m for m in running.lines() if m["from"] == "echo"] == [reply]
+
+    def test_reply_waking_nick_wakes_on_replies(self, society: Society) -> None:
+        """A nick configured to wake on replies acts on a reply; another does not."""
+        add_nick(society.root, "listener", handler="agents.examples:echo", wake_replies=True)
+        add_nick(society.root, "deaf", handler="agents.examples:echo")
+        running = society
+        running.start_hub()
+        running.start_lurker("listener")
+        running.start_lurker("deaf")
+        to_listener = say(running, "@listener", "a reply for you", type="reply")
+        to_deaf = say(running, "@deaf", "a reply for you", type="reply")
+        assert wait_reply(running, to_listener["id"])["from"] == "listener"
+        marker = say(running, "@deaf", "an ask")
+        wait_reply(running, marker["id"])
+        assert replies_to(running, to_deaf["id"]) == []
+
+    def test_wakereplies_flag_file_adds_reply_waking(self, running: Society) -> None:
+        """The seed's .wakereplies flag file in the nick's state folder works like the key."""
+        (running.root / "state" / "echo" / ".wakereplies").touch()
+        running.start_lurker("echo")
+        reply_in = say(running, "@echo", "a reply", type="reply")
+        assert wait_reply(running, reply_in["id"])["from"] == "echo"
+
+
+class TestFailures:
+    @pytest.mark.parametrize(
+        ("handler", "reason"),
+        [
+            ("tests.tools.steps:boom", "RuntimeError: the step exploded"),
+            ("tests.tools.steps:refuse", "the knowledge base is empty"),
+            ("tests.tools.steps:hang", "timed out after 1 s"),
+        ],
+    )
+    def test_failing_handler_replies_failed(
+        self, society: Society, handler: str, reason: str
+    ) -> None:
+        """A step that raises or hangs still replies: [<nick> FAILED — reason], reason in data."""
+        add_nick(society.root, "worker", handler=handler, timeout_s=1)
+        running = society
+        running.start_hub()
+        lurker = running.start_lurker("worker")
+        ask = say(running, "@worker", "do it")
+        reply = wait_reply(running, ask["id"])
+        assert reply["body"].startswith("[worker FAILED — ") and reason in reply["body"]
+        assert reply["data"]["failed"] is True and reason in reply["data"]["reason"]
+        assert reply["verified"] is True
+        assert lurker.stop() == 0  # a hung step thread does not hold up shutdown
+
+    def test_command_handler(self, society: Society, tmp_path: Path) -> None:
+        """An external command gets the message on stdin; its JSON stdout becomes the reply."""
+        script = tmp_path / "agent.py"
+        script.write_text(
+            "import json, sys\n"
+            "m = json.load(sys.stdin)\n"
+            "print(json.dumps({'body': 'seen ' + m['body'], 'data': {'id': m['id']}}))\n"
+        )
+        add_nick(society.root, "shell", command=["python3", str(script)], timeout_s=10)
+        running = society
+        running.start_hub()
+        running.start_lurker("shell")
+        ask = say(running, "@shell", "the message")
+        reply = wait_reply(running, ask["id"])
+        assert reply["body"] == "seen the message" and reply["data"] == {"id": ask["id"]}
+
+    @pytest.mark.parametrize(
+        ("code", "reason"),
+        [
+            ("import sys; sys.exit(3)", "exited with status 3"),
+            ("import time; time.sleep(60)", "timed out"),
+        ],
+    )
+    def test_command_failure_replies_failed(self, society: Society, code: str, reason: str) -> None:
+        """A command that exits non-zero or overruns its timeout is a FAILED reply."""
+        add_nick(society.root, "shell", command=["python3", "-c", code], timeout_s=1)
+        running = society
+        running.start_hub()
+        running.start_lurker("shell")
+        ask = say(running, "@shell", "go")
+        reply = wait_reply(running, ask["id"])
+        assert "FAILED" in reply["body"] and reason in reply["body"]
+
+
+class TestRestarts:
+    def test_rewound_cursor_does_not_answer_twice(self, society: Society, tmp_path: Path) -> None:
+        """After a crash between replying and saving the cursor, the restarted lurker skips the answered ask."""
+        count = tmp_path / "count"
+        env = {"BULLPEN_TEST_COUNT_FILE": str(count)}
+        add_nick(society.root, "worker", handler="tests.tools.steps:counted")
+        running = society
+        running.start_hub()
+        lurker = running.start_lurker("worker", env=env)
+        first = say(running, "@worker", "one")
+        wait_reply(running, first["id"])
+        lurker.signal(signal.SIGKILL)
+        lurker.proc.wait(10)
+        # the state a crash just after replying leaves: the cursor still before the ask
+        (running.root / "state" / "worker" / "cursor").write_text(
+            json.dumps({"seq": first["seq"] - 1, "offset": -1})
+        )
+        running.start_lurker("worker", env=env)
+        second = say(running, "@worker", "two")
+        wait_reply(running, second["id"])
+        assert len(replies_to(running, first["id"])) == 1
+        assert count.read_text().split() == [first["id"], second["id"]]
+
+    def test_sigkill_mid_handling_answers_exactly_once(
+        self, society: Society, tmp_path: Path
+    ) -> None:
+        """A lurker killed while handling answers the ask once after it restarts."""
+        count = tmp_path / "count"
+        env = {"BULLPEN_TEST_COUNT_FILE": str(count)}
+        add_nick(society.root, "worker", handler="tests.tools.steps:counted", timeout_s=30)
+        running = society
+        running.start_hub()
+        lurker = running.start_lurker("worker", env=env)
+        ask = say(running, "@worker", "slow one", data={"sleep": 30})
+        wait_for(
+            lambda: count.exists() and ask["id"] in count.read_text(), 20, "the handler to start"
+        )
+        lurker.kill()
+        assert replies_to(running, ask["id"]) == []
+        fast = say(running, "@worker", "fast", data={"sleep": 0})
+        running.start_lurker("worker", env=env)  # handles the interrupted ask again, quickly
+        reply = wait_reply(running, ask["id"], 60)
+        wait_reply(running, fast["id"], 60)
+        assert reply["from"] == "worker"
+        assert len(replies_to(running, ask["id"])) == 1
+
+    @pytest.mark.parametrize("read_mode", ["file", "hub"])
+    def test_hub_restart_under_a_running_lurker(self, society: Society, read_mode: str) -> None:
+        """The hub goes down and comes back: the lurker resumes, misses nothing, answers nothing twice."""
+        add_nick(society.root, "remote", handler="agents.examples:echo", read="hub")
+        running = society
+        running.start_hub()
+        nick = "remote" if read_mode == "hub" else "echo"
+        running.start_lurker(nick)
+        before = say(running, f"@{nick}", "before")
+        wait_reply(running, before["id"])
+        hub = next(p for p in running.procs if p.argv[-1] == "hub")
+        assert hub.stop() == 0
+        running.procs.remove(hub)
+        running.start_hub()
+        after = [say(running, f"@{nick}", f"after {n}") for n in range(3)]
+        for ask in after:
+            wait_reply(running, ask["id"], 40)
+        for ask in [before, *after]:
+            assert len(replies_to(running, ask["id"])) == 1
+
+    def test_room_shorter_than_cursor_stops_with_a_clear_error(self, running: Society) -> None:
+        """A lurker whose cursor is past the end of the room stops and says what happened."""
+        (running.root / "state" / "echo" / "cursor").write_text(
+            json.dumps({"seq": 50, "offset": 9000})
+        )
+        say(running, "@nobody", "one line")
+        proc = running.spawn("lurk-echo", "lurk", "echo")
+        assert proc.proc.wait(20) == 1
+        assert "truncated" in proc.output()
+
+
+def test_unknown_nick_is_a_config_error(society: Society) -> None:
+    """Lurking as a nick with no [nicks.X] table exits 78 and lists the configured nicks."""
+    done = run_cli(society.root, "lurk", "nobody")
+    assert done.returncode == 78 and "nobody" in done.stderr and "echo" in done.stderr
