@@ -18,7 +18,6 @@ from agents import config as society
 from room.client import RoomClient
 from room.errors import ConfigError
 from trust import table as trust_table
-from trust.keys import load_private_key
 from trust.proof import KeySigner, SecretSigner, Signer
 from trust.secretfiles import read_secret_text
 
@@ -88,6 +87,8 @@ class Home:
         if proof is None:
             return None
         if proof.method == "key":
+            from trust.keys import load_private_key
+
             return KeySigner(load_private_key(self.trust.key_file(nick)))
         return SecretSigner(self.secret())
 

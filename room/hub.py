@@ -22,11 +22,10 @@ from typing import Any
 
 import structlog
 import uvicorn
-from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from room import openapi
 from room.errors import BadPost, BullpenError, DurabilityError, PostRejected
@@ -64,96 +63,103 @@ class Hub:
                 waiting.cancel()
         return waiting.done() and not waiting.cancelled() and waiting.result()
 
-    def app(self, relaxed: bool) -> Starlette:
-        listener = "relaxed" if relaxed else "strict"
-
-        async def guard(request: Request) -> None:
-            if relaxed:
-                self.gate.check_bearer(request.headers.get("authorization"))
-
-        async def say(request: Request) -> Response:
-            await guard(request)
-            raw = await _body(request)
-            post_request = parse_request(raw)
-            verified = self.gate.judge(post_request, relaxed)
-            stored = await self.log.append(Draft(post_request.post, verified))
-            return Response(stored.raw, media_type="application/json")
-
-        async def read(request: Request) -> Response:
-            await guard(request)
-            after, limit, wait, flt = _read_params(request)
-            result = await self.log.read(after, limit, flt)
-            deadline = asyncio.get_running_loop().time() + wait
-            while not result.lines and wait > 0 and not self.stopping.is_set():
-                remaining = deadline - asyncio.get_running_loop().time()
-                if remaining <= 0:
-                    break
-                if await self._wait_for_lines(result.last_seq, remaining):
-                    result = await self.log.read(result.last_seq, limit, flt)
-            payload = (
-                b'{"messages":['
-                + b",".join(result.lines)
-                + b'],"last_seq":'
-                + str(result.last_seq).encode()
-                + b"}"
-            )
-            return Response(payload, media_type="application/json")
-
-        async def health(request: Request) -> Response:
-            await guard(request)
-            failed = getattr(self.log, "failed", None)
-            body = {
-                "ok": failed is None,
-                "listener": listener,
-                "seq": self.log.head.seq,
-                "head": self.log.head.hash,
-            }
-            return JSONResponse(body, status_code=200 if failed is None else 503)
-
-        async def schema(request: Request) -> Response:
-            await guard(request)
-            return JSONResponse(openapi.schema(listener))
-
-        async def on_error(request: Request, exc: Exception) -> Response:
-            if isinstance(exc, PostRejected):
-                return _error(exc, exc.status)
-            if isinstance(exc, DurabilityError):
-                return _error(exc, 503)
-            if isinstance(exc, HTTPException):
-                text = {404: "no such endpoint; see /openapi.json", 405: "method not allowed here"}
-                message = text.get(exc.status_code, str(exc.detail))
-                return JSONResponse(
-                    {"error": "http", "message": message}, status_code=exc.status_code
-                )
-            log.exception("unexpected error serving a request", path=request.url.path)
-            return JSONResponse(
-                {"error": "internal", "message": "the hub hit an unexpected error; see its log"},
-                status_code=500,
-            )
-
-        routes = [
-            Route("/say", _catching(say, on_error), methods=["POST"]),
-            Route("/read", _catching(read, on_error), methods=["GET"]),
-            Route("/health", _catching(health, on_error), methods=["GET"]),
-            Route("/openapi.json", _catching(schema, on_error), methods=["GET"]),
-        ]
-        return Starlette(
-            routes=routes,
-            exception_handlers={HTTPException: on_error, Exception: on_error},
-        )
+    def app(self, relaxed: bool) -> ListenerApp:
+        return ListenerApp(self, relaxed)
 
 
-def _catching(
-    endpoint: Callable[[Request], Awaitable[Response]],
-    on_error: Callable[[Request, Exception], Awaitable[Response]],
-) -> Callable[[Request], Awaitable[Response]]:
-    async def wrapped(request: Request) -> Response:
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class ListenerApp:
+    """One listener as a plain ASGI app: four routes, every failure a JSON answer.
+
+    Routing by a dict lookup instead of a middleware stack keeps the per-post
+    cost low enough for the hub to stay ahead of fsync (docs/performance.md).
+    """
+
+    def __init__(self, hub: Hub, relaxed: bool) -> None:
+        self.hub = hub
+        self.relaxed = relaxed
+        self.listener = "relaxed" if relaxed else "strict"
+        self.routes: dict[str, tuple[str, Endpoint]] = {
+            "/say": ("POST", self.say),
+            "/read": ("GET", self.read),
+            "/health": ("GET", self.health),
+            "/openapi.json": ("GET", self.schema),
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # no lifespan or websockets here
+        request = Request(scope, receive)
+        route = self.routes.get(scope["path"])
         try:
-            return await endpoint(request)
+            if route is None:
+                raise HTTPException(404)
+            if scope["method"] != route[0]:
+                raise HTTPException(405)
+            if self.relaxed:
+                self.hub.gate.check_bearer(request.headers.get("authorization"))
+            response = await route[1](request)
         except Exception as exc:  # every failure becomes a JSON answer
-            return await on_error(request, exc)
+            response = self.on_error(request, exc)
+        await response(scope, receive, send)
 
-    return wrapped
+    async def say(self, request: Request) -> Response:
+        raw = await _body(request)
+        post_request = parse_request(raw)
+        verified = self.hub.gate.judge(post_request, self.relaxed)
+        stored = await self.hub.log.append(Draft(post_request.post, verified))
+        return Response(stored.raw, media_type="application/json")
+
+    async def read(self, request: Request) -> Response:
+        hub = self.hub
+        after, limit, wait, flt = _read_params(request)
+        result = await hub.log.read(after, limit, flt)
+        deadline = asyncio.get_running_loop().time() + wait
+        while not result.lines and wait > 0 and not hub.stopping.is_set():
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                break
+            if await hub._wait_for_lines(result.last_seq, remaining):
+                result = await hub.log.read(result.last_seq, limit, flt)
+        payload = (
+            b'{"messages":['
+            + b",".join(result.lines)
+            + b'],"last_seq":'
+            + str(result.last_seq).encode()
+            + b"}"
+        )
+        return Response(payload, media_type="application/json")
+
+    async def health(self, request: Request) -> Response:
+        log = self.hub.log
+        failed = getattr(log, "failed", None)
+        body = {
+            "ok": failed is None,
+            "listener": self.listener,
+            "seq": log.head.seq,
+            "head": log.head.hash,
+        }
+        return JSONResponse(body, status_code=200 if failed is None else 503)
+
+    async def schema(self, request: Request) -> Response:
+        return JSONResponse(openapi.schema(self.listener))
+
+    def on_error(self, request: Request, exc: Exception) -> Response:
+        if isinstance(exc, PostRejected):
+            return _error(exc, exc.status)
+        if isinstance(exc, DurabilityError):
+            return _error(exc, 503)
+        if isinstance(exc, HTTPException):
+            text = {404: "no such endpoint; see /openapi.json", 405: "method not allowed here"}
+            message = text.get(exc.status_code, str(exc.detail))
+            return JSONResponse({"error": "http", "message": message}, status_code=exc.status_code)
+        log.exception("unexpected error serving a request", path=request.url.path)
+        return JSONResponse(
+            {"error": "internal", "message": "the hub hit an unexpected error; see its log"},
+            status_code=500,
+        )
 
 
 async def _body(request: Request) -> bytes:
@@ -289,6 +295,8 @@ async def serve(
             access_log=False,
             lifespan="off",
             http="httptools",
+            proxy_headers=False,  # the hub trusts no proxy's word on who is calling
+            server_header=False,
             timeout_graceful_shutdown=5,
             timeout_keep_alive=30,
         )

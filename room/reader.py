@@ -133,6 +133,9 @@ class RoomFile:
         stop = self.size() if end is None else end
         if after <= 0:
             return 0
+        near_tail = self._offset_near_tail(after, stop)
+        if near_tail is not None:
+            return near_tail
         lo, hi = 0, stop
         while hi - lo > 65536:
             mid = (lo + hi) // 2
@@ -149,6 +152,23 @@ class RoomFile:
             if seq_of(line) > after:
                 return start
         return self.line_end(lo, stop)
+
+    def _offset_near_tail(self, after: int, stop: int, reach: int = 256) -> int | None:
+        """When `after` is within `reach` lines of the end, walk back from the tail instead."""
+        last = self.last_line(stop)
+        if last is None:
+            return None
+        start, raw = last
+        last_seq = seq_of(raw)
+        if last_seq < 0 or not 0 <= last_seq - after <= reach:
+            return None
+        if last_seq == after:
+            return start + len(raw) + 1
+        for _ in range(last_seq - after - 1):
+            if start == 0:
+                return None
+            start = self._last_newline_before(start - 1)
+        return start
 
     def last_line(self, end: int | None = None) -> tuple[int, bytes] | None:
         """The last whole line and its offset, read from the tail."""

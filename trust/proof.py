@@ -13,13 +13,13 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from typing import TYPE_CHECKING, Any, Protocol
 
 from room import strictjson
 from room.message import Post
-from trust import keys
+
+if TYPE_CHECKING:  # cryptography is loaded only by processes that sign with a key
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
 def proof_bytes(signed_fields: dict[str, Any], ts: int, nonce: str) -> bytes:
@@ -62,6 +62,8 @@ class KeySigner:
     key: Ed25519PrivateKey
 
     def prove(self, post: Post) -> dict[str, Any]:
+        from trust import keys
+
         ts, nonce = int(time.time()), new_nonce()
         value = keys.sign(self.key, proof_bytes(post.signed_fields(), ts, nonce))
         return {"sig": {"ts": ts, "nonce": nonce, "value": value}}

@@ -12,14 +12,16 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from typing import TYPE_CHECKING
 
 from room.errors import ConfigError
 from room.message import is_nick
-from trust import keys
+
+if TYPE_CHECKING:  # cryptography is loaded only when the table names a public key
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 SECRET = "secret"
+PUBLIC_PREFIX = "ed25519:"
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,16 @@ class TrustTable:
     hub_key_file: Path
     key_dir: Path
     public_keys: dict[str, Ed25519PublicKey] = field(default_factory=dict)
-    hub_public_key: Ed25519PublicKey | None = None
+    hub_public_text: str | None = None
+
+    @property
+    def hub_public_key(self) -> Ed25519PublicKey | None:
+        """The hub's checkpoint key, parsed on demand (auditors need it, lurkers do not)."""
+        if self.hub_public_text is None:
+            return None
+        from trust import keys
+
+        return keys.parse_public(self.hub_public_text, f"{self.path}: hub_public_key")
 
     def is_privileged(self, nick: str) -> bool:
         return nick in self.privileged
@@ -54,6 +65,22 @@ class TrustTable:
 
     def key_file(self, nick: str) -> Path:
         return self.key_dir / f"{nick}.key"
+
+
+def _checked_public(text: str | None, where: str) -> str | None:
+    """Check a public key's form without loading cryptography: 32 bytes of base64."""
+    import base64
+    import binascii
+
+    if text is None:
+        return None
+    try:
+        raw = base64.b64decode(text.removeprefix(PUBLIC_PREFIX), validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if not text.startswith(PUBLIC_PREFIX) or len(raw) != 32:
+        raise ConfigError(f"{where}: a public key must look like 'ed25519:<base64 of 32 bytes>'")
+    return text
 
 
 def load(path: Path) -> TrustTable:
@@ -106,7 +133,9 @@ def load(path: Path) -> TrustTable:
             raise ConfigError(f"{where}: {nick!r} is not a valid nick")
         if how == SECRET:
             privileged[nick] = Proof(SECRET)
-        elif isinstance(how, str) and how.startswith(keys.PUBLIC_PREFIX):
+        elif isinstance(how, str) and how.startswith(PUBLIC_PREFIX):
+            from trust import keys
+
             public = keys.parse_public(how, where)
             privileged[nick] = Proof("key", public, how)
             public_keys[nick] = public
@@ -127,7 +156,5 @@ def load(path: Path) -> TrustTable:
         hub_key_file=_path("hub_key_file", "secrets/hub.key"),
         key_dir=_path("key_dir", "secrets/keys"),
         public_keys=public_keys,
-        hub_public_key=keys.parse_public(hub_public, f"{path}: hub_public_key")
-        if hub_public
-        else None,
+        hub_public_text=_checked_public(hub_public, f"{path}: hub_public_key"),
     )

@@ -189,7 +189,7 @@ class TestReader:
                 prev = line_hash(line)
                 f.write(line + b"\n")
         with RoomFile(room) as reader:
-            for after in (0, 1, 2, 999, 1500, 2999, 3000, 5000):
+            for after in (0, 1, 2, 999, 1500, 2800, 2999, 3000, 5000):
                 offset = reader.offset_after(after)
                 nxt = next(reader.lines_from(offset), None)
                 if after >= 3000:

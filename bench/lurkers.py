@@ -1,0 +1,183 @@
+"""Benchmark lurkers: wake latency, idle CPU and memory, against a naive 1 s poller.
+
+    python bench/lurkers.py            # 20 lurkers, 500 posts, 60 s idle window
+    python bench/lurkers.py --quick    # 20 lurkers, 100 posts, 10 s idle window
+
+Wake latency is measured from the moment the hub's acknowledgment reaches
+the poster to the moment the addressed lurker's handler starts (the handler
+writes the time down). A lurker tailing the file can see a line before its
+fsync completes, so single latencies may be negative; that is reported as
+measured. The baseline is a lurker that re-reads the file once a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from room.message import Post  # noqa: E402
+from tests.support import Society, add_nick, wait_for  # noqa: E402
+from trust.proof import SecretSigner  # noqa: E402
+
+NICKS = [f"b{n:02d}" for n in range(1, 21)]
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def memory_kb(pid: int) -> dict[str, int]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+
+    def field(text: str, name: str) -> int:
+        for line in text.splitlines():
+            if line.startswith(name + ":"):
+                return int(line.split()[1])
+        return 0
+
+    private = field(rollup, "Private_Clean") + field(rollup, "Private_Dirty")
+    return {"rss": field(status, "VmRSS"), "pss": field(rollup, "Pss"), "uss": private}
+
+
+def marks(path: Path) -> dict[str, float]:
+    if not path.exists():
+        return {}
+    found = {}
+    for line in path.read_text().splitlines():
+        ident, stamp = line.split()
+        found.setdefault(ident, float(stamp))
+    return found
+
+
+def measure_latency(
+    society: Society,
+    signer: SecretSigner,
+    targets: list[str],
+    count: int,
+    marks_file: Path,
+    timeout: float,
+) -> tuple[list[float], list[float]]:
+    """(from the ack's arrival, from the post's sending) to the handler's start, in seconds."""
+    latencies, from_send = [], []
+    with httpx.Client(base_url=society.strict_url, timeout=10) as client:
+        for n in range(count):
+            nick = targets[n % len(targets)]
+            payload = {"from": "operator", "to": f"@{nick}", "type": "ask", "body": f"wake {n}"}
+            payload.update(signer.prove(Post.model_validate(payload)))
+            body = json.dumps(payload)
+            sent = time.time()
+            answer = client.post("/say", content=body)
+            acked = time.time()
+            ident = answer.json()["id"]
+            stamp = wait_for(
+                lambda i=ident: marks(marks_file).get(i), timeout, f"the handler for {ident}"
+            )
+            latencies.append(stamp - acked)
+            from_send.append(stamp - sent)
+    return latencies, from_send
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    posts = 100 if args.quick else 500
+    idle_s = 10.0 if args.quick else 60.0
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bullpen-bench-") as tmp:
+        society = Society(Path(tmp) / "home")
+        for nick in NICKS:
+            add_nick(society.root, nick, handler="bench.steps:mark")
+        marks_file = Path(tmp) / "marks"
+        env = {"BULLPEN_BENCH_MARKS": str(marks_file), "PYTHONPATH": str(REPO)}
+        society.start_hub()
+        try:
+            lurkers = [society.start_lurker(nick, env=env) for nick in NICKS]
+            signer = SecretSigner(society.secret())
+            measure_latency(society, signer, NICKS, 20, marks_file, 10)  # warm up
+            latencies, from_send = measure_latency(society, signer, NICKS, posts, marks_file, 10)
+            ms = [v * 1000 for v in latencies]
+            sent_ms = [v * 1000 for v in from_send]
+            rows.append(("wake after ack p50, 20 lurkers", f"{percentile(ms, 0.5):.2f} ms"))
+            rows.append(("wake after ack p99, 20 lurkers", f"{percentile(ms, 0.99):.2f} ms"))
+            rows.append(
+                ("wake after sending p50 (upper bound)", f"{percentile(sent_ms, 0.5):.2f} ms")
+            )
+            rows.append(
+                ("wake after sending p99 (upper bound)", f"{percentile(sent_ms, 0.99):.2f} ms")
+            )
+            rows.append(("wake after ack mean", f"{statistics.mean(ms):.2f} ms"))
+            before = sum(cpu_seconds(p.pid) for p in lurkers)
+            started = time.monotonic()
+            time.sleep(idle_s)  # the idle window being measured
+            used = sum(cpu_seconds(p.pid) for p in lurkers) - before
+            share = used / (time.monotonic() - started)
+            rows.append((f"CPU of 20 idle lurkers over {idle_s:g} s", f"{share:.3%} of a core"))
+            memory = memory_kb(lurkers[0].pid)
+            rows.append(("one idle lurker: RSS", f"{memory['rss'] / 1024:.1f} MB"))
+            rows.append(("one idle lurker: PSS (fair share)", f"{memory['pss'] / 1024:.1f} MB"))
+            rows.append(("one idle lurker: USS (its own)", f"{memory['uss'] / 1024:.1f} MB"))
+            for lurker in lurkers:
+                lurker.stop()
+            naive_marks = Path(tmp) / "naive-marks"
+            naive = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(REPO / "bench" / "naive_lurker.py"),
+                    str(society.room),
+                    "naive",
+                    str(naive_marks),
+                ]
+            )
+            try:
+                naive_latency, _ = measure_latency(society, signer, ["naive"], 20, naive_marks, 10)
+                naive_ms = [v * 1000 for v in naive_latency]
+                rows.append(
+                    ("baseline 1 s poller: wake p50", f"{percentile(naive_ms, 0.5):.0f} ms")
+                )
+                rows.append(
+                    ("baseline 1 s poller: wake p99", f"{percentile(naive_ms, 0.99):.0f} ms")
+                )
+                before = cpu_seconds(naive.pid)
+                started = time.monotonic()
+                time.sleep(idle_s)  # the idle window being measured
+                naive_share = (cpu_seconds(naive.pid) - before) / (time.monotonic() - started)
+                rows.append(
+                    (
+                        "baseline: CPU of 20 idle pollers (20 × 1)",
+                        f"{naive_share * 20:.3%} of a core",
+                    )
+                )
+            finally:
+                naive.kill()
+                naive.wait()
+        finally:
+            society.stop_all()
+    width = max(len(r[0]) for r in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""Benchmark the room: acknowledged posts per second and tail reads, against baselines.
+
+    python bench/room.py            # full run (about a minute)
+    python bench/room.py --quick    # smaller counts, for a smoke check
+
+Everything runs in one script on one machine, so the figures are ratios
+against baselines measured in the same run: the raw single-writer
+write+fsync rate of the same disk, and a 1,000-line room for reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from room.chain import GENESIS, line_hash  # noqa: E402
+from room.client import read_file  # noqa: E402
+from room.reader import RoomFile  # noqa: E402
+from tests.support import Society  # noqa: E402
+
+CLIENT = str(REPO / "bench" / "load_client.py")
+
+
+def raw_fsync_rate(folder: Path, seconds: float) -> float:
+    """A single writer appending ~200-byte lines with write+fsync each: the disk's ceiling."""
+    path = folder / "raw.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    line = b'{"seq":1,"body":"' + b"x" * 180 + b'"}\n'
+    count, started = 0, time.perf_counter()
+    try:
+        while time.perf_counter() - started < seconds:
+            os.write(fd, line)
+            os.fsync(fd)
+            count += 1
+    finally:
+        os.close(fd)
+        path.unlink()
+    return count / (time.perf_counter() - started)
+
+
+def post_rate(society: Society, clients: int, per_client: int, signed: bool) -> float:
+    """Acknowledged posts per second through the strict listener from `clients` processes."""
+    secret = [str(society.home.trust.secret_file)] if signed else []
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                CLIENT,
+                "127.0.0.1",
+                str(society.strict_port),
+                "operator" if signed else f"load{i}",
+                str(per_client),
+                *secret,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(clients)
+    ]
+    # each client prepares its requests, then waits on stdin: start them together
+    time.sleep(0.5 + per_client / 4000)
+    started = time.perf_counter()
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    results = [proc.communicate(timeout=600)[0].split() for proc in procs]
+    elapsed = time.perf_counter() - started
+    ok = sum(int(r[0]) for r in results)
+    assert ok == clients * per_client, (
+        f"only {ok} of {clients * per_client} posts were acknowledged"
+    )
+    return ok / elapsed
+
+
+def synthetic_room(path: Path, lines: int) -> None:
+    """A valid chained room of `lines` lines, written fast."""
+    prev = GENESIS
+    with path.open("wb") as f:
+        for seq in range(1, lines + 1):
+            raw = (
+                f'{{"seq":{seq},"id":"X{seq:025d}","ts":"2026-12-01T00:00:00.000Z","from":"load",'
+                f'"to":"@sink","type":"chat","body":"message {seq}","data":null,"in_reply_to":null,'
+                f'"thread":null,"sig":null,"verified":false,"prev":"{prev}"}}'
+            ).encode()
+            prev = line_hash(raw)
+            f.write(raw + b"\n")
+
+
+def time_last_ten(path: Path, repeats: int) -> float:
+    """Median seconds to read the last 10 lines the way `bullpen read --last 10` does."""
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        with RoomFile(path) as room:
+            after = room.last_seq() - 10
+        lines, _ = read_file(path, after)
+        samples.append(time.perf_counter() - started)
+        assert len(lines) == 10
+    return statistics.median(samples)
+
+
+def time_hub_last_ten(society: Society, repeats: int) -> float:
+    head = httpx.get(f"{society.strict_url}/health").json()["seq"]
+    samples = []
+    with httpx.Client(base_url=society.strict_url) as client:
+        for _ in range(repeats):
+            started = time.perf_counter()
+            answer = client.get("/read", params={"after": head - 10}).json()
+            samples.append(time.perf_counter() - started)
+            assert len(answer["messages"]) == 10
+    return statistics.median(samples)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    big = 100_000 if args.quick else 1_000_000
+    rows: list[tuple[str, str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="bullpen-bench-") as tmp:
+        base = Path(tmp)
+        society = Society(base / "home")
+        society.start_hub()
+        try:
+            raw = raw_fsync_rate(society.room.parent, 3.0)
+            rows.append(("raw write+fsync, 1 writer", f"{raw:,.0f}/s", "baseline"))
+            one = post_rate(society, 1, 1500 if args.quick else 3000, signed=False)
+            rows.append(("hub, 1 client", f"{one:,.0f}/s", f"{one / raw:.0%} of raw"))
+            for signed in (False, True):
+                eight = post_rate(society, 8, 400 if args.quick else 1500, signed=signed)
+                label = "hub, 8 clients" + (", HMAC-signed" if signed else "")
+                rows.append((label, f"{eight:,.0f}/s", f"{eight / raw:.0%} of raw"))
+        finally:
+            society.stop_all()
+        small_room, big_room = base / "small.jsonl", base / "big.jsonl"
+        synthetic_room(small_room, 1000)
+        synthetic_room(big_room, big)
+        small = time_last_ten(small_room, 50)
+        large = time_last_ten(big_room, 50)
+        rows.append(("read last 10, 1,000-line room", f"{small * 1e3:.2f} ms", "baseline"))
+        rows.append(
+            (
+                f"read last 10, {big:,}-line room",
+                f"{large * 1e3:.2f} ms",
+                f"ratio {large / small:.2f}",
+            )
+        )
+        hub_times = []
+        for room_file in (small_room, big_room):
+            society = Society(base / f"home-{room_file.stem}")
+            os.replace(room_file, society.room)
+            society.start_hub()
+            try:
+                hub_times.append(time_hub_last_ten(society, 50))
+            finally:
+                society.stop_all()
+        rows.append(("hub /read last 10, 1,000 lines", f"{hub_times[0] * 1e3:.2f} ms", "baseline"))
+        rows.append(
+            (
+                f"hub /read last 10, {big:,} lines",
+                f"{hub_times[1] * 1e3:.2f} ms",
+                f"ratio {hub_times[1] / hub_times[0]:.2f}",
+            )
+        )
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':<{width}}  {'value':>12}  vs baseline")
+    for name, value, ratio in rows:
+        print(f"{name:<{width}}  {value:>12}  {ratio}")
+    print(json.dumps({"cpus": os.cpu_count()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+"""Bench handlers, loaded by real lurker processes."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from agents.step import Reply, StepContext
+from room.message import Message
+
+
+def mark(message: Message, ctx: StepContext) -> Reply:
+    """Record when the handler started, so the benchmark can measure the wake latency."""
+    started = time.time()
+    with open(os.environ["BULLPEN_BENCH_MARKS"], "a") as marks:
+        marks.write(f"{message.id} {started:.6f}\n")
+    return Reply("marked")
