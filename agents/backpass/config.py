@@ -1,0 +1,123 @@
+"""The `[backpass]` section of society.toml, and the parameters one run carries.
+
+Every path is relative to the home unless absolute; `ledger` and
+`memory_file` are relative to their repository. The operator's command
+resolves the section (plus its command-line overrides) into RunParams with
+absolute paths and posts them in the run's starting ask, so the room
+records exactly what a run used, and every step reads them from its ask.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from room.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agents.home import Home
+
+__all__ = ["BackpassConfig", "RunParams", "run_dir"]
+
+PATH_KEYS = (
+    "public",
+    "private",
+    "traces",
+    "state",
+    "analysis_prompt",
+    "synthesis_prompt",
+    "runs",
+)
+
+
+class BackpassConfig(BaseModel):
+    """How the memory backpass runs in this home."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    public: str = Field(default="memory/public", description="git repository of public memory")
+    private: str = Field(default="memory/private", description="git repository of private memory")
+    memory_file: str = Field(default="memory.md", description="the bullets file in each repository")
+    ledger: str = Field(
+        default="ledger.md", description="the ledger, inside the private repository"
+    )
+    traces: str = Field(default="traces", description="session transcripts, searched recursively")
+    state: str = Field(default="state/backpass.sha256", description="`sha256  path` lines")
+    analysis_prompt: str = "prompts/analysis-prompt.md"
+    synthesis_prompt: str = "prompts/synthesis-prompt.md"
+    runs: str = Field(default="runs", description="per-run artifacts and worktrees")
+    concurrency: int = Field(default=4, ge=1, le=64, description="analyses in flight at once")
+    timeout_s: float = Field(
+        default=600.0, gt=0, description="hard limit on one trace's analysis, retry and fallback"
+    )
+    timeout_margin_s: float = Field(default=60.0, ge=0, description="added before overdue")
+    max_traces: int = Field(default=200, ge=1, le=500, description="per run; the rest wait")
+    max_trace_chars: int = Field(default=400_000, ge=1000)
+    max_age_days: int = Field(default=90, ge=1, description="prune open lines unseen this long")
+    match_threshold: float = Field(default=0.6, gt=0, le=1)
+    cover_threshold: float = Field(default=0.8, gt=0, le=1)
+    min_sessions: int = Field(default=2, ge=1, description="sessions before a line is promoted")
+    branch_prefix: str = Field(default="memory-backpass", pattern=r"^[a-z0-9][a-z0-9._-]{0,40}$")
+    keep_worktrees: bool = Field(default=True, description="leave worktrees for review")
+    drop_warn_rate: float = Field(default=0.10, ge=0, le=1)
+
+    @classmethod
+    def from_home(cls, home: Home) -> BackpassConfig:
+        """The home's `[backpass]` section, checked; a ConfigError says what to fix."""
+        section: Any = home.society.backpass
+        if isinstance(section, BackpassConfig):
+            return section
+        try:
+            return cls.model_validate(section or {})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "backpass"
+            message = first["msg"].removeprefix("Value error, ")
+            if first["type"] == "extra_forbidden":
+                message = "unknown key; the keys are listed in docs/backpass.md"
+            raise ConfigError(f"{home.society_file}: [backpass] {where}: {message}") from None
+
+    def run_params(self, home: Home, *, report_only: bool = False, **overrides: Any) -> RunParams:
+        """This configuration with `overrides` (None ones ignored) and every path absolute."""
+        values = self.model_dump()
+        unknown = sorted(set(overrides) - set(values))
+        if unknown:
+            raise TypeError(
+                f"run_params() got unknown overrides {unknown}; use the [backpass] key names"
+            )
+        values.update({key: value for key, value in overrides.items() if value is not None})
+        for key in PATH_KEYS:
+            values[key] = str(home.path(str(values[key])).resolve())
+        values["report_only"] = report_only
+        try:
+            return RunParams.model_validate(values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(
+                f"backpass option {where}: {first['msg'].removeprefix('Value error, ')}"
+            ) from None
+
+
+class RunParams(BackpassConfig):
+    """One run's parameters, as the starting ask carries them and every step reads them."""
+
+    model_config = ConfigDict(extra="ignore")  # the ask also holds "pipeline" and the runtime's key
+
+    report_only: bool = False
+
+    def path(self, home: Home, key: str) -> Path:
+        """One of the path parameters, absolute (relative ones resolved against the home)."""
+        return home.path(str(getattr(self, key))).resolve()
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def run_dir(runs_root: Path, thread: str) -> Path:
+    """Where a run's artifacts live: one folder per thread, its name made filesystem-safe."""
+    name = _UNSAFE.sub("_", thread).lstrip(".") or "run"
+    return runs_root / name

@@ -1,0 +1,316 @@
+"""The backpass as a foreman pipeline: a pure function from the run's thread to what is next.
+
+    key              to            when
+    list             tracelister   first
+    analysis/<n>     analyst       one per listed trace, at most `concurrency` awaiting replies
+    quotes           quotechecker  when every analysis replied, failed or is overdue
+    ledger           ledgerkeeper  after the quote check
+    synthesis        synthesizer   after the ledger
+    report           (operator)    final: the funnel; also right after `list` when nothing is pending,
+                                   and as soon as a list, quotes, ledger or synthesis step fails
+
+One quote-check ask for all the analyses, not one each: the check is
+milliseconds of code, a single ask keeps the thread short (43 traces: 2
+messages instead of 86) and never competes with analyses for in-flight
+slots, and the drops are counted in one place. The quotes ask records which
+analyses it covers and which failed, so a reply that arrives after the run
+moved on changes nothing.
+
+An analysis that replies FAILED, or does not reply within its deadline
+(the hard timeout plus a margin), is a failed trace: the run goes on with
+the others, the trace stays pending, and the command exits non-zero. An
+overdue ask no longer holds an in-flight slot (its lurker's own timeout
+still bounds the real call), so one stuck call cannot stall the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from agents.backpass.config import RunParams
+from agents.backpass.funnel import Funnel
+from agents.pipeline import Action, Ask, Report, Run
+from room.message import Message
+
+__all__ = ["NICKS", "Backpass"]
+
+NICKS = {
+    "list": "tracelister",
+    "analysis": "analyst",
+    "quotes": "quotechecker",
+    "ledger": "ledgerkeeper",
+    "synthesis": "synthesizer",
+}
+DEFAULT_CONCURRENCY = 4
+REPORT = "report"
+
+
+def _epoch(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def _reason(reply: Message | None) -> str:
+    if reply is None:
+        return "no reply"
+    data = reply.data or {}
+    text = str(data.get("message") or data.get("reason") or data.get("error") or reply.body)
+    return text if len(text) <= 400 else text[:399] + "…"
+
+
+class Backpass:
+    """The memory backpass pipeline (see the module docstring for the keys)."""
+
+    name = "backpass"
+
+    def __init__(self, nicks: Mapping[str, str] | None = None) -> None:
+        self.nicks = {**NICKS, **(nicks or {})}
+
+    # --- the Pipeline protocol -------------------------------------------------------------
+
+    def in_flight_limit(self, run: Run) -> int:
+        """The ask's `concurrency` (default 4), plus any overdue asks, which hold no slot."""
+        concurrency = run.request.get("concurrency", DEFAULT_CONCURRENCY)
+        try:
+            limit = max(1, int(concurrency))
+        except (TypeError, ValueError):
+            limit = DEFAULT_CONCURRENCY
+        return limit + sum(1 for ask in run.pending() if self._overdue(run, ask))
+
+    def advance(self, run: Run) -> list[Action]:
+        if run.finished:
+            return []
+        try:
+            params = RunParams.model_validate(run.request)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            return [
+                self._failure(run, Funnel(), [], f"the starting ask's data.{where}: {first['msg']}")
+            ]
+        base = {"run": params.model_dump(), "date": run.start.ts[:10]}
+        funnel = Funnel(report_only=params.report_only, drop_warn_rate=params.drop_warn_rate)
+
+        listing = run.reply("list")
+        if listing is None:
+            return [Ask("list", self.nicks["list"], "step 1: list pending traces", base)]
+        if run.failed("list"):
+            return [self._failure(run, funnel, [], f"step 1 (list) failed: {_reason(listing)}")]
+        ld = listing.data or {}
+        traces: list[dict[str, Any]] = list(ld.get("traces") or [])
+        funnel.traces_found = int(ld.get("found", 0))
+        funnel.traces_pending = int(ld.get("pending", len(traces)))
+        funnel.traces_deferred = int(ld.get("deferred", 0))
+        notes = self._notes(ld)
+        if not traces:
+            body = "\n".join(
+                [
+                    f"nothing pending: all {funnel.traces_found} traces are unchanged since "
+                    "their last successful analysis",
+                    *notes,
+                ]
+            )
+            return [self._final(run, body, funnel, [], {"nothing_pending": True})]
+
+        quotes_ask = run.ask("quotes")
+        if quotes_ask is None:
+            return self._analyses(run, params, base, traces, funnel)
+        qd = quotes_ask.data or {}
+        analyses: list[dict[str, Any]] = list(qd.get("analyses") or [])
+        failed: list[dict[str, Any]] = list(qd.get("failed") or [])
+        funnel.seats = {role: dict(seats) for role, seats in (qd.get("seats") or {}).items()}
+        funnel.fallbacks = int(qd.get("fallbacks", 0))
+        quotes = run.reply("quotes")
+        if quotes is None:
+            return []
+        if run.failed("quotes"):
+            return [
+                self._failure(run, funnel, failed, f"step 3 (quotes) failed: {_reason(quotes)}")
+            ]
+        q = quotes.data or {}
+        checked = {int(n) for n in q.get("checked") or []}
+        failed += [
+            {"n": c.get("n"), "session": c.get("session"), "reason": c.get("reason")}
+            for c in q.get("changed") or []
+        ]
+        funnel.traces_analyzed = len(checked)
+        funnel.traces_failed = len(failed)
+        funnel.items_returned = int(q.get("returned", 0))
+        funnel.items_dropped = int(q.get("dropped", 0))
+        funnel.items_kept = int(q.get("kept", 0))
+        succeeded = [
+            {"path": a["path"], "sha256": a["sha256"]} for a in analyses if int(a["n"]) in checked
+        ]
+
+        ledger = run.reply("ledger")
+        if ledger is None:
+            data = {**base, "items_file": q.get("items_file"), "repos": ld.get("repos")}
+            return [Ask("ledger", self.nicks["ledger"], "steps 4-6: ledger lines and prunes", data)]
+        if run.failed("ledger"):
+            return [
+                self._failure(run, funnel, failed, f"steps 4-6 (ledger) failed: {_reason(ledger)}")
+            ]
+        lg = ledger.data or {}
+        for key in (
+            "new_lines",
+            "corroborations",
+            "repeats",
+            "covered",
+            "prunes_age",
+            "prunes_covered",
+        ):
+            setattr(funnel, key, int(lg.get(key, 0)))
+
+        synthesis = run.reply("synthesis")
+        if synthesis is None:
+            data = {
+                **base,
+                "ledger_file": lg.get("ledger_file"),
+                "ledger_changed": bool(lg.get("changed")),
+                "repos": ld.get("repos"),
+                "succeeded": succeeded,
+                "funnel": funnel.as_dict(),
+            }
+            body = "steps 7-9: synthesis, branches, state"
+            return [Ask("synthesis", self.nicks["synthesis"], body, data)]
+        if run.failed("synthesis"):
+            return [
+                self._failure(
+                    run, funnel, failed, f"steps 7-9 (synthesis) failed: {_reason(synthesis)}"
+                )
+            ]
+        sd = synthesis.data or {}
+        edits = sd.get("edits") or {}
+        funnel.edits_public = int(edits.get("public", 0))
+        funnel.edits_private = int(edits.get("private", 0))
+        funnel.add_seat(sd.get("provenance"))
+        funnel.synthesis = str(sd.get("synthesis", ""))
+        for repo, branch in (sd.get("branches") or {}).items():
+            commits = len(branch.get("commits") or [])
+            notes.append(f"branch {repo:<13}{branch.get('branch')} ({commits} commits, unpushed)")
+        if sd.get("pr_body"):
+            notes.append(f"{'PR body':<20}{sd['pr_body']}")
+        extra = {
+            "branches": sd.get("branches") or {},
+            "pr_body": sd.get("pr_body"),
+            "state_updated": sd.get("state_updated", 0),
+        }
+        return [self._final(run, funnel.render(failed, notes), funnel, failed, extra)]
+
+    # --- stages ------------------------------------------------------------------------------
+
+    def _analyses(
+        self,
+        run: Run,
+        params: RunParams,
+        base: dict[str, Any],
+        traces: list[dict[str, Any]],
+        funnel: Funnel,
+    ) -> list[Action]:
+        deadline = params.timeout_s + params.timeout_margin_s
+        busy = sum(1 for ask in run.pending() if not self._overdue(run, ask))
+        free = max(0, max(1, params.concurrency) - busy)
+        actions: list[Action] = []
+        waiting = False
+        ok: list[dict[str, Any]] = []
+        failed: list[dict[str, Any]] = []
+        tally = Funnel()  # the seats that answered, counted here so the entries stay small
+        for trace in traces:
+            key = f"analysis/{trace['n']}"
+            ask, reply = run.ask(key), run.reply(key)
+            if ask is None:
+                waiting = True
+                if free > 0:
+                    free -= 1
+                    data = {**base, "trace": trace, "deadline_s": deadline}
+                    body = f"step 2: analyse {trace['session']}"
+                    actions.append(Ask(key, self.nicks["analysis"], body, data, timeout_s=deadline))
+            elif reply is None:
+                if self._overdue(run, ask):
+                    reason = f"no reply within {deadline:.0f} s (overdue)"
+                    failed.append({"n": trace["n"], "session": trace["session"], "reason": reason})
+                else:
+                    waiting = True
+            elif run.failed(key):
+                reason = _reason(reply)
+                failed.append({"n": trace["n"], "session": trace["session"], "reason": reason})
+            else:
+                rd = reply.data or {}
+                keep = ("n", "session", "path", "sha256", "size", "artifact")
+                ok.append({k: rd.get(k) for k in keep})
+                tally.add_seat(rd.get("provenance"))
+        if waiting:
+            return actions
+        if not ok:
+            funnel.traces_failed = len(failed)
+            return [self._failure(run, funnel, failed, "every pending trace failed its analysis")]
+        data = {
+            **base,
+            "analyses": ok,
+            "failed": failed,
+            "seats": tally.seats,
+            "fallbacks": tally.fallbacks,
+        }
+        return [
+            Ask(
+                "quotes",
+                self.nicks["quotes"],
+                f"step 3: check the quotes of {len(ok)} analyses",
+                data,
+            )
+        ]
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _overdue(self, run: Run, ask: Message) -> bool:
+        deadline = (ask.data or {}).get("deadline_s")
+        if not isinstance(deadline, int | float):
+            return False
+        try:
+            return run.now > _epoch(ask.ts) + float(deadline)
+        except ValueError:
+            return False
+
+    @staticmethod
+    def _notes(listing: dict[str, Any]) -> list[str]:
+        notes = []
+        for name, repo in (listing.get("repos") or {}).items():
+            if repo.get("base") != repo.get("default"):
+                notes.append(
+                    f"{name + ' base':<20}{repo.get('base')} is not merged into "
+                    f"{repo.get('default')} yet; tonight's branch builds on it"
+                )
+        if listing.get("skipped_binary"):
+            notes.append(
+                f"{'skipped':<20}{listing['skipped_binary']} binary files in the traces folder"
+            )
+        return notes
+
+    def _final(
+        self,
+        run: Run,
+        body: str,
+        funnel: Funnel,
+        failed: list[dict[str, Any]],
+        extra: dict[str, Any],
+    ) -> Report:
+        data = {
+            "ok": not failed,
+            "funnel": funnel.as_dict(),
+            "failed_traces": failed,
+            "report_only": funnel.report_only,
+            **extra,
+        }
+        return Report(REPORT, body, data, final=True)
+
+    def _failure(
+        self, run: Run, funnel: Funnel, failed: list[dict[str, Any]], error: str
+    ) -> Report:
+        funnel.traces_failed = max(funnel.traces_failed, len(failed))
+        body = f"BACKPASS FAILED: {error}\n" + funnel.render(failed)
+        report = self._final(run, body, funnel, failed, {"error": error})
+        report.data["ok"] = False
+        return report

@@ -1,0 +1,289 @@
+"""The backpass step agents, one nick each: message and context in, reply out.
+
+    tracelister   step 1     pending traces, bullet ids, ledger ids, the repositories' bases
+    analyst       step 2     one bulk-seat analysis of one trace (hard timeout)
+    quotechecker  step 3     keep the items whose quote is in their trace
+    ledgerkeeper  steps 4–6  ledger lines, corroborations, prunes (written to the run folder)
+    synthesizer   steps 7–9  one synthesis call, the branches and commits, the state file
+
+Every step reads the run's parameters from its ask (`data["run"]`, see
+RunParams) and writes what is too big for the room under the run folder
+(`<runs>/<thread>/`), replying with paths and counts. A step that cannot do
+its work raises StepFailed; the lurker posts it as a FAILED reply. Only the
+synthesizer writes outside the run folder, and never in report-only mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from agents.backpass import ledger as ledgers
+from agents.backpass import publish
+from agents.backpass.config import RunParams, run_dir
+from agents.backpass.gitwork import RepoInfo, inspect_repo, repos_from, show_file
+from agents.backpass.memory import bullets
+from agents.backpass.prompts import analysis_request, load_template
+from agents.backpass.quotes import check_items
+from agents.backpass.schemas import AnalysisAnswer
+from agents.backpass.traces import TraceChanged, pending, read_snapshot, read_state, render, scan
+from agents.backpass.traces import sha256_bytes as sha256
+from agents.step import Reply, StepContext
+from room.errors import SeatError, StepFailed
+from room.message import Message
+
+__all__ = ["analyse", "check_quotes", "keep_ledger", "list_traces", "synthesize"]
+
+# The trace list in the reply; later asks carry it again with a little more per trace, and the
+# room allows 256 KiB of data per post.
+LIST_BUDGET_BYTES = 96 * 1024
+PREFIX = {"public": "PUB", "private": "PRV"}
+
+
+def _data(message: Message) -> dict[str, Any]:
+    return dict(message.data or {})
+
+
+def _params(data: dict[str, Any]) -> RunParams:
+    try:
+        return RunParams.model_validate(data.get("run") or {})
+    except ValueError as exc:
+        raise StepFailed(f"this ask's data.run is not a backpass run's parameters: {exc}") from None
+
+
+def _folder(message: Message, ctx: StepContext, params: RunParams) -> Path:
+    folder = run_dir(params.path(ctx.home, "runs"), message.thread or "no-thread")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def write_json(path: Path, value: Any) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(path.name + ".tmp")
+    temp.write_text(json.dumps(value, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    temp.replace(path)
+    return str(path)
+
+
+def read_json(path: str | Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StepFailed(
+            f"cannot read the run artifact {path}: {exc}; run the backpass again"
+        ) from None
+
+
+def memory_bullets(repos: dict[str, RepoInfo], memory_file: str) -> dict[str, list[Any]]:
+    """Both memories' bullets at the run's base commits; a missing memory.md is an error."""
+    out: dict[str, list[Any]] = {}
+    for name, info in repos.items():
+        text = show_file(Path(info.path), info.commit, memory_file)
+        if text is None:
+            raise StepFailed(
+                f"the {name} repository {info.path} has no {memory_file} on {info.base}; "
+                "commit one (it may be empty) and run again"
+            )
+        out[name] = bullets(text, PREFIX[name])
+    return out
+
+
+def list_traces(message: Message, ctx: StepContext) -> Reply:
+    """Step 1: pending traces by hash, numbered bullets, ledger ids, the bases to build on."""
+    data = _data(message)
+    params = _params(data)
+    folder = _folder(message, ctx, params)
+    for step in ("analysis", "synthesis"):  # fail before any model call, not after
+        load_template(params.path(ctx.home, f"{step}_prompt"), step)
+    try:
+        found, skipped = scan(params.path(ctx.home, "traces"))
+    except FileNotFoundError as exc:
+        raise StepFailed(str(exc)) from None
+    todo = pending(found, read_state(params.path(ctx.home, "state")))
+    listed: list[dict[str, Any]] = []
+    used = 0
+    for n, trace in enumerate(todo, start=1):
+        entry = {"n": n, **trace.to_dict()}
+        used += len(json.dumps(entry)) + 2
+        if len(listed) >= params.max_traces or used > LIST_BUDGET_BYTES:
+            break
+        listed.append(entry)
+    repos = {
+        name: inspect_repo(params.path(ctx.home, name), params.branch_prefix)
+        for name in ("public", "private")
+    }
+    memory = memory_bullets(repos, params.memory_file)
+    private = repos["private"]
+    ledger_text = show_file(Path(private.path), private.commit, params.ledger) or ""
+    open_lines = ledgers.open_entries(ledgers.parse(ledger_text))
+    write_json(
+        folder / "listing.json",
+        {
+            "pending": [{"n": n, **t.to_dict()} for n, t in enumerate(todo, start=1)],
+            "skipped_binary": skipped,
+            "bullets": {k: [[b.id, b.text] for b in v] for k, v in memory.items()},
+            "ledger": [[e.id, e.render()] for e in open_lines],
+        },
+    )
+    deferred = len(todo) - len(listed)
+    body = (
+        f"step 1: {len(todo)} of {len(found)} traces pending"
+        + (f", {deferred} deferred to the next run" if deferred else "")
+        + f"; {len(memory['public'])} public and {len(memory['private'])} private bullets; "
+        f"{len(open_lines)} open ledger lines"
+    )
+    return Reply(
+        body,
+        {
+            "traces": listed,
+            "found": len(found),
+            "pending": len(todo),
+            "deferred": deferred,
+            "skipped_binary": len(skipped),
+            "repos": {name: info.to_dict() for name, info in repos.items()},
+            "bullets": {name: len(v) for name, v in memory.items()},
+            "ledger_open": len(open_lines),
+            "run_dir": str(folder),
+        },
+    )
+
+
+async def analyse(message: Message, ctx: StepContext) -> Reply:
+    """Step 2: one bulk-seat analysis of one trace, under a hard timeout."""
+    data = _data(message)
+    params = _params(data)
+    folder = _folder(message, ctx, params)
+    trace = data.get("trace") or {}
+    try:
+        n, path, session = int(trace["n"]), Path(trace["path"]), str(trace["session"])
+    except (KeyError, TypeError, ValueError):
+        raise StepFailed("this ask's data.trace must hold n, path and session") from None
+    try:
+        raw = await asyncio.to_thread(path.read_bytes)
+    except OSError as exc:
+        raise StepFailed(f"cannot read trace {session} ({path}): {exc.strerror or exc}") from None
+    text = render(path, raw)
+    if len(text) > params.max_trace_chars:
+        raise StepFailed(
+            f"trace {session} is {len(text)} characters, over max_trace_chars "
+            f"({params.max_trace_chars}); split it or raise [backpass] max_trace_chars"
+        )
+    template = load_template(params.path(ctx.home, "analysis_prompt"), "analysis")
+    request = analysis_request(
+        template, session=session, trace=text, date=str(data.get("date", "")), path=str(path)
+    )
+    try:
+        judgment = await asyncio.wait_for(
+            ctx.judge("bulk", request, AnalysisAnswer), timeout=params.timeout_s
+        )
+    except TimeoutError:
+        raise StepFailed(
+            f"the analysis of {session} ran over the hard timeout of {params.timeout_s:.0f} s "
+            "(retry and fallback included); it stays pending. Raise [backpass] timeout_s or "
+            "check the bulk seat"
+        ) from None
+    except SeatError as exc:
+        raise StepFailed(f"no seat gave a valid analysis of {session}: {exc.message}") from None
+    items = judgment.answer.items()
+    counts = {
+        kind: sum(1 for i in items if i["kind"] == kind) for kind in ("positive", "negative", "gap")
+    }
+    record = {
+        "n": n,
+        "session": session,
+        "path": str(path),
+        "sha256": sha256(raw),
+        "size": len(raw),
+        "items": items,
+        "provenance": judgment.provenance(),
+    }
+    artifact = write_json(folder / "analysis" / f"{n:05d}.json", record)
+    body = (
+        f"step 2: {session}: {len(items)} items ({counts['positive']} positive, "
+        f"{counts['negative']} negative, {counts['gap']} gaps) from seat {judgment.seat}"
+        + (" (fallback)" if judgment.fallback_used else "")
+    )
+    reply = {key: record[key] for key in ("n", "session", "path", "sha256", "size", "provenance")}
+    return Reply(body, {**reply, "items": len(items), "counts": counts, "artifact": artifact})
+
+
+def check_quotes(message: Message, ctx: StepContext) -> Reply:
+    """Step 3: keep an item only if its whitespace-folded quote is in its trace."""
+    data = _data(message)
+    params = _params(data)
+    folder = _folder(message, ctx, params)
+    kept: list[dict[str, Any]] = []
+    returned = dropped = 0
+    changed: list[dict[str, Any]] = []
+    checked: list[int] = []
+    drops: dict[str, int] = {}
+    for analysis in data.get("analyses") or []:
+        record = read_json(analysis["artifact"])
+        try:
+            raw = read_snapshot(Path(record["path"]), int(record["size"]), str(record["sha256"]))
+        except (TraceChanged, OSError) as exc:
+            changed.append({"n": record["n"], "session": record["session"], "reason": str(exc)})
+            continue
+        result = check_items(record["items"], render(record["path"], raw))
+        checked.append(int(record["n"]))
+        returned += result.returned
+        dropped += len(result.dropped)
+        if result.dropped:
+            drops[record["session"]] = len(result.dropped)
+        kept += [{**item, "session": record["session"], "n": record["n"]} for item in result.kept]
+    items_file = write_json(folder / "items.json", kept)
+    worst = dict(sorted(drops.items(), key=lambda kv: (-kv[1], kv[0]))[:20])
+    body = f"step 3: {returned} items, {dropped} dropped for a quote not in the trace, {len(kept)} kept"
+    return Reply(
+        body,
+        {
+            "returned": returned,
+            "dropped": dropped,
+            "kept": len(kept),
+            "checked": checked,
+            "changed": changed,
+            "dropped_by_trace": worst,
+            "items_file": items_file,
+        },
+    )
+
+
+def keep_ledger(message: Message, ctx: StepContext) -> Reply:
+    """Steps 4–6: ledger lines, corroborations and prunes, written to the run folder."""
+    data = _data(message)
+    params = _params(data)
+    folder = _folder(message, ctx, params)
+    repos = repos_from(data)
+    memory = memory_bullets(repos, params.memory_file)
+    private = repos["private"]
+    original = show_file(Path(private.path), private.commit, params.ledger) or ""
+    items = read_json(data["items_file"]) if data.get("items_file") else []
+    update = ledgers.update(
+        original,
+        items,
+        [*memory["public"], *memory["private"]],
+        day=str(data["date"]),
+        max_age_days=params.max_age_days,
+        match_threshold=params.match_threshold,
+        cover_threshold=params.cover_threshold,
+    )
+    ledger_file = folder / "ledger.md"
+    ledger_file.write_bytes(update.text.encode("utf-8"))
+    write_json(folder / "prunes.json", {"age": update.pruned_age, "covered": update.pruned_covered})
+    counts = update.counts()
+    body = (
+        f"step 4-6: {counts['new_lines']} new ledger lines, {counts['corroborations']} "
+        f"corroborations, {counts['repeats']} repeats, {counts['covered']} already in memory, "
+        f"{counts['prunes_age'] + counts['prunes_covered']} prunes"
+    )
+    return Reply(body, {**counts, "ledger_file": str(ledger_file)})
+
+
+async def synthesize(message: Message, ctx: StepContext) -> Reply:
+    """Steps 7–9: one synthesis call, then branches, commits, PR body and the state file."""
+    data = _data(message)
+    params = _params(data)
+    folder = _folder(message, ctx, params)
+    return await publish.synthesize_and_publish(data, params, folder, ctx)

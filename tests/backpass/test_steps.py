@@ -1,0 +1,118 @@
+"""The step functions on their own: bounds, early failures, and traces that change mid-run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.backpass import steps
+from agents.step import JudgmentRequest, StepContext
+from room.errors import StepFailed
+from room.message import MAX_DATA_BYTES, Message
+from tests.backpass.helpers import START_TS, BackpassHome, FakeJudge, drive, local_script
+
+
+def _ask(data: dict[str, Any]) -> Message:
+    return Message.model_validate(
+        {
+            "seq": 2,
+            "id": "m2",
+            "ts": START_TS,
+            "from": "foreman",
+            "to": "@tracelister",
+            "type": "ask",
+            "body": "b",
+            "data": data,
+            "thread": "backpass-steps",
+            "verified": True,
+        }
+    )
+
+
+def _ctx(bp_home: BackpassHome, judge: FakeJudge | None = None) -> StepContext:
+    async def read_thread(_: str, __: int = 0) -> list[Message]:
+        return []
+
+    return StepContext("t", bp_home.home, {}, judge or FakeJudge(), read_thread)
+
+
+class TestList:
+    def test_list_is_bounded_by_max_traces_and_fits_a_post(self, bp_home: BackpassHome) -> None:
+        """Past max_traces the rest are deferred; the reply's data stays far under the room's limit."""
+        long = "x" * 150
+        for n in range(300):
+            bp_home.trace(f"{long}/{n:04d}.md", f"trace {n}")
+        params = bp_home.params(max_traces=250)
+        reply = steps.list_traces(
+            _ask({"run": params.model_dump(), "date": "2026-10-20"}), _ctx(bp_home)
+        )
+        assert reply.data is not None
+        size = len(json.dumps(reply.data))
+        assert size < MAX_DATA_BYTES // 2
+        assert reply.data["pending"] == 300
+        assert len(reply.data["traces"]) + reply.data["deferred"] == 300
+        assert 0 < len(reply.data["traces"]) <= 250
+
+    def test_broken_template_fails_before_any_model_call(self, bp_home: BackpassHome) -> None:
+        """A synthesis template with a bad first line fails step 1, so no analysis is paid for."""
+        (bp_home.root / "prompts" / "synthesis-prompt.md").write_text("Synthesise: {{ledger}}\n")
+        bp_home.trace("a.md", "- It worked.\n")
+        judge = FakeJudge()
+        outcome = drive(bp_home.home, bp_home.params(), judge)
+        assert outcome.data["ok"] is False
+        assert "first line must be 'step: synthesis'" in outcome.final.body
+        assert judge.history == []
+
+
+class TestAnalyse:
+    def test_overlong_trace_fails_with_the_fix(self, bp_home: BackpassHome) -> None:
+        """A trace over max_trace_chars fails and names the setting."""
+        path = bp_home.trace("big.md", "word " * 400)
+        params = bp_home.params(max_trace_chars=1000)
+        data = {
+            "run": params.model_dump(),
+            "date": "2026-10-20",
+            "trace": {"n": 1, "path": str(path), "session": "big.md"},
+        }
+        with pytest.raises(StepFailed, match="max_trace_chars"):
+            asyncio.run(steps.analyse(_ask(data), _ctx(bp_home)))
+
+
+class TestChangedTrace:
+    def test_trace_rewritten_after_analysis_is_a_failed_trace(self, bp_home: BackpassHome) -> None:
+        """A trace rewritten between analysis and quote check fails, and is not marked done."""
+        target = bp_home.trace("moving.md", "- The first attempt failed.\n")
+        bp_home.trace("steady.md", "- The second attempt worked.\n")
+
+        def script(step: str, request: JudgmentRequest) -> Any:
+            answer = local_script(step, request)
+            if request.payload.get("session") == "moving.md":
+                Path(target).write_text("- Rewritten while the run went on.\n")
+            return answer
+
+        outcome = drive(bp_home.home, bp_home.params(), FakeJudge(script))
+        assert outcome.data["ok"] is False
+        (failed,) = outcome.data["failed_traces"]
+        assert failed["session"] == "moving.md" and "rewritten or truncated" in failed["reason"]
+        assert outcome.funnel["traces_analyzed"] == 1
+        assert "moving.md" not in bp_home.state.read_text()
+
+    def test_trace_appended_to_after_analysis_is_fine(self, bp_home: BackpassHome) -> None:
+        """A trace that only grew is checked against what was analysed; the new part waits."""
+        target = bp_home.trace("growing.md", "- The first attempt failed.\n")
+
+        def script(step: str, request: JudgmentRequest) -> Any:
+            answer = local_script(step, request)
+            if step == "analysis":
+                with open(target, "a") as handle:
+                    handle.write("- Later the rollback worked.\n")
+            return answer
+
+        outcome = drive(bp_home.home, bp_home.params(), FakeJudge(script))
+        assert outcome.data["ok"] is True and outcome.funnel["items_kept"] == 1
+        again = drive(bp_home.home, bp_home.params())
+        assert again.funnel["traces_pending"] == 1  # grown since: pending again
