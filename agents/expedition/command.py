@@ -1,0 +1,313 @@
+"""`bullpen expedition` and `bullpen expedition confirm`: the operator's side of a run.
+
+The command posts one ask to the foreman and then only reads the room: it
+prints each step's progress to stderr while it waits, prints the Dig Report
+when it comes, and stops there unless told to confirm (`--yes`) or asked at
+a terminal. Confirming later is `confirm THREAD`, from any shell: the run
+lives in the room, not in this process.
+
+Exit codes: 0 brief written, or Dig Report shown and the run left waiting;
+1 a step failed, or the foreman could not act on the answer; 2 the brief was
+not written (voice anchor MISSING); 3 gave up waiting (the run goes on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from agents.expedition.pipeline import DIG_REPORT
+from agents.pipeline import KEY
+from room.message import Message, bare
+
+if TYPE_CHECKING:
+    from agents.home import Home
+    from room.client import RoomClient
+
+FOREMAN = "foreman"
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_MISSING = 2
+EXIT_TIMEOUT = 3
+POLL_S = 25.0
+ANSWER_PROMPT = "confirm / confirm, drop row_N ... / redirect TEXT (empty: leave it waiting): "
+
+
+def new_thread() -> str:
+    return f"exp-{secrets.token_hex(4)}"
+
+
+def _absolute(value: str | None) -> str | None:
+    """A path typed at the operator's shell means the shell's folder, not the home."""
+    return str(Path(value).expanduser().resolve()) if value else None
+
+
+def request_data(
+    *,
+    title: str,
+    keyword: str,
+    kb: str | None = None,
+    voice: str = "Carbon",
+    archetype: str | None = None,
+    monomyth: str | None = None,
+    blaze: str | None = None,
+    briefs: str | None = None,
+) -> dict[str, Any]:
+    """The starting ask's data; omitted paths fall back to [expedition] in society.toml."""
+    data: dict[str, Any] = {"pipeline": "expedition", "title": title, "keyword": keyword}
+    data["voice"] = voice
+    optional = {
+        "archetype": archetype,
+        "monomyth": monomyth,
+        "kb": _absolute(kb),
+        "blaze": _absolute(blaze),
+        "briefs": _absolute(briefs),
+    }
+    data.update({k: v for k, v in optional.items() if v})
+    return data
+
+
+def answer_post(
+    drop: Sequence[str] = (), redirect: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The body and data of the operator's answer to a Dig Report."""
+    if redirect:
+        return f"redirect {redirect}", {"redirect": redirect}
+    body = "confirm" + (", drop " + " ".join(drop) if drop else "")
+    return body, {"confirm": True, "drop": list(drop)}
+
+
+def continue_hint(thread: str) -> str:
+    return (
+        f"The run {thread} waits for your answer. Continue with:\n"
+        f"  bullpen expedition confirm {thread} [--drop row_N ...]\n"
+        f"  bullpen expedition confirm {thread} --redirect 'what to look for instead'"
+    )
+
+
+@dataclass
+class Progress:
+    """Turns the thread's traffic into one plain line per event, for stderr."""
+
+    foreman: str = FOREMAN
+    batches_in: dict[str, set[int]] = field(default_factory=dict)
+
+    def line(self, message: Message) -> str | None:
+        data = message.data or {}
+        if message.from_ == self.foreman and message.type == "ask":
+            return f"-> @{bare(message.to)}: {message.body}"
+        if message.type != "reply" or bare(message.to) != self.foreman:
+            return None
+        first = message.body.strip().splitlines()[0] if message.body.strip() else ""
+        if data.get("failed"):
+            return f"<- @{message.from_}: {first}"
+        if "scores" in data and "of" in data:
+            round_ = str(data.get("round", ""))
+            seen = self.batches_in.setdefault(round_, set())
+            seen.add(int(data.get("batch", 0)))
+            return f"<- @{message.from_}: step 3 score: {len(seen)} of {data['of']} batches in"
+        seat = f" (seat {data['seat']})" if data.get("seat") else ""
+        return f"<- @{message.from_}: {first[:200]}{seat}"
+
+
+def outcome_code(message: Message) -> int:
+    """The exit code a final report means."""
+    outcome = (message.data or {}).get("outcome")
+    if outcome == "brief":
+        return EXIT_OK
+    if outcome == "missing":
+        return EXIT_MISSING
+    return EXIT_FAILED
+
+
+def is_dig_report(message: Message) -> bool:
+    return str((message.data or {}).get(KEY, "")).startswith(DIG_REPORT)
+
+
+@dataclass
+class Follower:
+    """Reads one run's thread until it needs the operator or ends."""
+
+    home: Home
+    client: RoomClient
+    thread: str
+    out: TextIO
+    err: TextIO
+    yes: bool = False
+    interactive: bool = False
+    foreman: str = FOREMAN
+
+    async def follow(self, after: int, timeout: float) -> int:
+        operator = self.home.society.operator
+        progress = Progress(self.foreman)
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                print(f"Still running after {timeout:g} s; the run goes on.", file=self.err)
+                print(continue_hint(self.thread), file=self.err)
+                return EXIT_TIMEOUT
+            lines, last = await self.client.read(
+                after, 500, thread=self.thread, wait=min(POLL_S, remaining)
+            )
+            after = max(after, last)
+            for line in lines:
+                message = Message.model_validate(line)
+                if not message.verified:
+                    continue
+                note = progress.line(message)
+                if note:
+                    print(note, file=self.err, flush=True)
+                to_me = message.from_ == self.foreman and bare(message.to) == operator
+                if not (to_me and message.type == "reply"):
+                    continue
+                data = message.data or {}
+                if data.get("final"):
+                    print(message.body, file=self.out, flush=True)
+                    return outcome_code(message)
+                if is_dig_report(message):
+                    print(message.body, file=self.out, flush=True)
+                    answered = await self._answer(message)
+                    if answered is None:
+                        print(continue_hint(self.thread), file=self.err)
+                        return EXIT_OK
+                    after = max(after, answered)
+                elif data.get("outcome") == "unclear":
+                    print(message.body, file=self.err, flush=True)
+                    answered = await self._answer(message) if self.interactive else None
+                    if answered is None:
+                        print(continue_hint(self.thread), file=self.err)
+                        return EXIT_FAILED
+                    after = max(after, answered)
+                else:
+                    print(message.body, file=self.err, flush=True)
+
+    async def _answer(self, report: Message) -> int | None:
+        """Post the operator's answer (by --yes or at the terminal); None leaves the run waiting."""
+        if self.yes:
+            body, data = answer_post()
+        elif self.interactive:
+            typed = (await asyncio.to_thread(input, ANSWER_PROMPT)).strip()
+            if not typed:
+                return None
+            body, data = typed, {}
+        else:
+            return None
+        return await post_answer(self.client, report, self.thread, body, data, self.foreman)
+
+
+async def post_answer(
+    client: RoomClient,
+    report: Message,
+    thread: str,
+    body: str,
+    data: dict[str, Any],
+    foreman: str = FOREMAN,
+) -> int:
+    posted = await client.say(
+        f"@{foreman}",
+        body,
+        type="reply",
+        data=data or None,
+        in_reply_to=report.id,
+        thread=thread,
+    )
+    return int(posted.get("seq", 0))
+
+
+async def expedition(
+    home: Home,
+    *,
+    title: str,
+    keyword: str,
+    kb: str | None = None,
+    voice: str = "Carbon",
+    archetype: str | None = None,
+    monomyth: str | None = None,
+    blaze: str | None = None,
+    briefs: str | None = None,
+    yes: bool = False,
+    timeout: float = 900.0,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Start an expedition, follow it to its Dig Report, and confirm it if told to."""
+    out, err = out or sys.stdout, err or sys.stderr
+    data = request_data(
+        title=title,
+        keyword=keyword,
+        kb=kb,
+        voice=voice,
+        archetype=archetype,
+        monomyth=monomyth,
+        blaze=blaze,
+        briefs=briefs,
+    )
+    thread = new_thread()
+    async with home.client(home.society.operator) as client:
+        posted = await client.say(
+            f"@{FOREMAN}", f"expedition: {title} ({keyword})", type="ask", data=data, thread=thread
+        )
+        print(f"expedition {thread} started", file=err, flush=True)
+        follower = Follower(
+            home, client, thread, out, err, yes=yes, interactive=not yes and sys.stdin.isatty()
+        )
+        return await follower.follow(int(posted.get("seq", 0)), timeout)
+
+
+async def read_thread(client: RoomClient, thread: str) -> list[Message]:
+    """Every verified message of a thread, in order."""
+    found: list[Message] = []
+    after = 0
+    while True:
+        lines, last = await client.read(after, 500, thread=thread)
+        found += [m for m in map(Message.model_validate, lines) if m.verified]
+        if not lines or last <= after:
+            return found
+        after = last
+
+
+async def confirm(
+    home: Home,
+    thread: str,
+    drop: Sequence[str] = (),
+    redirect: str | None = None,
+    *,
+    timeout: float = 900.0,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Answer a waiting run's latest Dig Report, then follow it to its end or next report."""
+    out, err = out or sys.stdout, err or sys.stderr
+    operator = home.society.operator
+    async with home.client(operator) as client:
+        messages = await read_thread(client, thread)
+        ours = [
+            m
+            for m in messages
+            if m.from_ == FOREMAN and bare(m.to) == operator and m.type == "reply"
+        ]
+        final = next((m for m in ours if (m.data or {}).get("final")), None)
+        if final is not None:
+            print(f"The run {thread} is already over:", file=err)
+            print(final.body, file=out)
+            return outcome_code(final)
+        reports = [m for m in ours if is_dig_report(m)]
+        if not reports:
+            print(
+                f"The run {thread} has no Dig Report yet; wait for it (or check the thread id "
+                "with `bullpen read --thread`), then confirm.",
+                file=err,
+            )
+            return EXIT_FAILED
+        body, data = answer_post(drop, redirect)
+        after = await post_answer(client, reports[-1], thread, body, data)
+        print(f"answered the Dig Report in {thread}: {body}", file=err, flush=True)
+        follower = Follower(home, client, thread, out, err)
+        return await follower.follow(after, timeout)

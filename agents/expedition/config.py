@@ -1,0 +1,97 @@
+"""The `[expedition]` section of society.toml.
+
+Everything particular to one operator or one machine lives here, not in
+code: where the knowledge base and the briefs folder are, and the names the
+third-person digest gate looks for. Paths are relative to the home.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from room.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agents.home import Home
+
+JudgedStep = Literal["termgen", "score", "scotoma"]
+
+
+class ExpeditionConfig(BaseModel):
+    """How expeditions run in this home."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kb: str = Field(default="kb", description="the knowledge-base folder holding corpus_index.md")
+    briefs: str = Field(default="briefs", description="where confirmed briefs are written")
+    operator_names: list[str] = Field(
+        default_factory=list,
+        description="how the corpus names the operator in third person, e.g. ['Avery']",
+    )
+    digest_verbs: list[str] = Field(
+        default_factory=lambda: ["recounts", "reflects", "records", "describes"],
+        min_length=1,
+    )
+    batch_size: int = Field(default=10, ge=1, le=50)
+    max_candidates: int = Field(default=40, ge=1, le=500)
+    top_for_scotoma: int = Field(default=8, ge=1, le=30)
+    excerpt_min_words: int = Field(default=150, ge=1)
+    excerpt_max_words: int = Field(default=500, ge=1)
+    digest_similarity: float = Field(default=0.8, gt=0, le=1)
+    digest_prefix_chars: int = Field(default=200, ge=20)
+    voice_anchor_paragraphs: int = Field(default=2, ge=1)
+    voice_anchors_wanted: int = Field(
+        default=3, ge=0, le=20, description="step 5 reads further lived rows until this many"
+    )
+    guidance: dict[JudgedStep, str] = Field(
+        default_factory=dict, description="extra instructions for one judged step's prompt"
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ExpeditionConfig:
+        if self.excerpt_min_words > self.excerpt_max_words:
+            raise ValueError(
+                f"excerpt_min_words ({self.excerpt_min_words}) is above excerpt_max_words "
+                f"({self.excerpt_max_words}); lower the first or raise the second"
+            )
+        if any(not name.strip() for name in self.operator_names):
+            raise ValueError("operator_names has an empty name; remove it")
+        return self
+
+    @classmethod
+    def from_home(cls, home: Home) -> ExpeditionConfig:
+        """The home's `[expedition]` section, checked; a ConfigError says what to fix."""
+        section: Any = home.society.expedition
+        if isinstance(section, ExpeditionConfig):
+            config = section
+        else:
+            try:
+                config = cls.model_validate(section or {})
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "expedition"
+                message = first["msg"].removeprefix("Value error, ")
+                raise ConfigError(f"{home.society_file}: [expedition] {where}: {message}") from None
+        if not config.operator_names:
+            raise ConfigError(
+                f"{home.society_file}: [expedition] operator_names is empty; list how the "
+                'corpus names you in third person, e.g. operator_names = ["Avery"], so '
+                "digest narration can be told from first-person prose"
+            )
+        return config
+
+    def limits(self) -> dict[str, int]:
+        """The bounds the foreman needs to fan out and cut, carried in the run itself."""
+        return {
+            "batch_size": self.batch_size,
+            "max_candidates": self.max_candidates,
+            "top_for_scotoma": self.top_for_scotoma,
+        }
+
+
+def resolve_path(home: Home, value: str | None, default: str) -> Path:
+    """A path from a run (absolute, or relative to the home), else the configured one."""
+    return home.path(value or default).resolve()

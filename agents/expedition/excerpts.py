@@ -1,0 +1,190 @@
+"""Excerpts (step 5): verbatim body prose, never the digest layer.
+
+Many corpus files carry their own digest: the frontmatter summary, or a
+body that opens by retelling it ("Avery recounts how ..."). An excerpt cut
+there would hand the brief a summary dressed as a quote, and a voice anchor
+that is not the operator's voice. So an excerpt is taken only below the
+frontmatter fence, skips a slice whose opening is too like either summary,
+skips paragraphs of third-person narration of the operator, and is whole
+paragraphs of 150-500 words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from difflib import SequenceMatcher
+from typing import Any
+
+from agents.expedition.words import fold
+
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+_RULE = re.compile(r"^\s*(?:[-*_]\s*){3,}$")
+_SENTENCE_END = re.compile(r"(?<=[.!?…])[\"'’”)\]]*\s+")
+_FIRST_PERSON = re.compile(r"\bI\b|\b[Mm]y\b|\b[Ww]e\b")
+
+
+def paragraphs(body: str) -> list[str]:
+    """The body's prose paragraphs, verbatim; headings, rules and comments are not prose."""
+    kept = []
+    for block in _PARAGRAPH_BREAK.split(body.replace("\r\n", "\n")):
+        text = block.strip("\n").rstrip()
+        stripped = text.strip()
+        if not stripped or stripped.startswith(("#", "<!--", "```")) or _RULE.match(stripped):
+            continue
+        kept.append(text.strip())
+    return kept
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def similarity(a: str, b: str) -> float:
+    """0..1, how alike two texts are once case and spacing are folded."""
+    a, b = fold(a), fold(b)
+    if not a or not b:
+        return 0.0
+    return SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def is_digest(text: str, summaries: Sequence[str], *, threshold: float, prefix: int) -> bool:
+    """Whether a slice's opening is the digest layer: too like a summary of the file.
+
+    The opening (its first `prefix` characters, or as many as a shorter
+    summary has) is compared with the summary's opening and with the whole
+    summary; any comparison over the threshold is enough.
+    """
+    opening = text[:prefix]
+    for summary in summaries:
+        if not summary.strip():
+            continue
+        short = text[: min(prefix, len(summary))]
+        best = max(
+            similarity(opening, summary[:prefix]),
+            similarity(opening, summary),
+            similarity(short, summary[:prefix]),
+        )
+        if best > threshold:
+            return True
+    return False
+
+
+def tell_pattern(names: Sequence[str], verbs: Sequence[str]) -> re.Pattern[str]:
+    """The third-person digest tell, e.g. `^\\s*(Avery)\\s+(recounts|reflects|...)`."""
+    name_part = "|".join(r"\s+".join(map(re.escape, name.split())) for name in names if name)
+    verb_part = "|".join(map(re.escape, verbs))
+    return re.compile(rf"^\s*(?:{name_part})\s+(?:{verb_part})\b", re.IGNORECASE | re.MULTILINE)
+
+
+def has_tell(text: str, tell: re.Pattern[str]) -> bool:
+    return bool(tell.search(text))
+
+
+def first_person_paragraphs(texts: Sequence[str]) -> int:
+    """How many paragraphs speak as I, my or we."""
+    return sum(1 for text in texts if _FIRST_PERSON.search(text))
+
+
+def _whole_sentences(paragraph: str, max_words: int) -> str:
+    """The longest run of whole sentences from the paragraph's start within max_words."""
+    kept: list[str] = []
+    count = 0
+    for sentence in _SENTENCE_END.split(paragraph):
+        n = words(sentence)
+        if count + n > max_words:
+            break
+        kept.append(sentence)
+        count += n
+    return " ".join(kept)
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    text: str
+    paragraphs: list[str]
+    words: int
+    start: int  # index of the first prose paragraph used
+
+
+@dataclass
+class SliceResult:
+    excerpt: Excerpt | None
+    rejected_digest: int = 0
+    rejected_tell: int = 0
+
+    @property
+    def rejected(self) -> bool:
+        return bool(self.rejected_digest or self.rejected_tell)
+
+
+def _grow(paras: Sequence[str], start: int, tell: re.Pattern[str], lo: int, hi: int) -> list[str]:
+    chosen: list[str] = []
+    count = 0
+    for paragraph in paras[start:]:
+        if has_tell(paragraph, tell):
+            break
+        n = words(paragraph)
+        if count + n > hi:
+            if not chosen:
+                cut = _whole_sentences(paragraph, hi)
+                chosen = [cut] if cut else []
+            break
+        chosen.append(paragraph)
+        count += n
+        if count >= lo and len(chosen) >= 2:
+            break
+    return chosen
+
+
+def slice_excerpt(
+    body: str,
+    summaries: Sequence[str],
+    tell: re.Pattern[str],
+    *,
+    min_words: int,
+    max_words: int,
+    threshold: float,
+    prefix: int,
+) -> SliceResult:
+    """The first slice of body prose that passes every gate, moving deeper on each rejection."""
+    paras = paragraphs(body)
+    result = SliceResult(None)
+    for start in range(len(paras)):
+        if has_tell(paras[start], tell):
+            result.rejected_tell += 1
+            continue
+        chosen = _grow(paras, start, tell, min_words, max_words)
+        text = "\n\n".join(chosen)
+        if is_digest(text, summaries, threshold=threshold, prefix=prefix):
+            result.rejected_digest += 1
+            continue
+        count = words(text)
+        if min_words <= count <= max_words:
+            result.excerpt = Excerpt(text, chosen, count, start)
+            return result
+    return result
+
+
+def flag_for(file: str, result: SliceResult) -> str | None:
+    """The flag a file earns when no slice of it qualified."""
+    if result.excerpt is not None:
+        return None
+    if result.rejected:
+        return f"[EXCERPT_DIGEST_REJECTED:{file}]"
+    return f"[EXCERPT_TOO_SHORT:{file}]"
+
+
+def voice_paragraphs(role: str, text: str, tell: re.Pattern[str]) -> int:
+    """First-person paragraphs of a lived excerpt with no third-person tell; else 0."""
+    if role.strip().lower() != "lived" or has_tell(text, tell):
+        return 0
+    return first_person_paragraphs(paragraphs(text))
+
+
+def as_data(excerpt: Excerpt) -> dict[str, Any]:
+    data = asdict(excerpt)
+    data.pop("paragraphs")
+    data["paragraph_count"] = len(excerpt.paragraphs)
+    return data

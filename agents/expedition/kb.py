@@ -1,0 +1,259 @@
+"""Reading a knowledge base: the corpus index table and each file's frontmatter.
+
+A knowledge base is a folder with `corpus_index.md` (a Markdown table with at
+least the columns file, summary, keypoints, tags, category and monomyth) and
+the Markdown files it lists, each a YAML frontmatter block above its body.
+Indexes are written by hand and by other tools, so the parser is tolerant:
+any column order, extra columns, escaped pipes, optional outer pipes. A bad
+row or file becomes a flag naming it; only an index with nothing usable
+stops a run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from room.errors import StepFailed
+
+INDEX_NAME = "corpus_index.md"
+REQUIRED_COLUMNS = ("file", "summary", "keypoints", "tags", "category", "monomyth")
+CORPUS_PREFIX = "Corpus/"
+
+_SEPARATOR_CELL = re.compile(r"^:?-+:?$")
+_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_FENCE = re.compile(r"^(?:---|\.\.\.)\s*$")
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """One row of the index; `id` is `row_<n>`, n counting data rows from 1."""
+
+    id: str
+    file: str
+    summary: str
+    keypoints: str
+    tags: str = ""
+    category: str = ""
+    monomyth: str = ""
+    archetype: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Index:
+    rows: list[IndexRow]
+    flags: list[str] = field(default_factory=list)
+
+    def by_id(self) -> dict[str, IndexRow]:
+        return {row.id: row for row in self.rows}
+
+
+def split_cells(line: str) -> list[str]:
+    """Cells of one table line; `\\|` is a literal pipe, outer pipes are optional."""
+    cells: list[str] = []
+    current: list[str] = []
+    i = 0
+    while i < len(line):
+        char = line[i]
+        if char == "\\" and i + 1 < len(line) and line[i + 1] == "|":
+            current.append("|")
+            i += 2
+            continue
+        if char == "|":
+            cells.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        i += 1
+    cells.append("".join(current))
+    stripped = line.strip()
+    if stripped.startswith("|"):
+        cells = cells[1:]
+    if stripped.endswith("|") and not stripped.endswith("\\|") and cells:
+        cells = cells[:-1]
+    return [cell.strip() for cell in cells]
+
+
+def _column_name(cell: str) -> str:
+    return re.sub(r"[^a-z_]", "", cell.lower().replace(" ", "_"))
+
+
+def _is_separator(cells: list[str]) -> bool:
+    return bool(cells) and all(_SEPARATOR_CELL.match(c.replace(" ", "")) for c in cells)
+
+
+def _clean(cell: str) -> str:
+    return _BREAK.sub("; ", cell).strip()
+
+
+def parse_index(text: str, source: str = INDEX_NAME) -> Index:
+    """The index's rows; raise StepFailed when no table with the needed columns exists."""
+    lines = text.splitlines()
+    header_at = None
+    columns: list[str] = []
+    for number, line in enumerate(lines):
+        if "|" not in line:
+            continue
+        names = [_column_name(c) for c in split_cells(line)]
+        if "file" in names and "summary" in names:
+            header_at, columns = number, names
+            break
+    if header_at is None:
+        raise StepFailed(
+            f"{source} has no Markdown table whose header names 'file' and 'summary'; "
+            f"write the index as a table with columns {', '.join(REQUIRED_COLUMNS)}"
+        )
+    missing = [name for name in REQUIRED_COLUMNS if name not in columns]
+    if missing:
+        raise StepFailed(
+            f"{source}: the index table lacks the column(s) {', '.join(missing)}; "
+            f"its header must name {', '.join(REQUIRED_COLUMNS)}"
+        )
+    rows: list[IndexRow] = []
+    flags: list[str] = []
+    number = 0
+    body = lines[header_at + 1 :]
+    if body and _is_separator(split_cells(body[0])):
+        body = body[1:]
+    for line in body:
+        if not line.strip():
+            if number:
+                break
+            continue
+        if "|" not in line:
+            break
+        cells = split_cells(line)
+        number += 1
+        values = dict(zip(columns, cells, strict=False))
+        file = values.get("file", "").strip().strip("`")
+        if not file:
+            flags.append(f"[KB_ROW_NO_FILE:row_{number}]")
+            continue
+        rows.append(
+            IndexRow(
+                id=f"row_{number}",
+                file=file,
+                summary=_clean(values.get("summary", "")),
+                keypoints=_clean(values.get("keypoints", "")),
+                tags=_clean(values.get("tags", "")),
+                category=_clean(values.get("category", "")),
+                monomyth=_clean(values.get("monomyth", "")),
+                archetype=_clean(values.get("archetype", "")),
+            )
+        )
+    return Index(rows, flags)
+
+
+def load_index(kb: Path) -> Index:
+    """Read and parse `<kb>/corpus_index.md`; StepFailed says what to fix."""
+    path = kb / INDEX_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise StepFailed(
+            f"the knowledge base {kb} has no {INDEX_NAME}; point [expedition] kb (or --kb) "
+            "at the folder that holds it"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StepFailed(
+            f"cannot read {path} ({exc}); check its permissions and encoding"
+        ) from None
+    index = parse_index(text, str(path))
+    if not index.rows:
+        raise StepFailed(f"{path} has a table but no rows with a file; add rows to the index")
+    return index
+
+
+def resolve(kb: Path, file: str) -> Path | None:
+    """Where an index row's file is: as written, or without a leading `Corpus/`.
+
+    None when it exists nowhere inside the knowledge base; a path that would
+    leave the folder is never followed.
+    """
+    root = kb.resolve()
+    options = [file]
+    if file.startswith(CORPUS_PREFIX):
+        options.append(file.removeprefix(CORPUS_PREFIX))
+    for option in options:
+        candidate = (root / option).resolve()
+        if candidate.is_relative_to(root) and candidate.is_file():
+            return candidate
+    return None
+
+
+class UnclosedFrontmatter(ValueError):
+    """A file opens a frontmatter fence and never closes it."""
+
+
+def split_frontmatter(text: str) -> tuple[str | None, str]:
+    """(frontmatter, body): the body is everything below the closing fence."""
+    text = text.removeprefix("\ufeff")
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        return None, text
+    for number in range(1, len(lines)):
+        if _FENCE.match(lines[number]):
+            return "".join(lines[1:number]), "".join(lines[number + 1 :])
+    raise UnclosedFrontmatter("the frontmatter fence opened on line 1 is never closed")
+
+
+def parse_frontmatter(text: str | None) -> dict[str, Any]:
+    """The frontmatter's mapping; anything that is not a YAML mapping reads as empty."""
+    if not text:
+        return {}
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+@dataclass(frozen=True)
+class Document:
+    """A knowledge-base file split into its frontmatter and its body."""
+
+    file: str
+    meta: dict[str, Any]
+    body: str
+
+    @property
+    def role(self) -> str:
+        return str(self.meta.get("role", "")).strip().lower()
+
+    @property
+    def summary(self) -> str:
+        value = self.meta.get("summary", "")
+        return value.strip() if isinstance(value, str) else ""
+
+
+def parse_document(file: str, text: str) -> Document:
+    """Raise UnclosedFrontmatter when the fence never closes."""
+    front, body = split_frontmatter(text)
+    return Document(file, parse_frontmatter(front), body)
+
+
+def load_document(path: Path) -> Document:
+    """A file outside the index (a blaze); OSError or UnclosedFrontmatter say what is wrong."""
+    return parse_document(path.name, path.read_text(encoding="utf-8"))
+
+
+def read_document(kb: Path, file: str) -> tuple[Document | None, str | None]:
+    """(document, None) or (None, flag naming the file and what is wrong with it)."""
+    path = resolve(kb, file)
+    if path is None:
+        return None, f"[KB_FILE_MISSING:{file}]"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None, f"[KB_FILE_UNREADABLE:{file}]"
+    try:
+        return parse_document(file, text), None
+    except UnclosedFrontmatter:
+        return None, f"[KB_FRONTMATTER_UNCLOSED:{file}]"

@@ -1,0 +1,76 @@
+"""Retrieval (step 2): every term against every summary and keypoints cell.
+
+Matching is a plain case-insensitive substring test, so what a term finds
+is obvious to anyone reading the index. Rows that also sit where the piece
+sits structurally (its archetype/category and monomyth stage) get two extra
+points, and only the best `cap` go on to be scored, keeping step 3 bounded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from agents.expedition.kb import IndexRow
+from agents.expedition.words import fold
+
+STRUCTURAL_BONUS = 2
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+_LEADING_NUMBER = re.compile(r"^\s*(\d+)")
+
+
+def _norm(text: str) -> str:
+    return _NON_ALNUM.sub(" ", text.lower()).strip()
+
+
+def _hint_matches(hint: str, cell: str) -> bool:
+    """A hint matches a cell it is part of, or a stage with the same number."""
+    hint_n, cell_n = _norm(hint), _norm(cell)
+    if not hint_n or not cell_n:
+        return False
+    if f" {hint_n} " in f" {cell_n} ":
+        return True
+    hint_num, cell_num = _LEADING_NUMBER.match(hint), _LEADING_NUMBER.match(cell)
+    return bool(hint_num and cell_num and int(hint_num[1]) == int(cell_num[1]))
+
+
+def structural_match(row: IndexRow, archetype: str | None, monomyth: str | None) -> bool:
+    """Whether every structural hint given matches; no hints, no structural match."""
+    checks: list[bool] = []
+    if archetype:
+        checks.append(_hint_matches(archetype, f"{row.category} | {row.archetype}"))
+    if monomyth:
+        checks.append(_hint_matches(monomyth, row.monomyth))
+    return bool(checks) and all(checks)
+
+
+def matched_terms(row: IndexRow, terms: Iterable[str]) -> list[str]:
+    haystack = fold(f"{row.summary}\n{row.keypoints}")
+    return [term for term in terms if fold(term) and fold(term) in haystack]
+
+
+def retrieve(
+    rows: Iterable[IndexRow],
+    terms: list[str],
+    *,
+    archetype: str | None,
+    monomyth: str | None,
+    cap: int | None = None,
+) -> list[dict[str, object]]:
+    """Candidate rows, best prescore first (index order breaks ties), at most `cap`."""
+    found: list[tuple[int, int, dict[str, object]]] = []
+    for order, row in enumerate(rows):
+        hits = matched_terms(row, terms)
+        structural = structural_match(row, archetype, monomyth)
+        if not hits and not structural:
+            continue
+        prescore = len(hits) + (STRUCTURAL_BONUS if structural else 0)
+        candidate: dict[str, object] = {
+            **row.as_dict(),
+            "prescore": prescore,
+            "matched_terms": hits,
+            "structural": structural,
+        }
+        found.append((-prescore, order, candidate))
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [candidate for _, _, candidate in found[:cap]]

@@ -1,0 +1,254 @@
+"""The expedition's step agents: one handler per nick, message in, reply out.
+
+    build_context        @context    step 0
+    gen_terms            @termgen    step 1 (model: termgen)
+    retrieve_candidates  @retriever  step 2
+    score_batch          @scorer     step 3 (model: score), one batch per ask
+    pick_scotoma         @scotoma    step 4 (model: scotoma)
+    extract_excerpts     @excerpter  step 5       (in agents.expedition.late_steps)
+    assemble_brief       @briefer    step 6       (in agents.expedition.late_steps)
+
+Each reads its inputs from the ask's data and returns its outputs in the
+reply's data; the logic lives in the sibling modules and the handlers do
+only the file reads and the model calls. A model step names the seat that
+answered in its data. A step that cannot do its work raises StepFailed,
+which the lurker posts as a FAILED flag and the foreman reports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from agents.expedition.config import ExpeditionConfig, resolve_path
+from agents.expedition.context import blaze_parts, make_context
+from agents.expedition.kb import INDEX_NAME, UnclosedFrontmatter, load_document, load_index, resolve
+from agents.expedition.prompts import score_request, scotoma_request, termgen_request
+from agents.expedition.retrieve import retrieve
+from agents.expedition.scoring import scores_schema
+from agents.expedition.scotoma import scotoma_schema
+from agents.expedition.terms import TermsAnswer, anchor_words, check_terms, settle, shares_word
+from agents.step import Judgment, JudgmentRequest, Reply, StepContext
+from room.errors import SeatError, StepFailed
+from room.message import Message
+
+AnswerT = TypeVar("AnswerT", bound=BaseModel)
+
+
+def data_of(message: Message) -> dict[str, Any]:
+    return dict(message.data or {})
+
+
+def config_of(ctx: StepContext) -> ExpeditionConfig:
+    return ExpeditionConfig.from_home(ctx.home)
+
+
+def context_of(message: Message) -> dict[str, Any]:
+    context = data_of(message).get("context")
+    if not isinstance(context, dict):
+        raise StepFailed("the ask carries no context; expedition steps are asked by the foreman")
+    return context
+
+
+def _rows(message: Message) -> list[dict[str, Any]]:
+    rows = data_of(message).get("rows")
+    if not isinstance(rows, list) or not rows:
+        raise StepFailed("the ask carries no rows to judge; it must come from the foreman's run")
+    return rows
+
+
+def _provenance(judgment: Judgment[Any]) -> dict[str, Any]:
+    return {"seat": judgment.seat, "judgment": judgment.provenance()}
+
+
+async def _judge(
+    ctx: StepContext, role: str, request: JudgmentRequest, schema: type[AnswerT]
+) -> Judgment[AnswerT]:
+    try:
+        return await ctx.judge(role, request, schema)
+    except SeatError as exc:
+        raise StepFailed(f"no valid {role} answer: {exc.message}") from exc
+
+
+def _read_blaze(path: Path) -> tuple[list[str], list[str]]:
+    try:
+        document = load_document(path)
+    except OSError as exc:
+        raise StepFailed(
+            f"cannot read the blaze file {path} ({exc.strerror or exc}); fix the path or run "
+            "without --blaze"
+        ) from None
+    except UnclosedFrontmatter:
+        raise StepFailed(
+            f"the blaze file {path} opens a frontmatter fence (---) and never closes it; "
+            "add the closing --- line"
+        ) from None
+    return blaze_parts(document.meta, document.body)
+
+
+def build_context(message: Message, ctx: StepContext) -> Reply:
+    """Step 0: check the run's parameters, find the knowledge base, read the blaze."""
+    request = data_of(message)
+    config = config_of(ctx)
+    kb = resolve_path(ctx.home, request.get("kb"), config.kb)
+    if not (kb / INDEX_NAME).is_file():
+        raise StepFailed(
+            f"the knowledge base {kb} has no {INDEX_NAME}; set [expedition] kb in "
+            "society.toml or pass --kb with the folder that holds it"
+        )
+    briefs_dir = resolve_path(ctx.home, request.get("briefs"), config.briefs)
+    claims: list[str] = []
+    phrases: list[str] = []
+    blaze_path = None
+    if request.get("blaze"):
+        path = ctx.home.path(str(request["blaze"])).resolve()
+        claims, phrases = _read_blaze(path)
+        blaze_path = str(path)
+    try:
+        context = make_context(
+            request,
+            kb=str(kb),
+            briefs=str(briefs_dir),
+            blaze_path=blaze_path,
+            blaze_claims=claims,
+            blaze_phrases=phrases,
+        )
+    except ValueError as exc:
+        raise StepFailed(str(exc)) from None
+    body = f"context for {context['title']!r}: keyword {context['keyword_primary']!r}"
+    if blaze_path:
+        body += f", {len(claims)} blaze claims, {len(phrases)} named phrases"
+    return Reply(body, {"context": context, "limits": config.limits(), "flags": []})
+
+
+async def gen_terms(message: Message, ctx: StepContext) -> Reply:
+    """Step 1: terms from the model, through the fan-out gate, with one retry."""
+    context = context_of(message)
+    guidance = config_of(ctx).guidance.get("termgen", "")
+    anchors = anchor_words(
+        context["keyword_primary"], context["title"], context.get("blaze_phrases") or []
+    )
+    first = await _judge(ctx, "termgen", termgen_request(context, guidance=guidance), TermsAnswer)
+    judgments = [first]
+    checked = check_terms(first.answer.terms, anchors)
+    retried = None
+    if not checked.ok:
+        request = termgen_request(
+            context, avoid=checked.failing, problems=checked.problems(), guidance=guidance
+        )
+        second = await _judge(ctx, "termgen", request, TermsAnswer)
+        judgments.append(second)
+        retried = check_terms(second.answer.terms, anchors)
+    terms, flags = settle(checked, retried)
+    if not terms:
+        raise StepFailed(
+            "the termgen seat gave no usable terms, twice; check the seat's model or "
+            "rephrase the title and keyword"
+        )
+    fanout = [t for t in terms if not shares_word(t, anchors)]
+    body = f"{len(terms)} terms, {len(fanout)} fan out: " + "; ".join(terms)
+    if flags:
+        body += " " + " ".join(flags)
+    return Reply(
+        body,
+        {
+            "terms": terms,
+            "fanout": fanout,
+            "flags": flags,
+            "seat": judgments[-1].seat,
+            "judgments": [j.provenance() for j in judgments],
+        },
+    )
+
+
+def retrieve_candidates(message: Message, ctx: StepContext) -> Reply:
+    """Step 2: substring retrieval over the index, prescored and capped."""
+    context = context_of(message)
+    terms = [str(t) for t in data_of(message).get("terms") or []]
+    config = config_of(ctx)
+    kb = Path(context["kb"])
+    index = load_index(kb)
+    flags = list(index.flags)
+    present = []
+    for row in index.rows:
+        if resolve(kb, row.file) is None:
+            flags.append(f"[KB_FILE_MISSING:{row.file}]")
+        else:
+            present.append(row)
+    if not present:
+        raise StepFailed(
+            f"none of the {len(index.rows)} files the index lists exists under {kb}; "
+            "check the index's file column against the folder"
+        )
+    found = retrieve(
+        present,
+        terms,
+        archetype=context.get("archetype_primary"),
+        monomyth=context.get("monomyth_hint"),
+    )
+    if not found:
+        raise StepFailed(
+            f"no index row matched any of the {len(terms)} terms or the structural filter; "
+            "redirect with other words, or check the index's summary and keypoints columns"
+        )
+    candidates = found[: config.max_candidates]
+    body = f"{len(candidates)} candidates of {len(found)} matching rows ({len(index.rows)} indexed)"
+    return Reply(
+        body,
+        {
+            "candidates": candidates,
+            "matched": len(found),
+            "indexed": len(index.rows),
+            "flags": flags,
+        },
+    )
+
+
+async def score_batch(message: Message, ctx: StepContext) -> Reply:
+    """Step 3: one batch of summaries scored; every id exactly once."""
+    data = data_of(message)
+    rows = _rows(message)
+    request = score_request(
+        str(data.get("pattern") or ""),
+        [str(t) for t in data.get("terms") or []],
+        rows,
+        keyword=str(data.get("keyword") or ""),
+        focus=str(data.get("focus") or ""),
+        guidance=config_of(ctx).guidance.get("score", ""),
+    )
+    judgment = await _judge(ctx, "score", request, scores_schema([str(r["id"]) for r in rows]))
+    scores = [score.model_dump() for score in judgment.answer.scores]
+    batch, of = data.get("batch", 1), data.get("of", 1)
+    return Reply(
+        f"batch {batch} of {of}: {len(scores)} summaries scored",
+        {"scores": scores, "batch": batch, "of": of, **_provenance(judgment)},
+    )
+
+
+async def pick_scotoma(message: Message, ctx: StepContext) -> Reply:
+    """Step 4: 0-2 deep cuts and the direct hits among the top rows."""
+    data = data_of(message)
+    rows = _rows(message)
+    request = scotoma_request(
+        str(data.get("pattern") or ""),
+        str(data.get("keyword") or ""),
+        [str(t) for t in data.get("terms") or []],
+        rows,
+        guidance=config_of(ctx).guidance.get("scotoma", ""),
+    )
+    judgment = await _judge(ctx, "scotoma", request, scotoma_schema([str(r["id"]) for r in rows]))
+    answer = judgment.answer
+    body = f"{len(answer.deep_cuts)} deep cuts, {len(answer.direct_hits)} direct hits" + (
+        " (pass 4 empty)" if answer.pass4_empty else ""
+    )
+    return Reply(
+        body,
+        {
+            "deep_cuts": [cut.model_dump() for cut in answer.deep_cuts],
+            "direct_hits": list(answer.direct_hits),
+            "pass4_empty": answer.pass4_empty,
+            **_provenance(judgment),
+        },
+    )

@@ -1,0 +1,125 @@
+"""The term fan-out gate (step 1).
+
+A model asked for search terms tends to hand back the keyword in costume:
+"deep patience", "patient work", "the patience of wood". Such terms find
+only what the keyword already finds. So at least six of the 10-12 terms
+must share no whole word with the keyword, the title and the blaze's named
+phrases. The gate is code; the model gets one more try with its failing
+terms shown, and then the run proceeds with what it has, flagged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.expedition.words import content_words, word_set
+
+MIN_TERMS = 10
+MAX_TERMS = 12
+MIN_FANOUT = 6
+WEAK_FLAG = "[TERM_FANOUT_WEAK]"
+
+
+class TermsAnswer(BaseModel):
+    """The termgen seat's answer; the count and fan-out are judged by the gate, not here."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    terms: list[str] = Field(max_length=100)
+
+
+def anchor_words(keyword: str, title: str, phrases: Iterable[str] = ()) -> set[str]:
+    """The words a fan-out term must avoid: keyword, title and blaze phrases."""
+    return word_set([keyword, title, *phrases])
+
+
+def shares_word(term: str, anchors: set[str]) -> bool:
+    return any(word in anchors for word in content_words(term))
+
+
+def distinct(terms: Iterable[str]) -> list[str]:
+    """Terms stripped, blanks dropped, repeats (ignoring case and spacing) removed."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    for term in terms:
+        cleaned = " ".join(str(term).split())
+        folded = cleaned.lower()
+        if cleaned and folded not in seen:
+            seen.add(folded)
+            kept.append(cleaned)
+    return kept
+
+
+@dataclass(frozen=True)
+class TermCheck:
+    """What the gate found in one answer."""
+
+    terms: list[str]
+    fanout: list[str]  # terms sharing no word with the anchors
+    failing: list[str]  # terms that do share one
+
+    @property
+    def count_ok(self) -> bool:
+        return MIN_TERMS <= len(self.terms) <= MAX_TERMS
+
+    @property
+    def fanout_ok(self) -> bool:
+        return len(self.fanout) >= MIN_FANOUT
+
+    @property
+    def ok(self) -> bool:
+        return self.count_ok and self.fanout_ok
+
+    def problems(self) -> str:
+        """What to tell the model on its second try."""
+        said: list[str] = []
+        if not self.count_ok:
+            said.append(
+                f"You returned {len(self.terms)} distinct terms; return between "
+                f"{MIN_TERMS} and {MAX_TERMS}."
+            )
+        if not self.fanout_ok:
+            said.append(
+                f"Only {len(self.fanout)} terms share no word with the keyword, title or "
+                f"blaze phrases; at least {MIN_FANOUT} must. These failed: "
+                + "; ".join(self.failing)
+            )
+        return " ".join(said)
+
+
+def check_terms(terms: Iterable[str], anchors: set[str]) -> TermCheck:
+    kept = distinct(terms)
+    fanout = [t for t in kept if not shares_word(t, anchors)]
+    failing = [t for t in kept if shares_word(t, anchors)]
+    return TermCheck(kept, fanout, failing)
+
+
+def _capped(check: TermCheck) -> list[str]:
+    """At most MAX_TERMS, dropping keyword-sharing terms from the end first."""
+    terms = list(check.terms)
+    failing = set(check.failing)
+    while len(terms) > MAX_TERMS:
+        drop = next((t for t in reversed(terms) if t in failing), terms[-1])
+        terms.remove(drop)
+    return terms
+
+
+def settle(first: TermCheck, retry: TermCheck | None) -> tuple[list[str], list[str]]:
+    """The terms the run proceeds with, and its flags.
+
+    A passing first answer stands. Otherwise the retry is used unless the
+    first answer had more fan-out (or as much, and more terms); either way a
+    result still failing the gate is flagged, never padded.
+    """
+    if first.ok or retry is None:
+        chosen = first
+    else:
+        better = (len(first.fanout), len(first.terms)) > (len(retry.fanout), len(retry.terms))
+        chosen = first if better else retry
+    terms = _capped(chosen)
+    fanout = set(chosen.fanout)
+    weak = not MIN_TERMS <= len(terms) <= MAX_TERMS or sum(t in fanout for t in terms) < MIN_FANOUT
+    return terms, [WEAK_FLAG] if weak else []

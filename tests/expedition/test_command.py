@@ -1,0 +1,227 @@
+"""The operator's command against a fake hub client: what it prints, posts and returns."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.expedition import command
+from agents.expedition.command import (
+    EXIT_FAILED,
+    EXIT_MISSING,
+    EXIT_OK,
+    Follower,
+    Progress,
+    answer_post,
+    request_data,
+)
+from agents.home import Home
+from room.message import Message
+from tests.expedition.sim import message, write_home
+
+DIG = "=== DIG REPORT ===\n...\n=== END DIG REPORT ===\nReply to confirm, drop, or redirect any candidate before I build the brief."
+
+
+class FakeClient:
+    """The room as a list; `on_say` lets a test answer a post with the foreman's next report."""
+
+    def __init__(self, lines: list[Message], on_say: dict[str, Message] | None = None) -> None:
+        self.lines = list(lines)
+        self.on_say = on_say or {}
+        self.said: list[dict[str, Any]] = []
+
+    async def __aenter__(self) -> FakeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def read(
+        self, after: int, limit: int = 100, *, thread: str | None = None, wait: float = 0
+    ) -> tuple[list[dict[str, Any]], int]:
+        found = [m.to_dict() for m in self.lines if m.seq > after and m.thread == thread][:limit]
+        return found, max([after, *(m["seq"] for m in found)])
+
+    async def say(self, to: str, body: str, **fields: Any) -> dict[str, Any]:
+        seq = len(self.lines) + 1
+        posted = message(
+            seq,
+            "avery",
+            to,
+            fields.get("type", "chat"),
+            body,
+            data=fields.get("data"),
+            in_reply_to=fields.get("in_reply_to"),
+            thread=fields.get("thread"),
+        )
+        self.lines.append(posted)
+        self.said.append({"to": to, "body": body, **fields})
+        reaction = self.on_say.get(body)
+        if reaction is not None:
+            self.lines.append(reaction.model_copy(update={"seq": seq + 1, "id": f"m{seq + 1:04d}"}))
+        return posted.to_dict()
+
+
+def foreman_report(seq: int, body: str, key: str, **data: Any) -> Message:
+    return message(
+        seq, "foreman", "avery", "reply", body, data={"key": key, **data}, thread="exp-1"
+    )
+
+
+def room_until_dig() -> list[Message]:
+    return [
+        message(1, "avery", "foreman", "ask", "expedition", thread="exp-1"),
+        message(
+            2,
+            "foreman",
+            "scorer",
+            "ask",
+            "step 3 score: batch 1 of 2",
+            data={"key": "score/1"},
+            thread="exp-1",
+        ),
+        message(
+            3,
+            "scorer",
+            "foreman",
+            "reply",
+            "batch 1 of 2",
+            data={"scores": [], "batch": 1, "of": 2, "seat": "local"},
+            thread="exp-1",
+        ),
+        message(
+            4,
+            "scorer",
+            "foreman",
+            "reply",
+            "x",
+            data={"scores": [], "batch": 1, "of": 2},
+            thread="exp-1",
+            verified=False,
+        ),
+        foreman_report(5, DIG, "dig-report", final=False),
+    ]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    return write_home(tmp_path / "home", tmp_path / "kb")
+
+
+def follow(home: Home, client: FakeClient, **options: Any) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    follower = Follower(home, client, "exp-1", out, err, **options)  # type: ignore[arg-type]
+    code = asyncio.run(follower.follow(1, timeout=5))
+    return code, out.getvalue(), err.getvalue()
+
+
+class TestFollow:
+    def test_without_yes_the_run_is_left_waiting(self, home: Home) -> None:
+        """Not at a terminal and not told to confirm: print the report, say how to go on, exit 0."""
+        client = FakeClient(room_until_dig())
+        code, out, err = follow(home, client)
+        assert code == EXIT_OK and out.strip() == DIG and client.said == []
+        assert "bullpen expedition confirm exp-1" in err
+
+    def test_progress_is_plain_lines_and_ignores_unverified(self, home: Home) -> None:
+        """Progress names each step and batch count, with no escape codes, skipping forgeries."""
+        _, _, err = follow(home, FakeClient(room_until_dig()))
+        assert "-> @scorer: step 3 score: batch 1 of 2" in err
+        assert err.count("step 3 score: 1 of 2 batches in") == 1
+        assert "\x1b" not in err
+
+    def test_yes_confirms_and_waits_for_the_brief(self, home: Home) -> None:
+        """--yes answers the report with a confirm in its thread, then prints the brief's path."""
+        done = foreman_report(0, "brief written: /b/x.md", "result", final=True, outcome="brief")
+        client = FakeClient(room_until_dig(), on_say={"confirm": done})
+        code, out, _ = follow(home, client, yes=True)
+        assert code == EXIT_OK and "brief written: /b/x.md" in out
+        (said,) = client.said
+        assert (
+            said["type"] == "reply" and said["in_reply_to"] == "m0005" and said["thread"] == "exp-1"
+        )
+        assert said["data"] == {"confirm": True, "drop": []}
+
+    @pytest.mark.parametrize(
+        ("outcome", "code"), [("missing", EXIT_MISSING), ("failed", EXIT_FAILED)]
+    )
+    def test_missing_or_failed_exit_non_zero(self, home: Home, outcome: str, code: int) -> None:
+        """A MISSING anchor or a failed step ends the command with a non-zero code."""
+        end = foreman_report(6, "[STEP_2 FAILED — x]", "result", final=True, outcome=outcome)
+        client = FakeClient([*room_until_dig()[:4], end])
+        assert follow(home, client)[0] == code
+
+
+class TestConfirm:
+    def test_confirm_answers_the_latest_report(
+        self, home: Home, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """`confirm THREAD --drop` replies to the newest Dig Report and follows to the end."""
+        lines = [*room_until_dig(), foreman_report(6, DIG, "dig-report@1", final=False)]
+        done = foreman_report(0, "brief written: /b/y.md", "result", final=True, outcome="brief")
+        client = FakeClient(lines, on_say={"confirm, drop row_2": done})
+        monkeypatch.setattr(home, "client", lambda *a, **k: client)
+        out = io.StringIO()
+        code = asyncio.run(
+            command.confirm(home, "exp-1", drop=["row_2"], out=out, err=io.StringIO())
+        )
+        assert code == EXIT_OK and "/b/y.md" in out.getvalue()
+        assert client.said[0]["in_reply_to"] == "m0006"
+
+    def test_confirm_without_a_report_fails(
+        self, home: Home, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Confirming a run that has no Dig Report yet is an error that says to wait."""
+        client = FakeClient(room_until_dig()[:3])
+        monkeypatch.setattr(home, "client", lambda *a, **k: client)
+        err = io.StringIO()
+        assert (
+            asyncio.run(command.confirm(home, "exp-1", out=io.StringIO(), err=err)) == EXIT_FAILED
+        )
+        assert "no Dig Report yet" in err.getvalue() and client.said == []
+
+
+class TestHelpers:
+    def test_request_paths_are_made_absolute(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Paths typed at the shell are resolved against its folder; omitted ones are left out."""
+        monkeypatch.chdir(tmp_path)
+        data = request_data(title="T", keyword="k", kb="kb", blaze="b.md")
+        assert data == {
+            "pipeline": "expedition",
+            "title": "T",
+            "keyword": "k",
+            "voice": "Carbon",
+            "kb": str(tmp_path / "kb"),
+            "blaze": str(tmp_path / "b.md"),
+        }
+
+    def test_answer_forms(self) -> None:
+        """Confirm, drop and redirect each have a readable body and a structured form."""
+        assert answer_post() == ("confirm", {"confirm": True, "drop": []})
+        assert answer_post(["row_2", "row_5"]) == (
+            "confirm, drop row_2 row_5",
+            {"confirm": True, "drop": ["row_2", "row_5"]},
+        )
+        assert answer_post(redirect="kilns") == ("redirect kilns", {"redirect": "kilns"})
+
+    def test_progress_of_a_failed_step(self) -> None:
+        """A failed step's flag is shown as it came."""
+        failed = message(
+            3, "scorer", "foreman", "reply", "[SCORER FAILED — bad]", data={"failed": True}
+        )
+        assert Progress().line(failed) == "<- @scorer: [SCORER FAILED — bad]"
+
+
+def test_an_unclear_answer_is_reported_not_waited_on(home: Home) -> None:
+    """When the foreman cannot act on the answer, the command says so and exits non-zero."""
+    unclear = foreman_report(
+        6, "I could not act on your answer: it drops row_9", "unclear/m5", outcome="unclear"
+    )
+    code, _, err = follow(home, FakeClient([*room_until_dig()[:4], unclear]))
+    assert code == EXIT_FAILED and "row_9" in err and "bullpen expedition confirm exp-1" in err

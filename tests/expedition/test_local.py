@@ -1,0 +1,116 @@
+"""The built-in local seat on the sample knowledge base: valid, deterministic and honest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agents.expedition.kb import load_index
+from agents.expedition.local import LOCAL_ANSWERS, score, scotoma, termgen
+from agents.expedition.retrieve import matched_terms
+from agents.expedition.scoring import scores_schema
+from agents.expedition.scotoma import scotoma_schema
+from agents.expedition.terms import TermsAnswer, anchor_words, check_terms
+from agents.expedition.words import content_words, names_any
+
+TITLE, KEYWORD = "Waiting Is Part of the Work", "patience"
+
+
+def payload(kb: Path, **extra: object) -> dict[str, object]:
+    return {"keyword_primary": KEYWORD, "title": TITLE, "kb": str(kb), **extra}
+
+
+class TestTermgen:
+    def test_terms_pass_the_gate(self, demo_kb: Path) -> None:
+        """On the sample corpus the local terms are 10-12 with at least six fanning out."""
+        answer = TermsAnswer.model_validate(termgen(payload(demo_kb)))
+        checked = check_terms(answer.terms, anchor_words(KEYWORD, TITLE))
+        assert checked.ok, checked.problems()
+
+    def test_every_term_comes_from_the_corpus(self, demo_kb: Path) -> None:
+        """Each term matches some index row: nothing is invented."""
+        rows = load_index(demo_kb).rows
+        for term in termgen(payload(demo_kb))["terms"]:
+            assert any(matched_terms(row, [term]) for row in rows), term
+
+    def test_deterministic(self, demo_kb: Path) -> None:
+        """The same inputs give the same terms."""
+        assert termgen(payload(demo_kb)) == termgen(payload(demo_kb))
+
+    def test_avoided_terms_are_not_repeated(self, demo_kb: Path) -> None:
+        """On a retry, the terms to avoid stay out of the answer."""
+        first = termgen(payload(demo_kb))["terms"]
+        second = termgen(payload(demo_kb, avoid=first[:3]))["terms"]
+        assert not set(first[:3]) & set(second)
+
+    def test_a_keyword_the_corpus_never_uses_gives_too_few(self, demo_kb: Path) -> None:
+        """With nothing to co-occur with, the seat returns little and the gate will flag it."""
+        answer = termgen({"keyword_primary": "quasar", "title": "Quasar", "kb": str(demo_kb)})
+        assert len(answer["terms"]) < 10
+
+
+ROWS = [
+    {
+        "id": "row_1",
+        "summary": "Patience at the glue-up: clamps left overnight; I rushed it and it cracked.",
+    },
+    {
+        "id": "row_2",
+        "summary": "Lime mortar left to cure slowly; the spring I rushed it, frost cracked it.",
+    },
+    {"id": "row_3", "summary": "A tool auction in a barn with boxes of planes."},
+]
+
+
+class TestScore:
+    def test_valid_and_ordered_by_evidence(self) -> None:
+        """Every id once; the keyword row scores highest, a row sharing nothing scores zero."""
+        answer = score(
+            {
+                "pattern": "Files that embody patience.",
+                "keyword": KEYWORD,
+                "search_terms": ["rushed", "cracked", "overnight", "cure"],
+                "rows": ROWS,
+            }
+        )
+        parsed = scores_schema(["row_1", "row_2", "row_3"]).model_validate(answer)
+        by_id = {s.id: s.embodies for s in parsed.scores}
+        assert by_id["row_1"] == 3 and by_id["row_2"] >= 2 and by_id["row_3"] == 0
+
+
+class TestScotoma:
+    def test_deep_cuts_never_name_the_keyword(self) -> None:
+        """Strong rows naming the keyword are direct hits; strong rows that do not are deep cuts."""
+        rows = [
+            {"id": "row_1", "summary": "Patience at the glue-up", "keypoints": "", "embodies": 3},
+            {
+                "id": "row_2",
+                "summary": "Lime left to cure slowly",
+                "keypoints": "rushed",
+                "embodies": 2,
+            },
+            {"id": "row_3", "summary": "A tool auction", "keypoints": "", "embodies": 0},
+        ]
+        answer = scotoma({"keyword": KEYWORD, "terms": ["cure", "rushed"], "rows": rows})
+        parsed = scotoma_schema(["row_1", "row_2", "row_3"]).model_validate(answer)
+        assert parsed.direct_hits == ["row_1"] and [c.id for c in parsed.deep_cuts] == ["row_2"]
+        assert not parsed.pass4_empty and "patience" in parsed.deep_cuts[0].connection
+
+    def test_no_deep_cut_is_pass4_empty(self) -> None:
+        """When every strong row names the keyword, the pick is empty and says so."""
+        rows = [{"id": "row_1", "summary": "patience", "keypoints": "", "embodies": 3}]
+        assert scotoma({"keyword": KEYWORD, "rows": rows}) == {
+            "deep_cuts": [],
+            "direct_hits": ["row_1"],
+            "pass4_empty": True,
+        }
+
+
+def test_registry_names_the_three_steps() -> None:
+    """LOCAL_ANSWERS maps each judged step name to its function."""
+    assert {"termgen": termgen, "score": score, "scotoma": scotoma} == LOCAL_ANSWERS
+
+
+def test_demo_deep_cut_does_not_name_the_keyword(demo_kb: Path) -> None:
+    """The documented demo's deep-cut file never names the keyword in its summary or keypoints."""
+    row = next(r for r in load_index(demo_kb).rows if r.file.endswith("lime-mortar.md"))
+    assert not names_any(f"{row.summary} {row.keypoints}", content_words(KEYWORD))

@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+from pydantic import ValidationError
+
+from agents.expedition.scoring import batches, merge, scores_schema
+from agents.expedition.scotoma import scotoma_schema, top_rows
+
+IDS = ["row_1", "row_2", "row_3"]
+
+
+def scores(*triples: tuple[str, object, str]) -> dict[str, object]:
+    return {"scores": [{"id": i, "embodies": e, "why": w} for i, e, w in triples]}
+
+
+class TestBatchCoverage:
+    def test_every_id_exactly_once_passes(self) -> None:
+        """An answer scoring each batch id once validates."""
+        answer = scores_schema(IDS).model_validate(
+            scores(("row_1", 0, "no"), ("row_2", 3, "yes"), ("row_3", "2", "ok"))
+        )
+        assert [s.embodies for s in answer.scores] == [0, 3, 2]
+
+    @pytest.mark.parametrize(
+        ("given", "problem"),
+        [
+            ([("row_1", 1, "a"), ("row_2", 1, "b")], "missing ids row_3"),
+            (
+                [("row_1", 1, "a"), ("row_1", 2, "a"), ("row_2", 1, "b"), ("row_3", 1, "c")],
+                "more than once row_1",
+            ),
+            (
+                [("row_1", 1, "a"), ("row_2", 1, "b"), ("row_3", 1, "c"), ("row_9", 1, "d")],
+                "not in this batch row_9",
+            ),
+        ],
+    )
+    def test_coverage_failures_are_validation_errors(
+        self, given: list[tuple[str, int, str]], problem: str
+    ) -> None:
+        """Missing, repeated or foreign ids fail validation, so the judge retries the batch."""
+        with pytest.raises(ValidationError, match=problem):
+            scores_schema(IDS).model_validate(scores(*given))
+
+    def test_embodies_must_be_zero_to_three(self) -> None:
+        """Scores of 4, -1 or true are rejected."""
+        for bad in (4, -1, True):
+            with pytest.raises(ValidationError):
+                scores_schema(["row_1"]).model_validate(scores(("row_1", bad, "why")))
+
+    def test_why_is_at_most_twelve_words(self) -> None:
+        """A thirteen-word reason is rejected; twelve pass."""
+        schema = scores_schema(["row_1"])
+        schema.model_validate(scores(("row_1", 1, " ".join(["w"] * 12))))
+        with pytest.raises(ValidationError, match="at most 12"):
+            schema.model_validate(scores(("row_1", 1, " ".join(["w"] * 13))))
+
+    def test_each_batch_schema_checks_its_own_ids(self) -> None:
+        """Two schemas built for two batches do not share their expected ids."""
+        first, second = scores_schema(["row_1"]), scores_schema(["row_2"])
+        first.model_validate(scores(("row_1", 1, "a")))
+        with pytest.raises(ValidationError):
+            second.model_validate(scores(("row_1", 1, "a")))
+
+
+class TestMerge:
+    def test_batches_of_ten(self) -> None:
+        """Twenty-three candidates make batches of 10, 10 and 3, in order."""
+        groups = batches([{"id": f"row_{i}"} for i in range(23)], 10)
+        assert [len(g) for g in groups] == [10, 10, 3] and groups[2][0]["id"] == "row_20"
+
+    def test_sorted_by_embodies_then_prescore(self) -> None:
+        """Merged rows sort by embodies desc, then prescore desc, then index order."""
+        cands = [
+            {"id": "a", "prescore": 1},
+            {"id": "b", "prescore": 5},
+            {"id": "c", "prescore": 1},
+            {"id": "d", "prescore": 9},
+        ]
+        merged = merge(
+            cands,
+            [
+                [{"id": "a", "embodies": 2, "why": "x"}, {"id": "b", "embodies": 2, "why": "x"}],
+                [{"id": "c", "embodies": 2, "why": "x"}, {"id": "d", "embodies": 1, "why": "x"}],
+            ],
+        )
+        assert [m["id"] for m in merged] == ["b", "a", "c", "d"]
+
+    def test_an_unscored_candidate_is_an_error(self) -> None:
+        """A candidate with no score is never silently counted as zero."""
+        with pytest.raises(ValueError, match="never scored"):
+            merge([{"id": "a"}, {"id": "b"}], [[{"id": "a", "embodies": 1, "why": "x"}]])
+
+
+class TestScotoma:
+    ROWS: ClassVar[list[str]] = [f"row_{i}" for i in range(1, 9)]
+
+    def answer(self, **fields: object) -> dict[str, object]:
+        return {"deep_cuts": [], "direct_hits": [], "pass4_empty": True, **fields}
+
+    def test_valid_pick(self) -> None:
+        """Up to two deep cuts among the given ids, with direct hits, validate."""
+        scotoma_schema(self.ROWS).model_validate(
+            self.answer(
+                deep_cuts=[{"id": "row_7", "connection": "lime sets slowly"}],
+                direct_hits=["row_1"],
+                pass4_empty=False,
+            )
+        )
+
+    def test_ids_outside_the_top_rows_are_rejected(self) -> None:
+        """A deep cut naming a row that was not shown fails validation."""
+        with pytest.raises(ValidationError, match="not among the rows given"):
+            scotoma_schema(self.ROWS).model_validate(
+                self.answer(deep_cuts=[{"id": "row_30", "connection": "x"}], pass4_empty=False)
+            )
+
+    def test_at_most_two_deep_cuts(self) -> None:
+        """Three deep cuts fail validation."""
+        cuts = [{"id": f"row_{i}", "connection": "x"} for i in (1, 2, 3)]
+        with pytest.raises(ValidationError):
+            scotoma_schema(self.ROWS).model_validate(self.answer(deep_cuts=cuts, pass4_empty=False))
+
+    def test_pass4_empty_must_match_the_cuts(self) -> None:
+        """pass4_empty false with no cuts, or true with cuts, is inconsistent."""
+        with pytest.raises(ValidationError, match="pass4_empty"):
+            scotoma_schema(self.ROWS).model_validate(self.answer(pass4_empty=False))
+        with pytest.raises(ValidationError, match="pass4_empty"):
+            scotoma_schema(self.ROWS).model_validate(
+                self.answer(deep_cuts=[{"id": "row_2", "connection": "x"}])
+            )
+
+    def test_a_row_is_not_both_kinds(self) -> None:
+        """A row listed as a deep cut and a direct hit fails validation."""
+        with pytest.raises(ValidationError, match="both a deep cut and a direct hit"):
+            scotoma_schema(self.ROWS).model_validate(
+                self.answer(
+                    deep_cuts=[{"id": "row_2", "connection": "x"}],
+                    direct_hits=["row_2"],
+                    pass4_empty=False,
+                )
+            )
+
+    def test_top_rows_takes_the_best_n(self) -> None:
+        """top_rows keeps the first n merged rows and only the fields the judgment needs."""
+        merged = [
+            {"id": f"row_{i}", "file": "f", "summary": "s", "embodies": 1, "why": "w", "tags": "t"}
+            for i in range(12)
+        ]
+        top = top_rows(merged, 8)
+        assert len(top) == 8 and "tags" not in top[0]

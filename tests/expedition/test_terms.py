@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agents.expedition.steps import gen_terms
+from agents.expedition.terms import WEAK_FLAG, anchor_words, check_terms, settle
+from agents.home import Home
+from room.errors import StepFailed
+from tests.expedition.sim import ScriptedJudge, ask, step_context
+
+ANCHORS = anchor_words("patience", "Waiting Is Part of the Work", ["the watched pot"])
+GOOD = [
+    "cure",
+    "overnight",
+    "hessian",
+    "frost",
+    "clamps",
+    "cold rise",
+    "patience",
+    "waiting",
+    "slow work",
+    "dry",
+]
+COSTUME = [
+    "patience",
+    "deep patience",
+    "patient work",
+    "waiting game",
+    "part time",
+    "the work",
+    "cure",
+]
+
+
+class TestGate:
+    def test_anchor_words_are_lowercase_content_words(self) -> None:
+        """Anchors are split on non-letters, lowercased, and stripped of stopwords."""
+        assert anchor_words("Slow-Craft", "The Art of It", ["the watched pot"]) == {
+            "slow",
+            "craft",
+            "art",
+            "watched",
+            "pot",
+        }
+
+    def test_terms_sharing_a_word_do_not_fan_out(self) -> None:
+        """'deep patience' shares 'patience'; 'Cure' and 'cure' are one term."""
+        checked = check_terms(["deep patience", "Cure", "cure", "  hessian "], ANCHORS)
+        assert checked.terms == ["deep patience", "Cure", "hessian"]
+        assert checked.fanout == ["Cure", "hessian"] and checked.failing == ["deep patience"]
+
+    def test_good_answer_passes(self) -> None:
+        """Ten distinct terms, seven sharing no anchor word, pass both checks."""
+        checked = check_terms(GOOD, ANCHORS)
+        assert checked.count_ok and checked.fanout_ok and len(checked.fanout) == 7
+
+    def test_count_outside_ten_to_twelve_fails(self) -> None:
+        """Nine or thirteen terms fail the count even when all fan out."""
+        assert not check_terms([f"term{c}" for c in "abcdefghi"], ANCHORS).count_ok
+        assert not check_terms([f"term{c}" for c in "abcdefghijklm"], ANCHORS).count_ok
+
+    def test_weak_result_is_flagged_not_padded(self) -> None:
+        """After a failed retry the better answer is used as is, with TERM_FANOUT_WEAK."""
+        first = check_terms(COSTUME, ANCHORS)
+        retry = check_terms([*COSTUME, "frost", "hessian"], ANCHORS)
+        terms, flags = settle(first, retry)
+        assert terms == retry.terms and flags == [WEAK_FLAG]
+
+    def test_passing_first_answer_stands(self) -> None:
+        """A first answer that passes is kept and not flagged."""
+        assert settle(check_terms(GOOD, ANCHORS), None) == (GOOD, [])
+
+    def test_too_many_terms_drop_costume_terms_first(self) -> None:
+        """Over twelve, terms sharing anchor words are dropped before fan-out terms."""
+        many = [f"term{c}" for c in "abcdefghijk"] + ["patience one", "patience two"]
+        terms, flags = settle(check_terms(many, ANCHORS), None)
+        assert len(terms) == 12 and "patience two" not in terms and "termk" in terms
+        assert flags == []
+
+
+class TestStep:
+    def _context(self, demo_home: Home) -> dict[str, object]:
+        return {
+            "keyword_primary": "patience",
+            "title": "Waiting Is Part of the Work",
+            "blaze_phrases": [],
+            "blaze_claims": [],
+            "kb": str(demo_home.root),
+        }
+
+    def test_retry_shows_the_failing_terms_then_proceeds_flagged(self, demo_home: Home) -> None:
+        """A costume answer is retried once with its failing terms; a weak retry is flagged."""
+        judge = ScriptedJudge({"termgen": [{"terms": COSTUME}, {"terms": [*COSTUME, "frost"]}]})
+        reply = asyncio.run(
+            gen_terms(ask({"context": self._context(demo_home)}), step_context(demo_home, judge))
+        )
+        assert len(judge.requests) == 2
+        assert (
+            "deep patience" in judge.requests[1].prompt
+            and "patient work" in judge.requests[1].prompt
+        )
+        assert judge.requests[1].payload["avoid"] == [
+            "patience",
+            "deep patience",
+            "patient work",
+            "waiting game",
+            "part time",
+            "the work",
+        ]
+        assert reply.data is not None and reply.data["flags"] == [WEAK_FLAG]
+        assert reply.data["seat"] == "scripted" and len(reply.data["judgments"]) == 2
+
+    def test_good_first_answer_is_not_retried(self, demo_home: Home) -> None:
+        """A passing answer costs one model call and carries no flag."""
+        judge = ScriptedJudge({"termgen": [{"terms": GOOD}]})
+        reply = asyncio.run(
+            gen_terms(ask({"context": self._context(demo_home)}), step_context(demo_home, judge))
+        )
+        assert len(judge.requests) == 1 and reply.data is not None
+        assert reply.data["terms"] == GOOD and reply.data["flags"] == []
+
+    def test_no_terms_at_all_fails_loud(self, demo_home: Home) -> None:
+        """Two empty answers fail the step instead of inventing terms."""
+        judge = ScriptedJudge({"termgen": [{"terms": []}, {"terms": ["  "]}]})
+        with pytest.raises(StepFailed, match="no usable terms"):
+            asyncio.run(
+                gen_terms(
+                    ask({"context": self._context(demo_home)}), step_context(demo_home, judge)
+                )
+            )
+
+    def test_prompt_contract(self, demo_home: Home) -> None:
+        """The prompt starts with its step line and ends with the JSON instruction and schema."""
+        judge = ScriptedJudge({"termgen": [{"terms": GOOD}]})
+        asyncio.run(
+            gen_terms(ask({"context": self._context(demo_home)}), step_context(demo_home, judge))
+        )
+        prompt = judge.requests[0].prompt
+        assert prompt.startswith("step: termgen\n")
+        assert (
+            "Return ONLY valid JSON matching this schema. No prose, no markdown fences.\n{"
+            in prompt
+        )
+        assert prompt.rstrip().endswith("}")
+
+
+def test_names_any_matches_word_starts_only() -> None:
+    """A keyword is named by words starting with its stem, not by words containing it."""
+    from agents.expedition.words import names_any
+
+    assert names_any("She was patient with it", ["patience"])
+    assert not names_any("Cut with the grain", ["rain"])
+
+
+def test_a_lone_first_answer_beats_an_empty_retry() -> None:
+    """When neither answer fans out, the one with more terms is kept, flagged."""
+    first = check_terms(["patience"], ANCHORS)
+    terms, flags = settle(first, check_terms([], ANCHORS))
+    assert terms == ["patience"] and flags == [WEAK_FLAG]
