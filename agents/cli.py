@@ -128,6 +128,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--static", action="store_true", help="skip the live ping round trips")
     p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for each pong")
 
+    p = add(
+        "backpass",
+        "agents.backpass.cli:cmd_backpass",
+        "run the memory backpass and print its funnel",
+    )
+    p.add_argument("--public", help="the public memory repository")
+    p.add_argument("--private", help="the private memory repository")
+    p.add_argument("--traces", help="the folder of session transcripts")
+    p.add_argument("--state", help="the state file of `sha256  path` lines")
+    p.add_argument("--report-only", action="store_true", help="analyse and report; write nothing")
+    p.add_argument("--concurrency", type=int, help="analyses in flight at once (default 4)")
+    p.add_argument("--timeout", type=float, help="hard limit in seconds on one trace's analysis")
+    p.add_argument(
+        "--wait-timeout", type=float, default=4 * 3600.0, help="give up waiting after this long"
+    )
+
     p = add("demo", "agents.demo:cmd_demo", "run the whole society once in a temporary home")
     p.add_argument("--keep", action="store_true", help="keep the temporary home afterwards")
     return parser

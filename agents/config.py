@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from agents.backpass.config import BackpassConfig
+from agents.expedition.config import ExpeditionConfig
 from room.errors import ConfigError
 from room.message import check_nick
 
@@ -102,8 +104,16 @@ class SocietyConfig(_Strict):
     lurker: LurkerDefaults = Field(default_factory=LurkerDefaults)
     nicks: dict[str, NickConfig] = Field(default_factory=dict)
     seats: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    expedition: dict[str, Any] = Field(default_factory=dict)
-    backpass: dict[str, Any] = Field(default_factory=dict)
+    expedition: ExpeditionConfig = Field(default_factory=ExpeditionConfig)
+    backpass: BackpassConfig = Field(default_factory=BackpassConfig)
+
+    @model_validator(mode="after")
+    def _seats(self) -> SocietyConfig:
+        """Check the seat tables now (kinds, keys, fallbacks), not at the first model call."""
+        from agents.seats import build_seats
+
+        build_seats(self.seats)
+        return self
 
     @field_validator("operator")
     @classmethod
@@ -123,7 +133,11 @@ def _explain(exc: ValidationError, path: Path) -> str:
     where = ".".join(str(part) for part in first["loc"])
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
-        message = "unknown key; check its spelling against docs/operating.md"
+        section = str(first["loc"][0]) if first["loc"] else ""
+        doc = {"backpass": "backpass", "expedition": "expedition", "seats": "seats"}.get(
+            section, "operating"
+        )
+        message = f"unknown key; check its spelling against docs/{doc}.md"
     return f"{path}: {where}: {message}"
 
 

@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -100,8 +101,59 @@ async def show_room(home: Home) -> None:
         raise DemoFailed(f"the audit failed: {result.summary()}")
 
 
+async def show_expedition(home: Home) -> None:
+    from agents.expedition.command import expedition
+
+    say("  the operator asks for a dig; the foreman walks the six steps and stops at the report:")
+    code = await expedition(
+        home,
+        title="Waiting Is Part of the Work",
+        keyword="patience",
+        blaze=str(home.root / "kb" / "blaze-example.md"),
+        yes=True,
+        timeout=180,
+    )
+    if code != 0:
+        raise DemoFailed(f"the expedition exited {code}")
+    briefs = sorted((home.root / "briefs").glob("*.md"))
+    if not briefs:
+        raise DemoFailed("the expedition confirmed, but no brief was written")
+    say(f"  the brief, written only after the confirming reply: {briefs[-1]}")
+
+
+async def show_backpass(home: Home) -> None:
+    from agents.backpass.command import backpass
+
+    say("  the foreman runs the backpass over the sample traces; the funnel:")
+    code = await backpass(home, wait_timeout=180)
+    if code != 0:
+        raise DemoFailed(f"the backpass exited {code}")
+    say("  run again right away:")
+    code = await backpass(home, wait_timeout=60)
+    if code != 0:
+        raise DemoFailed(f"the second backpass exited {code}")
+    branches = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(home.root / "memory" / "private"),
+            "branch",
+            "--list",
+            "memory-backpass/*",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    say(
+        f"  the private memory now has a branch to review: {' '.join(b for b in branches if b != '*')}"
+    )
+
+
 STEPS: list[tuple[str, Step]] = [
     ("the gate: verified, unverified, rejected", show_gate),
+    ("a corpus expedition: Dig Report, then the brief on confirmation", show_expedition),
+    ("the memory backpass, as the nightly timer runs it", show_backpass),
     ("the room as people read it, and its audit", show_room),
 ]
 

@@ -18,6 +18,8 @@ from datetime import datetime
 
 import structlog
 
+from agents.backpass.pipeline import Backpass
+from agents.expedition.pipeline import Expedition
 from agents.handlers import Failure, Outbox, OutPost
 from agents.pipeline import KEY, Ask, Pipeline, Report, Run
 from agents.relay import Relay
@@ -26,7 +28,7 @@ from room.message import Message, bare
 
 log = structlog.get_logger("agents.foreman")
 
-PIPELINES: dict[str, Pipeline] = {p.name: p for p in (Relay(),)}
+PIPELINES: dict[str, Pipeline] = {p.name: p for p in (Expedition(), Backpass(), Relay())}
 OVERDUE_GRACE_S = 10.0
 RECENT_WINDOW = 10_000
 
@@ -116,7 +118,8 @@ class Foreman:
         return posts
 
     async def tick(self, ctx: StepContext) -> Outbox:
-        """Report every step that is overdue in an open run."""
+        """Report every overdue step in an open run, then advance the run: a pipeline may
+        route around a step that will never answer (a dead lurker never wakes us)."""
         async with self._lock:
             if not self._bootstrapped:
                 await self._bootstrap(ctx)
@@ -125,6 +128,9 @@ class Foreman:
             for thread in sorted(self._open):
                 messages = await ctx.read_thread(thread, 0)
                 posts += self.overdue(messages, ctx, now)
+                advanced = self.decide(messages, ctx, now)
+                if isinstance(advanced, Outbox):
+                    posts += advanced.posts
             return Outbox(posts)
 
     def overdue(self, thread: list[Message], ctx: StepContext, now: float) -> list[OutPost]:

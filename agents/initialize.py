@@ -11,7 +11,6 @@ import os
 import shutil
 import tempfile
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,10 +22,6 @@ from room.message import check_nick
 from room.tail import Position
 from trust import keys
 from trust.secretfiles import create_secret_file, ensure_private_dir, new_secret
-
-# Extra things `init --demo` lays down; the pipelines register theirs here.
-DemoHook = Callable[[Path], None]
-DEMO_HOOKS: list[DemoHook] = []
 
 
 @dataclass
@@ -108,9 +103,16 @@ def init_home(root: Path, options: InitOptions) -> Path:
 
 def _lay_down(home: Path, options: InitOptions) -> None:
     home.chmod(0o755)
+    # The demo corpus speaks of its operator as Avery; a real home starts from the nick.
+    names = ["Avery"] if options.demo else [options.operator.capitalize()]
     society_text = _fill(
         _template("society.toml"),
-        {"OPERATOR": options.operator, "STRICT": options.strict, "RELAXED": options.relaxed},
+        {
+            "OPERATOR": options.operator,
+            "STRICT": options.strict,
+            "RELAXED": options.relaxed,
+            "OPERATOR_NAMES": ", ".join(f'"{name}"' for name in names),
+        },
     )
     (home / "society.toml").write_text(society_text, encoding="utf-8")
     nicks = list(tomllib.loads(society_text).get("nicks", {}))
@@ -142,6 +144,9 @@ def _lay_down(home: Path, options: InitOptions) -> None:
     prompts = defaults() / "prompts"
     if prompts.is_dir():
         _copy_tree("prompts", home / "prompts")
+    (home / "briefs").mkdir()
     if options.demo:
-        for hook in DEMO_HOOKS:
-            hook(home)
+        from agents.backpass.demo import lay_down_demo
+
+        _copy_tree("demo/kb", home / "kb")
+        lay_down_demo(home)
