@@ -129,6 +129,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for each pong")
 
     p = add(
+        "expedition",
+        "agents.expedition.cli:cmd_expedition",
+        "run a corpus expedition to its Dig Report",
+    )
+    p.add_argument("--title", help="the article's working title")
+    p.add_argument("--keyword", help="the primary keyword of the pattern")
+    p.add_argument("--kb", help="the knowledge-base folder (default: [expedition] kb)")
+    p.add_argument("--voice", default="Carbon", choices=["Carbon", "Si-C", "Silicon"])
+    p.add_argument("--archetype", help="the primary archetype / category to match")
+    p.add_argument("--monomyth", help="the monomyth stage to match")
+    p.add_argument("--blaze", help="a blaze file (role: guidance) whose claims seed the search")
+    p.add_argument("--yes", action="store_true", help="confirm the Dig Report as it is")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each turn")
+    turn = p.add_subparsers(dest="action", metavar="ACTION")
+    c = turn.add_parser("confirm", help="answer a waiting run's Dig Report")
+    _home_option(c)
+    c.add_argument("thread", help="the run's thread, as printed with its Dig Report")
+    c.add_argument("--drop", nargs="+", default=[], metavar="ID", help="rows to leave out")
+    c.add_argument("--redirect", help="search again with this added to the pattern")
+    c.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the brief")
+
+    p = add(
         "backpass",
         "agents.backpass.cli:cmd_backpass",
         "run the memory backpass and print its funnel",

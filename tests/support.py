@@ -229,3 +229,28 @@ def _toml(value: Any) -> str:
     if isinstance(value, dict):
         return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
     return json.dumps(value)
+
+
+def start_up(society: Society) -> Proc:
+    """`bullpen up` for this home, waited on until every lurker is running."""
+    up = society.spawn("up", "up")
+    wait_for(
+        lambda: "lurkers up" in up.output() or not up.alive(), 60, "bullpen up to start everything"
+    )
+    assert up.alive(), up.output()
+    return up
+
+
+def set_seat(root: Path, role: str, table: str) -> None:
+    """Replace a role's `[seats.<role>]` table in society.toml with `table` (TOML lines)."""
+    import re
+
+    path = root / "society.toml"
+    text = path.read_text()
+    pattern = re.compile(rf"^\[seats\.{re.escape(role)}\]\n(?:(?!\[).*\n?)*", re.M)
+    replacement = f"[seats.{role}]\n{table.strip()}\n\n"
+    if pattern.search(text):
+        text = pattern.sub(lambda _: replacement, text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + replacement
+    path.write_text(text)

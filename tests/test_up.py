@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Proc, Society, add_nick, bullpen_argv, run_cli, wait_for
+from tests.support import Society, add_nick, bullpen_argv, run_cli, start_up, wait_for
 from tests.test_lurker import say, wait_reply
 
 
@@ -29,15 +29,6 @@ def processes_of(home: Path) -> list[int]:
         if str(home).encode() in cmdline and state != "Z":
             found.append(int(entry.name))
     return found
-
-
-def start_up(society: Society) -> Proc:
-    up = society.spawn("up", "up")
-    wait_for(
-        lambda: "lurkers up" in up.output() or not up.alive(), 30, "bullpen up to start everything"
-    )
-    assert up.alive(), up.output()
-    return up
 
 
 class TestUp:

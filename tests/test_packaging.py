@@ -1,0 +1,51 @@
+"""The distribution ships every package and every file `bullpen init` and `units` need."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+from tests.support import REPO
+
+
+def test_every_package_is_listed() -> None:
+    """Each folder with an __init__.py under room/, trust/, agents/ is in pyproject's packages."""
+    listed = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for top in ("room", "trust", "agents")
+        for init in (REPO / top).rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
+
+
+def test_wheel_carries_defaults_and_unit_templates(tmp_path: Path) -> None:
+    """A built wheel holds config/ as agents.defaults and systemd/ as agents.unitfiles."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    wheel = next(tmp_path.glob("bullpen-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in (
+        "agents/defaults/society.toml",
+        "agents/defaults/trust.toml",
+        "agents/defaults/prompts/analysis-prompt.md",
+        "agents/defaults/demo/kb/corpus_index.md",
+        "agents/unitfiles/bullpen-hub.service",
+        "agents/unitfiles/bullpen-lurker@.service",
+        "agents/unitfiles/bullpen-backpass.timer",
+        "agents/expedition/pipeline.py",
+        "agents/backpass/pipeline.py",
+        "agents/seats/judge.py",
+    ):
+        assert needed in names, needed
