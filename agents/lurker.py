@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -99,16 +101,19 @@ class Lurker:
         (briefly) until the hub's answer covers it.
         """
         messages: list[Message] = []
-        after = 0
+        after, wait = 0, 0.0
         while True:
-            wait = 5.0 if after >= through > 0 and messages else 0.0
             lines, last = await self.client.read(after, 1000, thread=thread, wait=wait)
             messages += [Message.model_validate(line) for line in lines]
-            if len(lines) < 1000 and last >= through:
-                return messages
-            if wait and not lines and last < through:
-                raise HubUnavailable(f"the hub has not acknowledged seq {through} yet")
             after = max(after, last)
+            if len(lines) == 1000:
+                wait = 0.0  # more to page through
+            elif last >= through:
+                return messages
+            elif wait:
+                raise HubUnavailable(f"the hub has not acknowledged seq {through} after {wait:g} s")
+            else:
+                wait = 5.0  # long-poll: the hub answers the moment it commits the line
 
     async def read_to(self, nick: str, window: int) -> list[Message]:
         """Messages to @nick among the room's last `window` lines, read over the hub."""
@@ -166,6 +171,10 @@ class Lurker:
             loop.add_signal_handler(sig, self.stop)
         ticker = None
         try:
+            with contextlib.suppress(HubUnavailable):
+                # The client's first request pays for lazy imports and the connection;
+                # pay it now, not in the first reply.
+                await self.client.health()
             start = await self._retrying(self._start_position)
             await self._retrying(lambda: self._collect_answered(start.seq))
             self._last = start
@@ -221,6 +230,7 @@ class Lurker:
                     self.home.room_path,
                     self._safe(),
                     safety_s=self.home.society.lurker.safety_reread_s,
+                    to=f"@{self.nick}",
                 ).follow()
             else:
                 source = HubFollower(self.client, self._safe(), to=f"@{self.nick}").follow()
@@ -272,11 +282,19 @@ class Lurker:
         log = self.log.bind(seq=message.seq, id=message.id, sender=message.from_)
         try:
             log.info("woken", type=message.type, thread=message.thread)
+            started = time.monotonic()
             if is_ping(message):
                 outcome: Outcome = Reply("pong", {"pong": True, "nick": self.nick})
             else:
                 outcome = await self.handler.run(message, self.ctx, self.config.timeout_s)
+            handled_ms = round((time.monotonic() - started) * 1000, 2)
             await self._deliver(message, outcome)
+            log.info(
+                "handled",
+                outcome=type(outcome).__name__.lower(),
+                handler_ms=handled_ms,
+                total_ms=round((time.monotonic() - started) * 1000, 2),
+            )
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import structlog
 
+from room import strictjson
 from room.client import RoomClient
 from room.errors import CursorAhead, HubUnavailable
 from room.message import Message, parse_line
@@ -40,10 +41,19 @@ class FileFollower:
     """Yield every line appended to a room file after a position."""
 
     def __init__(
-        self, path: Path, start: Position, *, safety_s: float = 30.0, watcher: str = "auto"
+        self,
+        path: Path,
+        start: Position,
+        *,
+        safety_s: float = 30.0,
+        watcher: str = "auto",
+        to: str | None = None,
     ) -> None:
         self.path = path
         self._pos = start
+        # Lines not addressed to `to` are skipped on their bytes, unparsed: with twenty
+        # lurkers tailing one room, parsing every line in every lurker is the main cost.
+        self._needle = b'"to":' + strictjson.dumps(to).encode() if to else None
         self._safety_s = safety_s
         self._watcher = watcher
         self._stop = asyncio.Event()
@@ -98,6 +108,9 @@ class FileFollower:
             seq = seq_of(raw)
             if seq <= self._pos.seq:
                 self._pos = Position(self._pos.seq, end)
+                continue
+            if self._needle is not None and self._needle not in raw:
+                self._pos = Position(seq, end)
                 continue
             try:
                 message = parse_line(raw)

@@ -231,13 +231,23 @@ def _toml(value: Any) -> str:
     return json.dumps(value)
 
 
-def start_up(society: Society) -> Proc:
-    """`bullpen up` for this home, waited on until every lurker is running."""
+def start_up(society: Society, ready: bool = False) -> Proc:
+    """`bullpen up` for this home, waited on until every lurker is started (and, with
+    `ready`, until each has logged that it is lurking)."""
     up = society.spawn("up", "up")
     wait_for(
         lambda: "lurkers up" in up.output() or not up.alive(), 60, "bullpen up to start everything"
     )
     assert up.alive(), up.output()
+    if ready:
+        logs = society.root / "logs"
+
+        def lurking(nick: str) -> bool:
+            log = logs / f"{nick}.log"
+            return log.exists() and '"lurking"' in log.read_text(errors="replace")
+
+        nicks = list(society.home.society.nicks)
+        wait_for(lambda: all(lurking(n) for n in nicks), 60, "every lurker to start lurking")
     return up
 
 
