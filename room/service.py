@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -20,6 +21,7 @@ from room import fileio, logs
 from room.errors import BullpenError, ConfigError, DurabilityError
 from room.hub import Hub, Listener, bind, serve
 from room.jsonl import JsonlLog
+from room.log import RoomLog
 from trust import checkpoint, keys
 from trust.gate import Gate
 from trust.nonces import NonceStore
@@ -38,6 +40,20 @@ class HubSettings:
     strict: tuple[str, int]
     relaxed: tuple[str, int] | None
     checkpoint_interval_s: float = 60.0
+    engine: str = "jsonl"
+    engine_options: dict[str, Any] = field(default_factory=dict)
+
+
+def build_log(settings: HubSettings) -> tuple[RoomLog, NonceStore]:
+    """The configured log engine and the nonce store that goes with it."""
+    if settings.engine == "jsonl":
+        settings.room.parent.mkdir(parents=True, exist_ok=True)
+        nonces = NonceStore(nonce_journal(settings.room))
+        room_log = JsonlLog(
+            settings.room, before_sync=[nonces.flush], io=fileio.from_environment()
+        )
+        return room_log, nonces
+    raise ConfigError(f"unknown room engine {settings.engine!r}; use jsonl")
 
 
 def nonce_journal(room: Path) -> Path:
@@ -51,7 +67,7 @@ def checkpoint_file(room: Path) -> Path:
 class Checkpointer:
     """Signs the room's head now and then, and once more at shutdown."""
 
-    def __init__(self, room: Path, room_log: JsonlLog, key: Ed25519PrivateKey) -> None:
+    def __init__(self, room: Path, room_log: RoomLog, key: Ed25519PrivateKey) -> None:
         self.path = checkpoint_file(room)
         self._log = room_log
         self._key = key
@@ -107,10 +123,8 @@ async def run_hub(settings: HubSettings) -> int:
     if token:
         logs.register_secret(token)
 
-    nonces = NonceStore(nonce_journal(settings.room))
-    room_log = JsonlLog(settings.room, before_sync=[nonces.flush], io=fileio.from_environment())
     try:
-        settings.room.parent.mkdir(parents=True, exist_ok=True)
+        room_log, nonces = build_log(settings)
         nonces.open()
         report = await room_log.open()
     except BullpenError as exc:
