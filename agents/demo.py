@@ -150,7 +150,20 @@ async def show_backpass(home: Home) -> None:
     )
 
 
+async def show_trust_check(home: Home) -> None:
+    from trust.check import live_check, static_rows, table
+
+    rows, general = static_rows(home)
+    await live_check(home, rows, timeout=30)
+    for line in table(rows).splitlines():
+        say("  " + line)
+    problems = [r.nick for r in rows if not r.ok] + general
+    if problems:
+        raise DemoFailed(f"the trust check found problems: {problems}")
+
+
 STEPS: list[tuple[str, Step]] = [
+    ("the trust check: every lurker pinged, every pong verified", show_trust_check),
     ("the gate: verified, unverified, rejected", show_gate),
     ("a corpus expedition: Dig Report, then the brief on confirmation", show_expedition),
     ("the memory backpass, as the nightly timer runs it", show_backpass),
