@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Protocol
 
@@ -39,7 +40,40 @@ class Watch(Protocol):
     def close(self) -> None: ...
 
 
-class InotifyWatch:
+class _EventWatch:
+    """The shared wait: keep one pending event future across calls, so no event is lost
+    when a wait times out."""
+
+    _pending: asyncio.Future[object] | None = None
+
+    def _next_event(self) -> Awaitable[object]:
+        raise NotImplementedError
+
+    def _is_change(self, event: object) -> bool:
+        raise NotImplementedError
+
+    async def changed(self, timeout: float) -> bool:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return False
+            if self._pending is None:
+                self._pending = asyncio.ensure_future(self._next_event())
+            done, _ = await asyncio.wait([self._pending], timeout=remaining)
+            if not done:
+                return False
+            try:
+                event = self._pending.result()
+            except OSError as exc:
+                raise WatchUnavailable(f"watching the room failed ({exc})") from exc
+            finally:
+                self._pending = None
+            if self._is_change(event):
+                return True
+
+
+class InotifyWatch(_EventWatch):
     def __init__(self, room: Path) -> None:
         from asyncinotify import Inotify, Mask
 
@@ -69,23 +103,13 @@ class InotifyWatch:
                     "no inotify watch left (fs.inotify.max_user_watches)"
                 ) from exc
             raise
-        self._pending: asyncio.Future[object] | None = None
 
-    async def changed(self, timeout: float) -> bool:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                return False
-            if self._pending is None:
-                self._pending = asyncio.ensure_future(self._inotify.get())
-            done, _ = await asyncio.wait([self._pending], timeout=remaining)
-            if not done:
-                return False
-            event = self._pending.result()
-            self._pending = None
-            if event.name is None or str(event.name) == self._name:
-                return True
+    def _next_event(self) -> Awaitable[object]:
+        return self._inotify.get()
+
+    def _is_change(self, event: object) -> bool:
+        name = getattr(event, "name", None)
+        return name is None or str(name) == self._name
 
     def close(self) -> None:
         if self._pending is not None:
@@ -93,7 +117,7 @@ class InotifyWatch:
         self._inotify.close()
 
 
-class WatchfilesWatch:
+class WatchfilesWatch(_EventWatch):
     """The portable watcher; `step_ms` is its latency floor and its idle cost."""
 
     def __init__(self, room: Path, step_ms: int = 20) -> None:
@@ -111,27 +135,12 @@ class WatchfilesWatch:
             recursive=False,
             stop_event=self._stop,
         ).__aiter__()
-        self._pending: asyncio.Future[object] | None = None
 
-    async def changed(self, timeout: float) -> bool:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                return False
-            if self._pending is None:
-                self._pending = asyncio.ensure_future(self._changes.__anext__())
-            done, _ = await asyncio.wait([self._pending], timeout=remaining)
-            if not done:
-                return False
-            try:
-                changes = self._pending.result()
-            except OSError as exc:
-                raise WatchUnavailable(f"watchfiles could not watch the room ({exc})") from exc
-            finally:
-                self._pending = None
-            if changes:
-                return True
+    def _next_event(self) -> Awaitable[object]:
+        return self._changes.__anext__()
+
+    def _is_change(self, event: object) -> bool:
+        return bool(event)
 
     def close(self) -> None:
         self._stop.set()
