@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.expedition import _epoch  # noqa: E402
+from bench.table import print_table  # noqa: E402
 from tests.fakes.fake_openai import FakeOpenAI  # noqa: E402
 from tests.support import Society, set_seat, start_up  # noqa: E402
 
@@ -128,9 +129,7 @@ def main() -> int:
         ("run in the room, instant model", f"{fast_span:.2f} s"),
         ("driver's own time per trace (instant model)", f"{per_trace_ms:.0f} ms"),
     ]
-    width = max(len(r[0]) for r in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
+    print_table(rows)
     return 0
 
 

@@ -26,6 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.table import print_table  # noqa: E402
+from tests.fakes.expedition_model import TERMS  # noqa: E402
 from tests.support import Society, start_up  # noqa: E402
 
 WORDS = [
@@ -87,19 +89,7 @@ WORDS = [
     "quench",
     "temper",
 ]
-SLOW = [
-    "rushed",
-    "cracked",
-    "overnight",
-    "slowly",
-    "waiting",
-    "curing",
-    "seasoning",
-    "drying",
-    "rest",
-    "proofing",
-    "settle",
-]
+SLOW = TERMS  # the words the fake model searches for: some rows must hold them
 
 
 def _summary(rng: random.Random, n: int) -> tuple[str, str]:
@@ -215,9 +205,7 @@ def main() -> int:
             ),
             ("orchestration per room hop", f"{overhead_s / hops * 1000:.1f} ms"),
         ]
-    width = max(len(r[0]) for r in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
+    print_table(rows)
     return 0
 
 

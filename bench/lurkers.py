@@ -27,6 +27,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.table import print_table  # noqa: E402
 from room.message import Post  # noqa: E402
 from tests.support import Society, add_nick, wait_for  # noqa: E402
 from trust.proof import SecretSigner  # noqa: E402
@@ -173,9 +174,7 @@ def main() -> int:
                 naive.wait()
         finally:
             society.stop_all()
-    width = max(len(r[0]) for r in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
+    print_table(rows)
     return 0
 
 

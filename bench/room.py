@@ -11,7 +11,6 @@ write+fsync rate of the same disk, and a 1,000-line room for reads.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -25,6 +24,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.table import print_table  # noqa: E402
 from room.chain import GENESIS, line_hash  # noqa: E402
 from room.client import read_file  # noqa: E402
 from room.reader import RoomFile  # noqa: E402
@@ -176,11 +176,7 @@ def main() -> int:
                 f"ratio {hub_times[1] / hub_times[0]:.2f}",
             )
         )
-    width = max(len(r[0]) for r in rows)
-    print(f"{'measure':<{width}}  {'value':>12}  vs baseline")
-    for name, value, ratio in rows:
-        print(f"{name:<{width}}  {value:>12}  {ratio}")
-    print(json.dumps({"cpus": os.cpu_count()}))
+    print_table([("measure", "value", "vs baseline"), *rows])
     return 0
 
 

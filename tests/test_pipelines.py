@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.expedition_model import TERMS
 from tests.support import REPO, Society, run_cli, set_seat, start_up, wait_for
 
 FAKES = REPO / "tests" / "fakes"
@@ -152,24 +153,7 @@ class TestExpedition:
     def test_openai_seat_against_a_real_http_server(self, demo: Society, tmp_path: Path) -> None:
         """The termgen role served by an OpenAI-compatible HTTP server drives a real run."""
         script = tmp_path / "openai.json"
-        terms = json.dumps(
-            {
-                "terms": [
-                    "rushed",
-                    "cracked",
-                    "overnight",
-                    "slowly",
-                    "waiting",
-                    "curing",
-                    "seasoning",
-                    "drying",
-                    "rest",
-                    "proofing",
-                    "settle",
-                    "time",
-                ]
-            }
-        )
+        terms = json.dumps({"terms": TERMS})
         script.write_text(json.dumps({"termgen": [terms, terms]}))
         server = subprocess.Popen(
             [sys.executable, str(FAKES / "fake_openai.py"), "--port", "0", "--script", str(script)],

@@ -1,0 +1,12 @@
+"""Printing a benchmark's results: one aligned row per measure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def print_table(rows: Sequence[Sequence[str]]) -> None:
+    """Left-align the first column, then the rest separated by two spaces."""
+    width = max(len(row[0]) for row in rows)
+    for name, *values in rows:
+        print(f"{name:<{width}}  " + "  ".join(values))
