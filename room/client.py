@@ -183,12 +183,12 @@ class RoomClient:
         wait: float = 25.0,
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield every matching line after `after`, forever, long-polling the hub."""
+        filters = {"thread": thread, "to": to, "sender": sender}
+        given = {name: value for name, value in filters.items() if value is not None}
         delay = 0.2
         while True:
             try:
-                lines, last = await self.read(
-                    after, 500, thread=thread, to=to, sender=sender, wait=wait
-                )
+                lines, last = await self.read(after, 500, wait=wait, **given)
             except HubUnavailable:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)

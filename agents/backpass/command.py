@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.backpass.config import BackpassConfig
 from agents.backpass.pipeline import NICKS
-from room.errors import HubUnavailable
 
 if TYPE_CHECKING:
     from agents.home import Home
@@ -132,34 +131,23 @@ async def backpass(
     body = "backpass" + (" (report only)" if report_only else "") + f": traces in {params.traces}"
     data = {"pipeline": "backpass", **params.model_dump()}
     progress = Progress(err)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_timeout
     async with home.client(home.society.operator) as client:
         stored = await client.say(f"@{FOREMAN}", body, type="ask", data=data, thread=thread)
         err.write(f"backpass run {thread} asked of @{FOREMAN} (seq {stored.get('seq')})\n")
         after = int(stored.get("seq", 0))
-        delay = 1.0
-        while (remaining := deadline - loop.time()) > 0:
-            try:
-                lines, last = await client.read(
-                    after, 500, thread=thread, wait=min(POLL_S, remaining)
-                )
-            except HubUnavailable as exc:
-                err.write(f"hub unreachable, retrying: {exc.message}\n")
-                await asyncio.sleep(min(delay, max(remaining, 0)))
-                delay = min(delay * 2, 30.0)
-                continue
-            delay = 1.0
-            after = max(after, last)
-            for line in lines:
-                progress.see(line)
-                result = _final(line)
-                if result is not None:
-                    progress.done()
-                    out.write(str(line.get("body", "")).rstrip("\n") + "\n")
-                    out.flush()
-                    ok = bool(result.get("ok")) and not result.get("failed_traces")
-                    return EXIT_OK if ok else EXIT_FAILED
+        try:
+            async with asyncio.timeout(wait_timeout):
+                async for line in client.follow(after, thread=thread, wait=POLL_S):
+                    progress.see(line)
+                    result = _final(line)
+                    if result is not None:
+                        progress.done()
+                        out.write(str(line.get("body", "")).rstrip("\n") + "\n")
+                        out.flush()
+                        ok = bool(result.get("ok")) and not result.get("failed_traces")
+                        return EXIT_OK if ok else EXIT_FAILED
+        except TimeoutError:
+            pass
     progress.done()
     err.write(
         f"no final report from @{FOREMAN} within {wait_timeout:.0f} s; the run may still be "

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,47 +145,43 @@ class Follower:
     async def follow(self, after: int, timeout: float) -> int:
         operator = self.home.society.operator
         progress = Progress(self.foreman)
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                print(f"Still running after {timeout:g} s; the run goes on.", file=self.err)
-                print(continue_hint(self.thread), file=self.err)
-                return EXIT_TIMEOUT
-            lines, last = await self.client.read(
-                after, 500, thread=self.thread, wait=min(POLL_S, remaining)
-            )
-            after = max(after, last)
-            for line in lines:
-                message = Message.model_validate(line)
-                if not message.verified:
-                    continue
-                note = progress.line(message)
-                if note:
-                    print(note, file=self.err, flush=True)
-                to_me = message.from_ == self.foreman and bare(message.to) == operator
-                if not (to_me and message.type == "reply"):
-                    continue
-                data = message.data or {}
-                if data.get("final"):
-                    print(message.body, file=self.out, flush=True)
-                    return outcome_code(message)
-                if is_dig_report(message):
-                    print(message.body, file=self.out, flush=True)
-                    answered = await self._answer(message)
-                    if answered is None:
-                        print(continue_hint(self.thread), file=self.err)
-                        return EXIT_OK
-                    after = max(after, answered)
-                elif data.get("outcome") == "unclear":
-                    print(message.body, file=self.err, flush=True)
-                    answered = await self._answer(message) if self.interactive else None
-                    if answered is None:
-                        print(continue_hint(self.thread), file=self.err)
-                        return EXIT_FAILED
-                    after = max(after, answered)
-                else:
-                    print(message.body, file=self.err, flush=True)
+        try:
+            async with asyncio.timeout(timeout) as turn:
+                async for line in self.client.follow(after, thread=self.thread, wait=POLL_S):
+                    message = Message.model_validate(line)
+                    if not message.verified:
+                        continue
+                    note = progress.line(message)
+                    if note:
+                        print(note, file=self.err, flush=True)
+                    to_me = message.from_ == self.foreman and bare(message.to) == operator
+                    if not (to_me and message.type == "reply"):
+                        continue
+                    data = message.data or {}
+                    if data.get("final"):
+                        print(message.body, file=self.out, flush=True)
+                        return outcome_code(message)
+                    if is_dig_report(message):
+                        print(message.body, file=self.out, flush=True)
+                        if await self._answer(message) is None:
+                            print(continue_hint(self.thread), file=self.err)
+                            return EXIT_OK
+                    elif data.get("outcome") == "unclear":
+                        print(message.body, file=self.err, flush=True)
+                        answered = await self._answer(message) if self.interactive else None
+                        if answered is None:
+                            print(continue_hint(self.thread), file=self.err)
+                            return EXIT_FAILED
+                    else:
+                        print(message.body, file=self.err, flush=True)
+                        continue
+                    # the operator answered: the next turn gets a fresh wait
+                    turn.reschedule(asyncio.get_running_loop().time() + timeout)
+        except TimeoutError:
+            pass
+        print(f"Still running after {timeout:g} s; the run goes on.", file=self.err)
+        print(continue_hint(self.thread), file=self.err)
+        return EXIT_TIMEOUT
 
     async def _answer(self, report: Message) -> int | None:
         """Post the operator's answer (by --yes or at the terminal); None leaves the run waiting."""

@@ -12,6 +12,7 @@ import pytest
 from agents.backpass.command import EXIT_FAILED, EXIT_OK, EXIT_WAIT, backpass
 from agents.backpass.config import RunParams
 from agents.home import Home
+from room.client import RoomClient
 from tests.backpass.helpers import BackpassHome, FakeJudge, Thread, drive_async, seat_error
 
 ALPHA = "- The deploy failed & $1 broke it.\n- Quoting fixed it.\n"
@@ -45,6 +46,8 @@ class FakeClient:
             )
             self.lines.insert(2, {**noise.to_dict(), "seq": 0, "verified": False})
         return {"seq": 1}
+
+    follow = RoomClient.follow  # the real long-poll loop, over this fake's read
 
     async def read(
         self, after: int, limit: int = 100, *, thread: str | None = None, wait: float = 0

@@ -20,6 +20,7 @@ from agents.expedition.command import (
     request_data,
 )
 from agents.home import Home
+from room.client import RoomClient
 from room.message import Message
 from tests.expedition.sim import message, write_home
 
@@ -39,6 +40,8 @@ class FakeClient:
 
     async def __aexit__(self, *exc: object) -> None:
         return None
+
+    follow = RoomClient.follow  # the real long-poll loop, over this fake's read
 
     async def read(
         self, after: int, limit: int = 100, *, thread: str | None = None, wait: float = 0
