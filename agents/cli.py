@@ -115,6 +115,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("nick")
 
+    p = add(
+        "mcp",
+        "agents.mcp.command:cmd_mcp",
+        "serve the room as MCP tools (room_say, room_read, room_thread), posting as one nick",
+    )
+    p.add_argument("--as", dest="as_nick", required=True, help="the nick this server posts as")
+    p.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio (the agent starts the server; the default) or http (streamable HTTP at /mcp)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="http: the address to listen on")
+    p.add_argument("--port", type=int, default=8765, help="http: the port to listen on")
+    p.add_argument(
+        "--relaxed",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="post through the relaxed listener with its token "
+        "(default: the nick's `relaxed` setting in society.toml, else no)",
+    )
+    p.add_argument(
+        "--token-file",
+        help="http: the file holding the bearer token clients must send "
+        "(default: the home's relaxed token file)",
+    )
+
     p = add("up", "agents.up:cmd_up", "start the hub and every lurker of this home, until Ctrl-C")
     p.add_argument("--no-hub", action="store_true", help="start only the lurkers")
 

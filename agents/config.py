@@ -72,6 +72,9 @@ class NickConfig(_Strict):
 
     handler: str | None = Field(default=None, description="a Python step, 'module:function'")
     command: list[str] | None = Field(default=None, description="an external program")
+    mcp_agent: list[str] | None = Field(
+        default=None, description="an MCP-speaking agent that replies through room_say"
+    )
     wake_replies: bool = False
     timeout_s: float = Field(default=120.0, gt=0)
     concurrency: int = Field(default=1, ge=1, le=64)
@@ -83,12 +86,17 @@ class NickConfig(_Strict):
 
     @model_validator(mode="after")
     def _one_handler(self) -> NickConfig:
-        if (self.handler is None) == (self.command is None):
-            raise ValueError("set exactly one of handler = 'module:function' or command = [...]")
+        if sum(kind is not None for kind in (self.handler, self.command, self.mcp_agent)) != 1:
+            raise ValueError(
+                "set exactly one of handler = 'module:function', command = [...] "
+                "or mcp_agent = [...]"
+            )
         if self.handler is not None and ":" not in self.handler:
             raise ValueError(f"handler {self.handler!r} must look like 'package.module:function'")
         if self.command is not None and not self.command:
             raise ValueError("command must name a program, like ['python3', 'agent.py']")
+        if self.mcp_agent is not None and not self.mcp_agent:
+            raise ValueError("mcp_agent must name a program, like ['my-agent', '-p', '{prompt}']")
         return self
 
 

@@ -213,6 +213,10 @@ async def _kill_group(proc: asyncio.subprocess.Process) -> None:
 
 
 def load(config: NickConfig) -> Handler:
+    if config.mcp_agent is not None:
+        from agents.mcp import handler as mcp_handler  # loaded only by nicks that use it
+
+        return mcp_handler.load(config)
     if config.handler is not None:
         return PythonStep(config.handler)
     assert config.command is not None

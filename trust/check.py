@@ -54,6 +54,11 @@ def static_rows(home: Home) -> tuple[list[Row], list[str]]:
     ):
         if problem:
             general.append(problem)
+    from agents.mcp.check import mcp_rows
+
+    # MCP-backed nicks: can `bullpen mcp --as NICK` prove itself, is the agent there?
+    # (privilege is checked below for every nick, so it is left out here)
+    mcp_problems = mcp_rows(home, privilege=False)
     rows = []
     operator = society.operator
     members = [operator, *[n for n in society.nicks if n != operator]]
@@ -101,7 +106,11 @@ def static_rows(home: Home) -> tuple[list[Row], list[str]]:
                     f"[nicks.{nick}] in society.toml"
                 )
         proof = trust.proof_of(nick)
-        if proof is not None and proof.method == "key":
+        if nick in mcp_problems:
+            # its lurker and `bullpen mcp --as NICK` prove with the same key or secret:
+            # mcp_rows tried to load it, which covers the key file check below
+            row.problems += mcp_problems[nick]
+        elif proof is not None and proof.method == "key":
             problem = check_secret_file(trust.key_file(nick), f"private key of {nick}")
             if problem:
                 row.problems.append(problem)
