@@ -174,10 +174,10 @@ class CommandHandler(Handler):
         try:
             out, err = await asyncio.wait_for(proc.communicate(payload), timeout)
         except TimeoutError:
-            await _kill_group(proc)
+            await kill_group(proc)
             return Failure(f"timed out after {timeout:g} s", {"timeout_s": timeout})
         except asyncio.CancelledError:
-            await _kill_group(proc)
+            await kill_group(proc)
             raise
         stderr = err.decode("utf-8", "replace")[-STDERR_TAIL:]
         if proc.returncode != 0:
@@ -198,7 +198,7 @@ class CommandHandler(Handler):
         return Reply(text)
 
 
-async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+async def kill_group(proc: asyncio.subprocess.Process) -> None:
     """Stop the program we started and everything it started, and reap it."""
     for sig, grace in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
         try:

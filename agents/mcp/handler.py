@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from agents.handlers import Failure, Handler, Outbox, Outcome, _kill_group
+from agents.handlers import Failure, Handler, Outbox, Outcome, kill_group
 from agents.mcp.check import agent_argv
 from room.errors import BullpenError, ConfigError, HubUnavailable, StepFailed
 from room.message import Message
@@ -314,14 +314,14 @@ async def _run(
         await asyncio.wait_for(proc.wait(), timeout)
     except TimeoutError:
         timed_out = True
-        await _kill_group(proc)
+        await kill_group(proc)
     except asyncio.CancelledError:
-        await _kill_group(proc)
+        await kill_group(proc)
         for task in (*readers, feeder):
             task.cancel()
         raise
     if not timed_out:
-        await _kill_group(proc)  # what the agent left running in its group (its MCP server)
+        await kill_group(proc)  # what the agent left running in its group (its MCP server)
     # Output pipes close when the group is gone; a descendant that left the group
     # may hold them open, so wait only briefly.
     done, pending = await asyncio.wait([*readers, feeder], timeout=READER_GRACE_S)
