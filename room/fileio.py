@@ -8,6 +8,10 @@ ever chosen by the BULLPEN_FAULTS environment variable:
     BULLPEN_FAULTS="enospc@write:12"   the 12th write raises ENOSPC
     BULLPEN_FAULTS="eio@fsync:3"       the 3rd fsync raises EIO
     BULLPEN_FAULTS="short@write:5"     the 5th write stores only half its bytes
+
+Counting starts when the hub opens the room: recovery's fsync at start-up is
+the 1st fsync (and its truncate, when it moves a torn tail aside, goes
+through the layer too), so `eio@fsync:1` fails the start itself.
 """
 
 from __future__ import annotations

@@ -7,6 +7,13 @@
   rejects everything in flight and stops the hub; it is never retried.
 - Recovery: a torn or unparseable tail found at start-up is moved to a side
   file next to the room and reported, never silently dropped.
+
+Why recovery re-checks a whole tail, not just the last line: a power failure
+can leave any part of the last unsynced write on disk — a prefix, or 512-byte
+sectors in any order, zeroed or garbled — so a damaged line can sit before
+lines that look whole. Writes are bounded (MAX_BATCH_BYTES, each synced
+before the next, and recovery syncs what it keeps), so only the last
+TAIL_CHECK_BYTES can hold unsynced bytes; every line there is checked in order.
 """
 
 from __future__ import annotations
@@ -27,12 +34,17 @@ from room.errors import DurabilityError, RoomCorrupt, RoomLocked
 from room.fileio import FileIO
 from room.ids import IdClock
 from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Stored, build_line
-from room.message import parse_line
+from room.message import Message, parse_line
 from room.reader import RoomFile, seq_of
 
 log = structlog.get_logger("room.jsonl")
 
 MAX_TAIL_GARBAGE = 64 * 1024 * 1024
+# One write of a batch holds at most this many bytes (a single line is always
+# smaller: a post's body is at most 64 KiB, 384 KiB escaped, and its data 256 KiB).
+MAX_BATCH_BYTES = 1024 * 1024
+# Recovery checks every line this far back from the end: more than one batch.
+TAIL_CHECK_BYTES = 2 * MAX_BATCH_BYTES
 
 
 def lock_path(room: Path) -> Path:
@@ -66,7 +78,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def move_aside(room: Path, fd: int, keep: int, size: int, why: str) -> Path:
+def move_aside(room: Path, fd: int, keep: int, size: int, why: str, io: FileIO) -> Path:
     """Copy bytes [keep, size) to a new side file, then cut the room back to `keep`."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     n = 0
@@ -87,67 +99,104 @@ def move_aside(room: Path, fd: int, keep: int, size: int, why: str) -> Path:
     finally:
         os.close(side_fd)
     _fsync_dir(room.parent)
-    os.ftruncate(fd, keep)
-    os.fsync(fd)
+    io.truncate(fd, keep)
+    io.fsync(fd)
     log.warning("room tail moved aside", side_file=str(side), bytes=size - keep, reason=why)
     return side
 
 
-def _is_message(line: bytes) -> bool:
+def _message(line: bytes) -> Message | None:
+    """The line as a room message, or None when it is not one (torn, garbled, not JSON)."""
     try:
         message = parse_line(line)
     except ValueError:
-        return False
-    return message.seq >= 1 and len(message.prev) == 64
+        return None
+    return message if message.seq >= 1 and len(message.prev) == 64 else None
 
 
-def recover(room: Path, fd: int) -> tuple[Head, int, list[str]]:
-    """Find the last whole, valid line; move anything after it aside. Returns (head, size, notes)."""
+def _last_message_end(room: Path, reader: RoomFile, fd: int, size: int) -> int:
+    """The offset just past the last whole line that parses as a room message."""
+    good = size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        good = reader._last_newline_before(size)
+    while good > 0:
+        start = reader._last_newline_before(good - 1)
+        if _message(os.pread(fd, good - 1 - start, start)) is not None:
+            break
+        good = start
+        if size - good > MAX_TAIL_GARBAGE:
+            raise RoomCorrupt(
+                f"the last {size - good} bytes of {room} hold no valid room line; "
+                "this is more than a torn write. Run `bullpen audit` on it and move "
+                "the damaged part aside by hand before starting the hub"
+            )
+    return good
+
+
+def _check_tail(room: Path, reader: RoomFile, end: int) -> tuple[Head, int]:
+    """Check every line in the last TAIL_CHECK_BYTES before `end`; return the head and where the room ends.
+
+    The room ends before the first line there that is not a room message:
+    from a crash, only unsynced bytes can be damaged, and a damaged line does
+    not parse. A line that parses but does not follow the one before it
+    cannot come from a crash, so it is reported as an edited file.
+    """
+    head = Head(0, GENESIS)
+    start = reader._last_newline_before(end - TAIL_CHECK_BYTES) if end > TAIL_CHECK_BYTES else 0
+    if start > 0:
+        before = reader.last_line(start)
+        anchor = None if before is None else _message(before[1])
+        if before is None or anchor is None:
+            raise RoomCorrupt(
+                f"{room} is damaged {end - start} bytes or more before its end, further back "
+                f"than a crash can reach; run `bullpen audit {room}` to find where",
+            )
+        head = Head(anchor.seq, line_hash(before[1]))
+    good = start
+    for offset, raw in reader.lines_from(start, end):
+        message = _message(raw)
+        if message is None:
+            if offset == start and start > 0:
+                raise RoomCorrupt(
+                    f"{room} is damaged {end - offset} bytes before its end, further back than "
+                    f"a crash can reach; run `bullpen audit {room}` to find where",
+                )
+            break  # a torn or garbled line from the last unsynced write: the room ends here
+        if head.seq == 0 and (message.seq != 1 or message.prev != GENESIS):
+            raise RoomCorrupt(
+                f"{room} starts at seq {message.seq}, not 1; run `bullpen audit {room}`"
+            )
+        if message.seq != head.seq + 1 or message.prev != head.hash:
+            raise RoomCorrupt(
+                f"seq {message.seq} of {room} does not chain to the line before it; the file "
+                f"was edited. Run `bullpen audit {room}` to find where",
+                seq=message.seq,
+            )
+        head = Head(message.seq, line_hash(raw))
+        good = offset + len(raw) + 1
+    return head, good
+
+
+def recover(room: Path, fd: int, io: FileIO | None = None) -> tuple[Head, int, list[str]]:
+    """Find the end of the valid room; move anything after it aside. Returns (head, size, notes)."""
+    io = io or FileIO()
     size = os.fstat(fd).st_size
     notes: list[str] = []
     reader = RoomFile(room)
     try:
-        good = size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            good = reader._last_newline_before(size)
-        while good > 0:
-            start = reader._last_newline_before(good - 1)
-            if _is_message(os.pread(fd, good - 1 - start, start)):
-                break
-            good = start
-            if size - good > MAX_TAIL_GARBAGE:
-                raise RoomCorrupt(
-                    f"the last {size - good} bytes of {room} hold no valid room line; "
-                    "this is more than a torn write. Run `bullpen audit` on it and move "
-                    "the damaged part aside by hand before starting the hub"
-                )
+        end = _last_message_end(room, reader, fd, size)
+        head, good = _check_tail(room, reader, end)
         if good < size:
-            side = move_aside(room, fd, good, size, "torn or unparseable tail")
+            side = move_aside(room, fd, good, size, "torn or unparseable tail", io)
             notes.append(
                 f"moved {size - good} bytes of torn or unparseable tail from {room.name} "
                 f"to {side.name}"
             )
-        if good == 0:
-            return Head(0, GENESIS), 0, notes
-        found = reader.last_line(good)
-        assert found is not None
-        start, last = found
-        last_msg = parse_line(last)
-        if start == 0:
-            if last_msg.seq != 1 or last_msg.prev != GENESIS:
-                raise RoomCorrupt(
-                    f"{room} starts at seq {last_msg.seq}, not 1; run `bullpen audit {room}`"
-                )
         else:
-            before = reader.last_line(start)
-            assert before is not None
-            if last_msg.prev != line_hash(before[1]) or last_msg.seq != seq_of(before[1]) + 1:
-                raise RoomCorrupt(
-                    f"the last line of {room} (seq {last_msg.seq}) does not chain to the line "
-                    f"before it; the file was edited. Run `bullpen audit {room}` to find where",
-                    seq=last_msg.seq,
-                )
-        return Head(last_msg.seq, line_hash(last)), good, notes
+            # A hub that died may have left lines it wrote but never synced: they are
+            # the head now, so make them durable before anyone is served them.
+            io.fsync(fd)
+        return head, good, notes
     finally:
         reader.close()
 
@@ -207,7 +256,14 @@ class JsonlLog(RoomLog):
             self._fd = os.open(
                 self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640
             )
-            self._head, self._size, notes = recover(self.path, self._fd)
+            self._head, self._size, notes = recover(self.path, self._fd, self._io)
+        except OSError as exc:
+            self._release()
+            raise DurabilityError(
+                f"recovering the room {self.path} failed ({exc.strerror or exc}); "
+                "free space or fix the disk, then start the hub again",
+                errno=exc.errno,
+            ) from None
         except BaseException:
             self._release()
             raise
@@ -236,36 +292,49 @@ class JsonlLog(RoomLog):
                 if self._closing:
                     return
                 continue
-            batch, self._queue = self._queue, []
-            seq, prev = self._head.seq, self._head.hash
-            stored: list[Stored] = []
-            for draft, _ in batch:
-                seq += 1
-                ulid, ms = self._ids.next()
-                raw = build_line(seq, ulid, ms, draft, prev)
-                prev = line_hash(raw)
-                post = draft.post
-                stored.append(Stored(seq, raw, post.from_, post.to, post.thread))
-            blob = b"".join(s.raw + b"\n" for s in stored)
-            # Side files (the nonce journal) sync on their own thread, alongside the
-            # room's write and fsync: a batch costs one fsync's latency, not two.
-            outcomes = await asyncio.gather(
-                *(asyncio.to_thread(hook) for hook in self._before_sync),
-                asyncio.to_thread(self._write_and_sync, blob),
-                return_exceptions=True,
-            )
-            errors = [o for o in outcomes if isinstance(o, BaseException)]
-            if errors:
-                if not isinstance(errors[0], OSError):
-                    raise errors[0]
-                self._fail(errors[0], batch)
+            try:
+                done = await self._write_batch()
+            except Exception as exc:  # a bug, not the disk: stop, rather than leave posters hanging
+                self._fail(exc, [])
                 return
-            self._commit(stored, len(blob), Head(seq, prev))
-            for (_, future), line in zip(batch, stored, strict=True):
-                if not future.done():
-                    future.set_result(line)
-            if self._closing and not self._queue:
+            if done:
                 return
+
+    async def _write_batch(self) -> bool:
+        """Write and sync the next batch and acknowledge it; True when the writer should stop."""
+        assert self._kick is not None
+        seq, prev = self._head.seq, self._head.hash
+        stored: list[Stored] = []
+        nbytes = 0
+        for draft, _ in self._queue:
+            ulid, ms = self._ids.next()
+            raw = build_line(seq + 1, ulid, ms, draft, prev)
+            if stored and nbytes + len(raw) + 1 > MAX_BATCH_BYTES:
+                self._kick.set()  # the rest goes out in the next batch
+                break
+            seq += 1
+            nbytes += len(raw) + 1
+            prev = line_hash(raw)
+            post = draft.post
+            stored.append(Stored(seq, raw, post.from_, post.to, post.thread))
+        batch, self._queue = self._queue[: len(stored)], self._queue[len(stored) :]
+        blob = b"".join(s.raw + b"\n" for s in stored)
+        # Side files (the nonce journal) sync on their own thread, alongside the
+        # room's write and fsync: a batch costs one fsync's latency, not two.
+        outcomes = await asyncio.gather(
+            *(asyncio.to_thread(hook) for hook in self._before_sync),
+            asyncio.to_thread(self._write_and_sync, blob),
+            return_exceptions=True,
+        )
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        if errors:
+            self._fail(errors[0], batch)  # every post of this batch and the queue is refused
+            return True
+        self._commit(stored, len(blob), Head(seq, prev))
+        for (_, future), line in zip(batch, stored, strict=True):
+            if not future.done():
+                future.set_result(line)
+        return self._closing and not self._queue
 
     def _write_and_sync(self, blob: bytes) -> None:
         written = self._io.write(self._fd, blob)
@@ -284,20 +353,36 @@ class JsonlLog(RoomLog):
         woken, self._appended = self._appended, asyncio.Event()
         woken.set()
 
-    def _fail(self, exc: OSError, batch: list[tuple[Draft, asyncio.Future[Stored]]]) -> None:
+    def _fail(self, exc: BaseException, batch: list[tuple[Draft, asyncio.Future[Stored]]]) -> None:
         try:
             self._io.truncate(self._fd, self._size)
             os.fsync(self._fd)
             cut = "the partial batch was cut off"
-        except OSError as cut_exc:
-            cut = f"cutting the partial batch off also failed ({cut_exc.strerror}); the next start moves it aside"
-        self._failed = DurabilityError(
-            f"writing the room failed ({exc.strerror or exc}); {cut}. The hub stopped "
-            "acknowledging posts: nothing acknowledged was lost. Free space or fix the disk, "
-            "then start the hub again",
-            errno=exc.errno,
-        )
-        log.error("room write failed; stopping", error=str(exc), size=self._size)
+        except Exception as cut_exc:
+            why = cut_exc.strerror if isinstance(cut_exc, OSError) else cut_exc
+            cut = (
+                f"cutting the partial batch off also failed ({why}); the next start moves it aside"
+            )
+        if isinstance(exc, OSError):
+            self._failed = DurabilityError(
+                f"writing the room failed ({exc.strerror or exc}); {cut}. The hub stopped "
+                "acknowledging posts: nothing acknowledged was lost. Free space or fix the disk, "
+                "then start the hub again",
+                errno=exc.errno,
+            )
+            log.error("room write failed; stopping", error=str(exc), size=self._size)
+        else:
+            self._failed = DurabilityError(
+                f"the room's writer failed unexpectedly ({type(exc).__name__}: {exc}); {cut}. "
+                "The hub stopped acknowledging posts: nothing acknowledged was lost. This is a "
+                "bug: report it with the hub's log, then start the hub again"
+            )
+            log.error(
+                "room writer failed; stopping",
+                error=f"{type(exc).__name__}: {exc}",
+                size=self._size,
+                exc_info=exc,
+            )
         for _, future in batch + self._queue:
             if not future.done():
                 future.set_exception(self._failed)

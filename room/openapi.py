@@ -13,6 +13,11 @@ _POST: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "required": ["from", "to", "type", "body"],
+    # a post proves itself with the shared secret or its own key, never both
+    "not": {
+        "required": ["proof", "sig"],
+        "properties": {"proof": {"type": "object"}, "sig": {"type": "object"}},
+    },
     "properties": {
         "from": {"type": "string", "pattern": f"^{NICK_PATTERN}$"},
         "to": {"type": "string", "pattern": f"^@?{NICK_PATTERN}$"},

@@ -1,15 +1,17 @@
 """JSON in and out, exactly.
 
 The room's audit chain hashes exact bytes, so what goes in must be plain,
-unambiguous JSON: no NaN or Infinity, no duplicate keys (two parsers could
-pick different values), no lone surrogates (they cannot be encoded as UTF-8),
-and no nesting so deep it exhausts a parser's stack. Lines are written
-compact, UTF-8, one per `\\n`.
+unambiguous JSON: no NaN or Infinity (not even as `1e400`, which overflows to
+infinity), no duplicate keys (two parsers could pick different values), no
+lone surrogates (they cannot be encoded as UTF-8), no integer longer than
+Python will convert, and no nesting so deep it exhausts a parser's stack.
+Lines are written compact, UTF-8, one per `\\n`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 MAX_DEPTH = 32
@@ -21,6 +23,13 @@ class JsonRejected(ValueError):
 
 def _no_constants(name: str) -> Any:
     raise JsonRejected(f"{name} is not valid JSON; send numbers as finite values")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonRejected(f"the number {text[:40]} is too large to be a finite value")
+    return value
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -59,13 +68,20 @@ def loads(raw: bytes | str) -> Any:
     else:
         text = raw
     try:
-        value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
+        value = json.loads(
+            text,
+            parse_constant=_no_constants,
+            parse_float=_finite,
+            object_pairs_hook=_no_duplicates,
+        )
     except JsonRejected:
         raise
     except RecursionError:
         raise JsonRejected(f"nesting deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:
         raise JsonRejected(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except ValueError:  # int() refuses more than sys.get_int_max_str_digits() digits
+        raise JsonRejected("a number has too many digits; send it as a string") from None
     _check(value, 0)
     return value
 

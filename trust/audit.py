@@ -72,14 +72,42 @@ def _check_sig(message: Message, public_keys: dict[str, Ed25519PublicKey]) -> st
     return None
 
 
+def _continues_from(following: bytes | None, raw: bytes) -> bool:
+    """True when the line after `raw` records raw's exact hash as its prev."""
+    if following is None:
+        return False
+    try:
+        return parse_line(following).prev == line_hash(raw)
+    except ValueError:
+        return False
+
+
+def _covered(checkpoint: Checkpoint | None, seq: int, raw: bytes) -> bool | None:
+    """Whether the checkpoint vouches for this line (None: it does not cover this seq)."""
+    if checkpoint is None or checkpoint.seq != seq:
+        return None
+    return line_hash(raw) == checkpoint.head
+
+
 def audit_lines(
     lines: Iterable[bytes],
     public_keys: dict[str, Ed25519PublicKey] | None = None,
     checkpoint: Checkpoint | None = None,
 ) -> AuditResult:
+    """Check the lines in order; on failure name the first line that is not the original.
+
+    A broken link between two lines is ambiguous on its own: the earlier line
+    was changed, or the later one's prev was. The line after settles it (its
+    prev is the hash of the later line's original bytes), or, at the end, a
+    checkpoint of that seq does.
+    """
     result = AuditResult()
     prev_hash, expected = GENESIS, 1
-    for raw in lines:
+    prev_raw: bytes | None = None
+    stream = iter(lines)
+    raw = next(stream, None)
+    while raw is not None:
+        following = next(stream, None)
         try:
             message = parse_line(raw)
         except ValueError as exc:
@@ -87,6 +115,24 @@ def audit_lines(
                 expected, f"the line after seq {expected - 1} does not parse ({exc})"
             )
         if message.seq != expected:
+            if message.seq == expected - 1 and prev_raw is not None:
+                if raw == prev_raw:
+                    return result.fail(
+                        expected,
+                        f"seq {message.seq} appears twice: this line is a copy of the one before",
+                    )
+                vouched = _covered(checkpoint, message.seq, raw)
+                if _continues_from(following, raw) or (following is None and vouched):
+                    return result.fail(
+                        message.seq,
+                        f"two different lines claim seq {message.seq}, and the room continues "
+                        "from the second: the first was inserted or forged",
+                    )
+                return result.fail(
+                    expected,
+                    f"found seq {message.seq} again where seq {expected} belongs: a second, "
+                    "different line claims it",
+                )
             if message.seq < expected:
                 why = f"found seq {message.seq} again or out of order where seq {expected} belongs"
             else:
@@ -95,10 +141,21 @@ def audit_lines(
         if message.prev != prev_hash:
             if expected == 1:
                 return result.fail(1, "the first line's prev is not the genesis value (64 zeros)")
+            if following is not None:
+                altered = not _continues_from(following, raw)
+            else:
+                altered = _covered(checkpoint, message.seq, raw) is False
+            if altered:
+                return result.fail(
+                    expected,
+                    f"its prev does not match seq {expected - 1}, and the line after it does not "
+                    "chain to it either: this line was altered or inserted",
+                )
             return result.fail(
                 expected - 1,
                 f"its bytes do not match the hash seq {expected} recorded as prev: seq "
-                f"{expected - 1} was edited or replaced (or seq {expected}'s prev was)",
+                f"{expected - 1} was edited or replaced"
+                + ("" if following is not None else f" (or seq {expected}'s prev was)"),
             )
         if message.sig is not None and public_keys is not None:
             problem = _check_sig(message, public_keys)
@@ -108,14 +165,11 @@ def audit_lines(
         prev_hash = line_hash(raw)
         expected += 1
         result.lines += 1
-        if (
-            checkpoint is not None
-            and message.seq == checkpoint.seq
-            and prev_hash != checkpoint.head
-        ):
+        if _covered(checkpoint, message.seq, raw) is False:
             return result.fail(
                 message.seq, "the checkpoint recorded a different line here: the file was rewritten"
             )
+        prev_raw, raw = raw, following
     result.head = prev_hash
     if checkpoint is not None and result.lines < checkpoint.seq:
         return result.fail(

@@ -2,17 +2,24 @@
 
 A proof is accepted only within the hub's time window, so a nonce needs
 remembering only for twice that long. Reservations are appended to a journal
-beside the room; the log syncs the journal before it syncs a batch of lines,
-so a post is never acknowledged while its nonce could still be forgotten.
+beside the room; the log syncs the journal with every batch of lines, so a
+post is never acknowledged while its nonce could still be forgotten.
+
+A journal that cannot be written (a full or failing disk) refuses the post
+with a DurabilityError (503) and makes the next sync fail, so the log stops
+the hub exactly as when the room itself cannot be written.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from room.errors import DurabilityError
 
 COMPACT_BYTES = 4 * 1024 * 1024
 
@@ -32,6 +39,7 @@ class NonceStore:
         self._dirty = False
         self._size = 0
         self._lock = threading.Lock()
+        self._broken: OSError | None = None
 
     def open(self) -> None:
         if self._journal is None:
@@ -53,11 +61,16 @@ class NonceStore:
         payload = "".join(f"{ts} {nonce}\n" for nonce, ts in self._seen.items()).encode()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, payload)
+            _write_all(fd, payload)
             os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, self._journal)
+        folder = os.open(self._journal.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(folder)  # the rename itself must survive a power loss
+        finally:
+            os.close(folder)
         if self._fd is not None:
             os.close(self._fd)
         self._fd = os.open(self._journal, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
@@ -66,17 +79,31 @@ class NonceStore:
     def reserve(self, nonce: str, ts: int) -> bool:
         """Record a nonce; False when it was already used."""
         with self._lock:
+            if self._broken is not None:
+                raise self._refusal(self._broken)
             if nonce in self._seen:
                 return False
             self._seen[nonce] = ts
-            if self._fd is not None:
-                record = f"{ts} {nonce}\n".encode()
-                os.write(self._fd, record)
-                self._size += len(record)
-                self._dirty = True
-            if len(self._seen) % 1024 == 0:
-                self._expire()
+            try:
+                if self._fd is not None:
+                    record = f"{ts} {nonce}\n".encode()
+                    self._dirty = True
+                    _write_all(self._fd, record)
+                    self._size += len(record)
+                if len(self._seen) % 1024 == 0:
+                    self._expire()
+            except OSError as exc:
+                self._broken = exc
+                raise self._refusal(exc) from None
             return True
+
+    @staticmethod
+    def _refusal(exc: OSError) -> DurabilityError:
+        return DurabilityError(
+            f"recording a proof's nonce failed ({exc.strerror or exc}); the hub stops "
+            "acknowledging posts. Free space or fix the disk, then start the hub again",
+            errno=exc.errno,
+        )
 
     def _expire(self) -> None:
         cutoff = int(self._clock()) - 2 * self._window
@@ -88,6 +115,10 @@ class NonceStore:
     def flush(self) -> None:
         """Make reservations durable; called by the log before it syncs a batch."""
         with self._lock:
+            if self._broken is not None:
+                raise OSError(
+                    self._broken.errno, f"the nonce journal failed: {self._broken.strerror}"
+                )
             if self._fd is None or not self._dirty:
                 return
             self._dirty = False
@@ -95,7 +126,16 @@ class NonceStore:
         os.fdatasync(fd)
 
     def close(self) -> None:
+        """Sync and close; after a failure just close (every acknowledged nonce was synced)."""
         if self._fd is not None:
-            self.flush()
+            if self._broken is None:
+                self.flush()
             os.close(self._fd)
             self._fd = None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte or raise: a short write on a nearly full disk is a failure."""
+    written = os.write(fd, data)
+    if written != len(data):
+        raise OSError(errno.ENOSPC, f"short write: {written} of {len(data)} bytes")

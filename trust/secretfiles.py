@@ -51,7 +51,9 @@ def create_secret_file(path: Path, content: str | bytes) -> None:
 def read_secret_file(path: Path, what: str = "secret file") -> bytes:
     """Read a secret file after checking it is a private, regular file of ours."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: opening a FIFO planted in the secret's place must not block forever;
+        # the file-type check below then refuses it. It changes nothing for a regular file.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise SecretFileError(
             f"the {what} {path} does not exist; create a home with `bullpen init` "

@@ -9,6 +9,7 @@ verified, so nobody that requires verified will consume them.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,7 +112,9 @@ def load(path: Path) -> TrustTable:
         value = raw.get(key, default)
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{path}: {key} must be a file path")
-        return (base / value).resolve() if not Path(value).is_absolute() else Path(value)
+        # Normalized, not resolved: resolving would follow a symlinked secret file to
+        # its target, and the secret-file checks (O_NOFOLLOW) would never see the link.
+        return Path(os.path.normpath(base / value))
 
     trusted_raw = raw.get("trusted", [])
     if not isinstance(trusted_raw, list) or not all(isinstance(n, str) for n in trusted_raw):
