@@ -106,6 +106,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", help="a signed checkpoint file to check the room against")
     p.add_argument("--no-signatures", action="store_true", help="do not verify per-nick signatures")
 
+    p = add(
+        "export",
+        "agents.streamcmds:cmd_export",
+        "write this home's JetStream room to a room.jsonl file (exact line bytes)",
+    )
+    p.add_argument("file", help="the file to write (must not exist)")
+
+    p = add(
+        "import",
+        "agents.streamcmds:cmd_import",
+        "move a room.jsonl into this home's (empty) JetStream stream, checking seq and chain",
+    )
+    p.add_argument("file", help="the room.jsonl to import")
+
     p = add("keys", "agents.commands:cmd_keys", "make or show a nick's own Ed25519 key")
     p.add_argument("action", choices=["new", "show"])
     p.add_argument("nick")

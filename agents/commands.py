@@ -57,6 +57,8 @@ def hub_settings(home: Home) -> HubSettings:
         strict=parse_address(hub.strict),
         relaxed=parse_address(hub.relaxed) if hub.relaxed else None,
         checkpoint_interval_s=hub.checkpoint_interval_s,
+        engine=home.society.room.engine,
+        engine_options=home.society.room.engine_options(home.path),
     )
 
 
@@ -192,6 +194,10 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
+    if args.path is None and home.society_file.exists() and home.society.room.engine == "jetstream":
+        from agents.streamcmds import cmd_audit_stream  # the room is a stream: audit that
+
+        return cmd_audit_stream(args)
     path = Path(args.path) if args.path else None
     table = None
     if home.trust_file.exists():

@@ -31,8 +31,32 @@ def parse_address(value: str, what: str = "address") -> tuple[str, int]:
 
 
 class RoomConfig(_Strict):
+    """Where the room is: the JSONL file (default), or a NATS JetStream stream (docs/scaling.md)."""
+
     path: str = "room/room.jsonl"
-    engine: Literal["jsonl"] = "jsonl"
+    engine: Literal["jsonl", "jetstream"] = "jsonl"
+    # engine = "jetstream" only: the operator's NATS servers and the room's stream on them.
+    servers: list[str] = Field(default_factory=lambda: ["nats://127.0.0.1:4222"], min_length=1)
+    stream: str = Field(default="BULLPEN", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    subject_prefix: str = Field(default="bullpen", pattern=r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")
+    replicas: int = Field(default=3, ge=1, le=5)
+    credentials: str | None = Field(default=None, description="a NATS .creds file")
+
+    def engine_options(self, home_path: Any = None) -> dict[str, Any]:
+        """What the hub's log engine is built with (HubSettings.engine_options)."""
+        if self.engine != "jetstream":
+            return {}
+        options: dict[str, Any] = {
+            "servers": list(self.servers),
+            "stream": self.stream,
+            "prefix": self.subject_prefix,
+            "replicas": self.replicas,
+        }
+        if self.credentials:
+            options["credentials"] = str(
+                home_path(self.credentials) if home_path else self.credentials
+            )
+        return options
 
 
 class HubConfig(_Strict):

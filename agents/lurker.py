@@ -132,7 +132,16 @@ class Lurker:
     def stop(self) -> None:
         self._stop.set()
 
+    def _source_name(self) -> str:
+        if self.home.society.room.engine != "jsonl":
+            return "stream"
+        return "file" if self._local() else "hub"
+
     def _local(self) -> bool:
+        """Read the room file here? Never when the room is a stream: a file left beside it
+        (say, after `bullpen import`) is not the room."""
+        if self.home.society.room.engine != "jsonl":
+            return False
         mode = self.config.read
         return mode == "file" or (mode == "auto" and self.home.room_path.parent.is_dir())
 
@@ -181,7 +190,7 @@ class Lurker:
             self.log.info(
                 "lurking",
                 wake=sorted(self.wake),
-                source="file" if self._local() else "hub",
+                source=self._source_name(),
                 after=start.seq,
             )
             tick = self.handler.tick()
@@ -225,7 +234,20 @@ class Lurker:
         use_file = self._local()
         while not self._stop.is_set():
             source: AsyncIterator[tuple[Message, Position]]
-            if use_file:
+            if self.home.society.room.engine == "jetstream":
+                from room.jsfollow import StreamFollower
+                from room.jsstream import StreamSettings
+
+                room = self.home.society.room
+                source = StreamFollower(  # its durable consumer is the cursor (docs/scaling.md)
+                    StreamSettings.from_options(room.engine_options(self.home.path)),
+                    self.nick,
+                    self._safe(),
+                    progress=lambda: self._safe().seq,
+                    on_resume=self._collect_answered,
+                    ack_wait_s=max(60.0, 2 * self.config.timeout_s + 30),
+                ).follow()
+            elif use_file:
                 source = FileFollower(
                     self.home.room_path,
                     self._safe(),
@@ -257,17 +279,21 @@ class Lurker:
             await self._consider(message, position)
 
     async def _consider(self, message: Message, position: Position) -> None:
-        self._last = position
         reason = refusal(message, self.nick, self.wake, self.trusted)
         if reason is not None:
             if message.addressed_to(self.nick):
                 self.log.debug("not waking", seq=message.seq, why=reason)
+            self._last = position
             return
         if message.id in self.answered:
             self.log.info("already answered; skipping", seq=message.seq, id=message.id)
+            self._last = position
             return
+        # Only once it is pending may the cursor pass it: a handler finishing while this
+        # one waits for a slot must not save a cursor that skips it.
         await self._slots.acquire()
         self._pending[message.seq] = position
+        self._last = position
         task = asyncio.create_task(self._handle(message, position))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

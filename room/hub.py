@@ -97,7 +97,7 @@ class ListenerApp:
             if route is None:
                 raise HTTPException(404)
             if scope["method"] != route[0]:
-                raise HTTPException(405)
+                raise HTTPException(405, headers={"Allow": route[0]})
             if self.relaxed:
                 self.hub.gate.check_bearer(request.headers.get("authorization"))
             response = await route[1](request)
@@ -108,7 +108,7 @@ class ListenerApp:
     async def say(self, request: Request) -> Response:
         raw = await _body(request)
         post_request = parse_request(raw)
-        verified = self.hub.gate.judge(post_request, self.relaxed)
+        verified = await self.hub.gate.admit(post_request, self.relaxed)
         stored = await self.hub.log.append(Draft(post_request.post, verified))
         return Response(stored.raw, media_type="application/json")
 
@@ -154,7 +154,11 @@ class ListenerApp:
         if isinstance(exc, HTTPException):
             text = {404: "no such endpoint; see /openapi.json", 405: "method not allowed here"}
             message = text.get(exc.status_code, str(exc.detail))
-            return JSONResponse({"error": "http", "message": message}, status_code=exc.status_code)
+            return JSONResponse(
+                {"error": "http", "message": message},
+                status_code=exc.status_code,
+                headers=exc.headers,
+            )
         log.exception("unexpected error serving a request", path=request.url.path)
         return JSONResponse(
             {"error": "internal", "message": "the hub hit an unexpected error; see its log"},

@@ -49,11 +49,19 @@ def build_log(settings: HubSettings) -> tuple[RoomLog, NonceStore]:
     if settings.engine == "jsonl":
         settings.room.parent.mkdir(parents=True, exist_ok=True)
         nonces = NonceStore(nonce_journal(settings.room))
-        room_log = JsonlLog(
-            settings.room, before_sync=[nonces.flush], io=fileio.from_environment()
-        )
+        room_log = JsonlLog(settings.room, before_sync=[nonces.flush], io=fileio.from_environment())
         return room_log, nonces
-    raise ConfigError(f"unknown room engine {settings.engine!r}; use jsonl")
+    if settings.engine == "jetstream":
+        from room.jetstream import JetStreamLog
+        from room.jsstream import StreamSettings
+        from trust.streamnonces import StreamNonces
+
+        settings.room.parent.mkdir(parents=True, exist_ok=True)  # the checkpoint lives there
+        stream_log = JetStreamLog(StreamSettings.from_options(settings.engine_options))
+        shared = StreamNonces()  # every hub on the stream sees every nonce
+        stream_log.nonces = shared
+        return stream_log, shared
+    raise ConfigError(f"unknown room engine {settings.engine!r}; use jsonl or jetstream")
 
 
 def nonce_journal(room: Path) -> Path:
@@ -125,12 +133,21 @@ async def run_hub(settings: HubSettings) -> int:
 
     try:
         room_log, nonces = build_log(settings)
-        nonces.open()
+        # The room first: a hub refused the room (another holds its lock) must not
+        # touch the nonce journal, which the running hub is appending to.
         report = await room_log.open()
     except BullpenError as exc:
-        nonces.close()
         _say(f"bullpen hub: {exc.message}")
-        return EXIT_START
+        return EXIT_DISK if isinstance(exc, DurabilityError) else EXIT_START
+    try:
+        nonces.open()
+    except OSError as exc:
+        await room_log.close()
+        _say(
+            f"bullpen hub: cannot open the nonce journal ({exc.strerror or exc}); "
+            "free space or fix the disk, then start the hub again"
+        )
+        return EXIT_DISK
     for note in report.notes:
         _say(f"bullpen hub: {note}")
 

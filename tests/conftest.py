@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,3 +29,81 @@ def society(tmp_path: Path) -> Iterator[Society]:
         yield made
     finally:
         made.stop_all()
+
+
+# --- the room on NATS JetStream: real nats-server processes ------------------------
+
+ENGINES = ("jsonl", "jetstream")
+
+
+def _nats_or_skip(root: Path, size: int) -> Any:
+    """Start nats-server; skip when it is not installed, except in CI, which installs it."""
+    from tests.jetstream.servers import NatsCluster, NatsMissing
+
+    try:
+        cluster = NatsCluster(root, size)
+    except NatsMissing as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"{exc} (CI must install it: see .ci/run)")
+        pytest.skip(str(exc))
+    return cluster.start()
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One JetStream server for the whole run; every test home gets a stream of its own."""
+    cluster = _nats_or_skip(tmp_path_factory.mktemp("nats-single"), 1)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def nats_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A 3-node JetStream cluster on loopback for the whole run (tests that kill nodes make their own)."""
+    cluster = _nats_or_skip(tmp_path_factory.mktemp("nats-cluster"), 3)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(params=ENGINES)
+def engine_society(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Society]:
+    """A fresh home on each engine in turn: the room's behaviour, whatever holds it."""
+    from tests.support import society_on
+
+    made = society_on(
+        request.param, tmp_path / "home", lambda: request.getfixturevalue("nats_server")
+    )
+    try:
+        yield made
+    finally:
+        made.stop_all()
+
+
+# --- the session-wide secret scan (tests/reliability/secretscan.py) -------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every secret of every home the run made must appear in no file, output or log."""
+    from tests.reliability.secretscan import SecretScan
+
+    config.pluginmanager.register(SecretScan(), "bullpen-secret-scan")
+
+
+@pytest.fixture(autouse=True)
+def _stop_what_the_test_started() -> Iterator[None]:
+    """Stop the processes of every Society a test made itself, even when it failed midway.
+
+    Societies that wider-scoped fixtures made earlier are theirs to stop.
+    """
+    from tests.support import LIVE
+
+    before = len(LIVE)
+    yield
+    made = LIVE[before:]
+    del LIVE[before:]
+    for society in reversed(made):
+        society.stop_all()

@@ -111,6 +111,9 @@ class Proc:
             self.proc.wait(10)
 
 
+LIVE: list[Society] = []  # every Society made, so a test's processes are stopped even if it fails
+
+
 class Society:
     """A home on free ports, with helpers to run its hub and lurkers as a user would."""
 
@@ -127,6 +130,7 @@ class Society:
         )
         self.root = root
         self.procs: list[Proc] = []
+        LIVE.append(self)
 
     @property
     def home(self) -> Home:
@@ -264,3 +268,101 @@ def set_seat(root: Path, role: str, table: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + replacement
     path.write_text(text)
+
+
+# --- the room on NATS JetStream (docs/scaling.md) ---------------------------------
+
+
+class StreamSociety(Society):
+    """A Society whose room is a JetStream stream on a test nats-server, not a file.
+
+    `room` exports the stream to a file in the home (exact bytes, as
+    `bullpen export` writes them) each time it is read, so every test that
+    inspects the room's file checks the stream's lines instead.
+    """
+
+    def __init__(self, root: Path, servers: list[str], replicas: int = 1, **options: Any) -> None:
+        import uuid
+
+        super().__init__(root, **options)
+        self.stream = f"T{uuid.uuid4().hex[:12]}"
+        self.servers = list(servers)
+        set_room_engine(root, servers, self.stream, replicas)
+
+    @property
+    def room(self) -> Path:
+        return self.export()
+
+    def export(self) -> Path:
+        """The stream's lines, written to `<home>/stream-export.jsonl` now."""
+        import asyncio
+
+        from agents.streamcmds import export_stream, stream_settings
+        from room.errors import LogError
+
+        dest = self.root / "stream-export.jsonl"
+        dest.unlink(missing_ok=True)
+        try:
+            asyncio.run(export_stream(stream_settings(self.home), dest))
+        except LogError as exc:
+            if "there is no stream" not in exc.message:
+                raise
+            dest.write_bytes(b"")  # no hub has created the stream yet: an empty room
+        return dest
+
+
+def set_room_engine(root: Path, servers: list[str], stream: str, replicas: int) -> None:
+    """Point a home's `[room]` table at a JetStream stream (its subjects named after it)."""
+    import json
+    import re
+
+    path = root / "society.toml"
+    table = (
+        "[room]\n"
+        'path = "room/room.jsonl"\n'
+        'engine = "jetstream"\n'
+        f"servers = {json.dumps(servers)}\n"
+        f'stream = "{stream}"\n'
+        f'subject_prefix = "{stream.lower()}"\n'
+        f"replicas = {replicas}\n\n"
+    )
+    text = path.read_text()
+    pattern = re.compile(r"^\[room\]\n(?:(?!\[).*\n?)*", re.M)
+    path.write_text(pattern.sub(lambda _: table, text, count=1))
+
+
+def society_on(engine: str, root: Path, nats: Callable[[], Any]) -> Society:
+    """A Society on the given engine; `nats()` gives the running test nats-server when needed."""
+    if engine == "jetstream":
+        server = nats()
+        return StreamSociety(root, server.urls, server.replicas)
+    return Society(root)
+
+
+# --- the session-wide secret scan (tests/reliability/secretscan.py) ----------------
+# Additive: run_cli below wraps the one above and returns exactly what it returns;
+# it only keeps the output, so the scan at the end of the run can look for secrets.
+
+RECORDED_OUTPUTS: list[tuple[str, str]] = []  # (where, text)
+
+
+def record_output(where: str, text: str | bytes) -> None:
+    """Keep output a test saw (an HTTP body, a message) for the end-of-run secret scan."""
+    RECORDED_OUTPUTS.append(
+        (where, text.decode("utf-8", "replace") if isinstance(text, bytes) else text)
+    )
+
+
+_run_cli_unrecorded = run_cli
+
+
+def run_cli(  # the same function as above, recorded for the secret scan
+    home: Path,
+    *args: str,
+    input: str | None = None,
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    done = _run_cli_unrecorded(home, *args, input=input, timeout=timeout, env=env)
+    record_output(f"bullpen {' '.join(args)[:200]}", (done.stdout or "") + (done.stderr or ""))
+    return done

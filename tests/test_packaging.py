@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -27,8 +28,14 @@ def test_every_package_is_listed() -> None:
 
 def test_wheel_carries_defaults_and_unit_templates(tmp_path: Path) -> None:
     """A built wheel holds config/ as agents.defaults and systemd/ as agents.unitfiles."""
+    source = tmp_path / "src"  # build from a copy: a build leaves build/ in its source tree
+    shutil.copytree(
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".*cache"),
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(source)],
         capture_output=True,
         text=True,
         timeout=300,

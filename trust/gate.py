@@ -59,6 +59,31 @@ class Gate:
 
     def judge(self, request: PostRequest, relaxed: bool) -> bool:
         """Return `verified` for this post, or raise Unauthorized / BadPost."""
+        verified, fresh = self._judge(request, relaxed)
+        if fresh is not None and not self._nonces.reserve(fresh[1], fresh[0]):
+            raise _replayed()
+        return verified
+
+    async def admit(self, request: PostRequest, relaxed: bool) -> bool:
+        """`judge` for the hub: the nonce store may be shared by several hubs and asynchronous.
+
+        Every check but the nonce runs first, so a forged post never costs a
+        round trip to a shared store (trust/streamnonces.py).
+        """
+        verified, fresh = self._judge(request, relaxed)
+        if fresh is not None:
+            ts, nonce = fresh
+            reserve_async = getattr(self._nonces, "reserve_async", None)
+            if reserve_async is not None:
+                unused = await reserve_async(nonce, ts)
+            else:
+                unused = self._nonces.reserve(nonce, ts)
+            if not unused:
+                raise _replayed()
+        return verified
+
+    def _judge(self, request: PostRequest, relaxed: bool) -> tuple[bool, tuple[int, str] | None]:
+        """`verified`, and the (ts, nonce) still to reserve; raise on anything else wrong."""
         post, proof, sig = request.post, request.proof, request.post.sig
         nick = post.from_
         how = self.table.proof_of(nick)
@@ -81,8 +106,8 @@ class Gate:
                 raise Unauthorized(
                     f"the proof for {nick} is wrong: the post was altered or the secret differs"
                 )
-            self._fresh(proof.ts, proof.nonce)
-            return how is not None
+            self._check_clock(proof.ts)
+            return how is not None, (proof.ts, proof.nonce)
         if sig is not None:
             if how is None or how.public_key is None:
                 raise Unauthorized(
@@ -94,24 +119,26 @@ class Gate:
                 raise Unauthorized(
                     f"the signature for {nick} is wrong: the post was altered or the key differs"
                 )
-            self._fresh(sig.ts, sig.nonce)
-            return True
+            self._check_clock(sig.ts)
+            return True, (sig.ts, sig.nonce)
         if how is None:
-            return False
+            return False, None
         if relaxed:
-            return True
+            return True, None
         raise Unauthorized(
             f"{nick} is privileged: its posts to this listener must carry a proof "
             "(post with `bullpen say --as` from a home holding the secret or key, "
             "or through the relaxed listener with its token)"
         )
 
-    def _fresh(self, ts: int, nonce: str) -> None:
+    def _check_clock(self, ts: int) -> None:
         skew = abs(self._clock() - ts)
         if skew > self._window:
             raise Unauthorized(
                 f"the proof's timestamp is {int(skew)} s off the hub's clock (limit "
                 f"{self._window} s); check both clocks and sign again"
             )
-        if not self._nonces.reserve(nonce, ts):
-            raise Unauthorized("the proof's nonce was already used; a proof is good for one post")
+
+
+def _replayed() -> Unauthorized:
+    return Unauthorized("the proof's nonce was already used; a proof is good for one post")

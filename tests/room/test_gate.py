@@ -11,13 +11,21 @@ import httpx
 import pytest
 
 from room.message import Post
-from tests.support import Society, run_cli
+from tests.conftest import ENGINES
+from tests.support import Society, run_cli, society_on
 from trust.proof import KeySigner, SecretSigner, hmac_hex, new_nonce, proof_bytes
 
 
-@pytest.fixture(scope="module")
-def hubbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Society]:
-    society = Society(tmp_path_factory.mktemp("gate") / "home")
+@pytest.fixture(scope="module", params=ENGINES)
+def hubbed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Society]:
+    """One hub per engine: every case below runs against the JSONL room and the stream."""
+    society = society_on(
+        request.param,
+        tmp_path_factory.mktemp("gate") / "home",
+        lambda: request.getfixturevalue("nats_server"),
+    )
     society.start_hub()
     try:
         yield society

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from room.chain import GENESIS, line_hash
 from room.reader import RoomFile
@@ -28,6 +29,11 @@ def chat(society: Society, body: str, nick: str = "stranger") -> dict:
 
 
 class TestChain:
+    @pytest.fixture
+    def society(self, engine_society: Society) -> Society:
+        """Both engines: these cases are the room's behaviour, not the file's."""
+        return engine_society
+
     def test_lines_are_stamped_and_chained(self, society: Society) -> None:
         """seq runs 1, 2, 3; prev is the SHA-256 of the previous line's exact bytes."""
         society.start_hub()
@@ -126,6 +132,11 @@ class TestRecovery:
 
 
 class TestConcurrency:
+    @pytest.fixture
+    def society(self, engine_society: Society) -> Society:
+        """Both engines: these cases are the room's behaviour, not the file's."""
+        return engine_society
+
     def test_sixteen_posting_processes(self, society: Society) -> None:
         """16 processes × 100 posts: exactly 1,600 new lines, seq gapless, order per client kept, audit ok."""
         society.start_hub()

@@ -1,0 +1,255 @@
+"""The room commands for a room on JetStream: export, import, and audit from the stream.
+
+    bullpen export FILE    the stream, line by line, into a room.jsonl (exact bytes)
+    bullpen import FILE    a room.jsonl into the home's (empty) stream, checked as it goes
+    bullpen audit          with [room] engine = "jetstream": the stream, checked like a file
+
+An exported file is a room: `bullpen audit FILE` checks it exactly as it
+checks a JSONL room, and a JSONL hub can serve it. Import refuses a file
+whose seq or chain is broken (nothing after the broken line is published),
+and continues an interrupted import when the stream holds a prefix of the
+same room (its last line matches the file's line at that seq).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from agents.home import Home
+from room.chain import GENESIS, line_hash
+from room.errors import ConfigError, LogError, RoomCorrupt
+from room.jsstream import Publisher, StreamSettings, connect, ensure_stream, scan
+from room.message import parse_line
+from room.reader import RoomFile
+from trust import checkpoint as checkpoints
+from trust.audit import audit_file
+
+IMPORT_BATCH = 256
+
+
+def stream_settings(home: Home) -> StreamSettings:
+    """The home's stream, or a ConfigError that says how to point the home at one."""
+    room = home.society.room
+    if room.engine != "jetstream":
+        raise ConfigError(
+            f'{home.society_file}: [room] engine is "{room.engine}"; set engine = "jetstream" '
+            "(with servers, stream and replicas) to export, import or audit a stream "
+            "(docs/scaling.md)"
+        )
+    return StreamSettings.from_options(room.engine_options(home.path))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+async def export_stream(settings: StreamSettings, dest: Path) -> int:
+    """Write every line of the stream to `dest` (write, fsync, rename); return the count."""
+    nc = await connect(settings, "bullpen-export")
+    tmp = dest.with_name(dest.name + ".export-tmp")
+    try:
+        js = nc.jetstream()
+        info, _ = await ensure_stream(js, settings, create=False)
+        last = info.state.last_seq
+        count = 0
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o640)
+        try:
+            chunk: list[bytes] = []
+            async for seq, raw in scan(js, settings, 1, last):
+                if seq != count + 1:
+                    raise RoomCorrupt(
+                        f"the stream {settings.stream!r} has no message at seq {count + 1} (the "
+                        f"next one is {seq}): lines were removed from it"
+                    )
+                count = seq
+                chunk.append(raw + b"\n")
+                if len(chunk) >= 1024:
+                    os.write(fd, b"".join(chunk))
+                    chunk = []
+            os.write(fd, b"".join(chunk))
+            if count != last:
+                raise RoomCorrupt(
+                    f"the stream {settings.stream!r} ended at seq {count}, but it said its last "
+                    f"seq is {last}"
+                )
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, dest)
+        _fsync_dir(dest.parent)
+        return count
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        await nc.close()
+
+
+async def import_room(settings: StreamSettings, source: Path) -> tuple[int, int]:
+    """Publish `source`'s lines after whatever prefix of it the stream holds; (new, already)."""
+    with RoomFile(source) as room:
+        size = room.size()
+        if size and room.pread(1, size - 1) != b"\n":
+            raise RoomCorrupt(
+                f"{source} ends with a torn line; start a JSONL hub on it once (it moves the "
+                f"tail aside) or check it with `bullpen audit {source}`"
+            )
+    nc = await connect(settings, "bullpen-import")
+    try:
+        js = nc.jetstream(timeout=10.0)
+        info, _ = await ensure_stream(js, settings, create=True)
+        already = info.state.last_seq
+        stream_last = b""
+        if already:
+            stream_last = (await js.get_msg(settings.stream, already)).data or b""
+        publisher = Publisher(nc)
+        await publisher.start()
+        prev, expected = GENESIS, 1
+        batch: list[tuple[str, bytes, dict[str, str]]] = []
+        before_id: str | None = None
+        imported = 0
+        with RoomFile(source) as room:
+            for _, raw in room.lines_from(0):
+                problem = None
+                try:
+                    message = parse_line(raw)
+                except ValueError as exc:
+                    problem = f"the line after seq {expected - 1} does not parse ({exc})"
+                else:
+                    if message.seq != expected or message.prev != prev:
+                        problem = (
+                            f"seq {message.seq} does not follow seq {expected - 1} (its seq or "
+                            "prev is wrong)"
+                        )
+                if problem is not None:
+                    if batch:  # what came before the broken line is good: keep it
+                        imported += await _publish_batch(publisher, batch, expected - 1, settings)
+                    raise RoomCorrupt(
+                        f"{source}: {problem}; the lines before it were imported, nothing from "
+                        f"there on. Run `bullpen audit {source}`"
+                    )
+                if message.seq == already and raw != stream_last:
+                    raise LogError(
+                        f"the stream {settings.stream!r} already holds {already} lines, and its "
+                        f"last line differs from line {already} of {source}: it holds another "
+                        "room. Import into an empty stream (another [room] stream name)"
+                    )
+                prev, expected = line_hash(raw), expected + 1
+                if message.seq <= already:
+                    continue
+                headers = {
+                    "Nats-Msg-Id": message.id,
+                    "Nats-Expected-Last-Sequence": str(message.seq - 1),
+                }
+                if batch and before_id is not None:
+                    headers["Nats-Expected-Last-Msg-Id"] = before_id
+                before_id = message.id
+                batch.append((settings.subject(message.to, message.type), raw, headers))
+                if len(batch) >= IMPORT_BATCH:
+                    imported += await _publish_batch(publisher, batch, expected - 1, settings)
+                    batch = []
+            if expected - 1 < already:
+                raise LogError(
+                    f"the stream {settings.stream!r} holds {already} lines, more than {source} "
+                    f"({expected - 1}); it holds another room"
+                )
+            if batch:
+                imported += await _publish_batch(publisher, batch, expected - 1, settings)
+        return imported, already
+    finally:
+        await nc.close()
+
+
+async def _publish_batch(
+    publisher: Publisher,
+    batch: list[tuple[str, bytes, dict[str, str]]],
+    last_seq: int,
+    settings: StreamSettings,
+) -> int:
+    futures = [await publisher.publish(subject, raw, headers) for subject, raw, headers in batch]
+    try:
+        answers = await asyncio.wait_for(asyncio.gather(*futures), 30.0)
+    except TimeoutError:
+        raise LogError(
+            f"the stream {settings.stream!r} did not acknowledge the import in time; run "
+            "`bullpen import` again: it continues after what was stored"
+        ) from None
+    first = last_seq - len(batch) + 1
+    for offset, answer in enumerate(answers):
+        error = answer.get("error")
+        if error:
+            raise LogError(
+                f"the stream refused seq {first + offset} ({error.get('description')}); was a hub "
+                "writing to it? Stop every hub, then run `bullpen import` again"
+            )
+    return len(batch)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    home = Home.at(args.home)
+    home.require()
+    dest = Path(args.file)
+    if dest.exists():
+        raise ConfigError(f"{dest} exists; export into a new file (nothing was overwritten)")
+    count = asyncio.run(export_stream(stream_settings(home), dest))
+    print(f"exported {count} lines to {dest}", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    home = Home.at(args.home)
+    home.require()
+    source = Path(args.file)
+    if not source.is_file():
+        raise ConfigError(f"there is no room file at {source}")
+    settings = stream_settings(home)
+    imported, already = asyncio.run(import_room(settings, source))
+    if already:
+        print(f"the stream already held seq 1..{already} of this room", file=sys.stderr)
+    print(
+        f"imported {imported} lines into the stream {settings.stream}; check it with `bullpen audit`",
+        file=sys.stderr,
+    )
+    if home.room_path.exists():
+        print(
+            f"now move {home.room_path} aside (e.g. to {home.room_path.name}.imported): lurkers "
+            "on this host would take a room file there for the room",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_audit_stream(args: argparse.Namespace) -> int:
+    """`bullpen audit` for a stream: export to a private temporary file, audit that."""
+    home = Home.at(args.home)
+    home.require()
+    settings = stream_settings(home)
+    table = home.trust if home.trust_file.exists() else None
+    public_keys = table.public_keys if table is not None and not args.no_signatures else None
+    from room.service import checkpoint_file
+
+    checkpoint_path = Path(args.checkpoint) if args.checkpoint else None
+    if checkpoint_path is None and checkpoint_file(home.room_path).exists():
+        checkpoint_path = checkpoint_file(home.room_path)
+    checkpoint = None
+    if checkpoint_path is not None:
+        trusted = table.hub_public_key if table is not None else None
+        checkpoint = checkpoints.load(checkpoint_path, trusted)
+    with tempfile.TemporaryDirectory(prefix="bullpen-audit-") as tmp:
+        copy = Path(tmp) / "room.jsonl"
+        asyncio.run(export_stream(settings, copy))
+        result = audit_file(copy, public_keys, checkpoint)
+    print(f"stream {settings.stream} on {', '.join(settings.servers)}", file=sys.stderr)
+    if checkpoint is not None and result.ok:
+        print(f"checkpoint: seq {checkpoint.seq} matches", file=sys.stderr)
+    print(result.summary())
+    return 0 if result.ok else 1

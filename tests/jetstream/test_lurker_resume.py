@@ -1,0 +1,82 @@
+"""A lurker on JetStream reads through its durable consumer and resumes from it after any restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from room.jsfollow import consumer_name
+from tests.jetstream.helpers import post, read, with_js
+from tests.support import StreamSociety, add_nick, wait_for
+
+
+def replies(society: StreamSociety) -> dict[str, int]:
+    """How many replies the worker posted to each message id."""
+    counts: dict[str, int] = {}
+    for line in read(society, **{"from": "worker"}):
+        counts[line["in_reply_to"]] = counts.get(line["in_reply_to"], 0) + 1
+    return counts
+
+
+def handled(count_file: Path) -> list[str]:
+    return count_file.read_text().split() if count_file.exists() else []
+
+
+def ack_floor(society: StreamSociety) -> int:
+    async def floor(js: Any) -> int:
+        info = await js.consumer_info(society.stream, consumer_name("worker"))
+        return int(info.ack_floor.stream_seq)
+
+    return with_js(society.servers, floor)
+
+
+def test_durable_consumer_resumes_with_nothing_missed_or_answered_twice(
+    tmp_path: Path, nats_server: Any
+) -> None:
+    """Killed mid-handling, down while asks arrive, killed before it acked: every ask answered once."""
+    society = StreamSociety(tmp_path / "home", nats_server.urls)
+    add_nick(society.root, "worker", handler="tests.tools.steps:counted", timeout_s=30)
+    count_file = tmp_path / "handled"
+    env = {"BULLPEN_TEST_COUNT_FILE": str(count_file)}
+    try:
+        society.start_hub()
+        post(society, "@someone-else", "not for the worker")
+        lurker = society.start_lurker("worker", env=env)
+        asks = [post(society, "@worker", f"ask {n}") for n in range(3)]
+        wait_for(lambda: len(replies(society)) == 3, 20, "the first three replies")
+
+        # Killed while handling: the ask was delivered but never acknowledged.
+        slow = post(society, "@worker", "slow", data={"sleep": 30})
+        wait_for(lambda: slow["id"] in handled(count_file), 20, "the slow ask to be picked up")
+        lurker.kill()
+        asks += [slow] + [post(society, "@worker", f"while down {n}") for n in range(2)]
+        lurker = society.start_lurker("worker", env=env)
+        wait_for(lambda: len(replies(society)) == 6, 30, "every ask to be answered")
+
+        # Killed after replying, before acknowledging: the consumer delivers it again.
+        last = post(society, "@worker", "last")
+        asks.append(last)
+        wait_for(lambda: last["id"] in replies(society), 20, "the last reply")
+        lurker.signal(19)  # SIGSTOP: freeze it before its next acknowledgement
+        redelivered = ack_floor(society) < last["seq"]
+        lurker.kill()
+        society.start_lurker("worker", env=env)
+        wait_for(lambda: ack_floor(society) >= last["seq"], 20, "the consumer to pass the last ask")
+
+        counts = replies(society)
+        assert counts == {a["id"]: 1 for a in asks}, counts
+        seen = handled(count_file)
+        assert seen.count(slow["id"]) == 2  # interrupted once, handled again: not missed
+        assert all(seen.count(a["id"]) == 1 for a in asks if a is not slow), seen
+        assert all(
+            r["to"] == "@operator" and r["verified"] for r in read(society, **{"from": "worker"})
+        )
+        # The consumer took only what is addressed to the worker.
+        info = with_js(
+            society.servers, lambda js: js.consumer_info(society.stream, consumer_name("worker"))
+        )
+        assert info.config.filter_subject == f"{society.stream.lower()}.to.worker.>"
+        assert info.num_pending == 0
+        print(f"redelivery after the last kill exercised: {redelivered}")
+    finally:
+        society.stop_all()

@@ -1,0 +1,96 @@
+"""Moving a room between a file and a stream: import, audit from the stream, export, and back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from room.chain import line_hash
+from tests.jetstream.helpers import post
+from tests.support import Society, run_cli, set_room_engine
+
+
+def test_import_audit_export_round_trip(tmp_path: Path, nats_server: Any) -> None:
+    """A JSONL room moved into a stream audits the same, exports byte for byte, and grows on."""
+    society = Society(tmp_path / "home")
+    hub = society.start_hub()
+    for n in range(40):
+        post(society, "@echo", f"line {n} \u2028 é", kind="chat", data={"n": n})
+        httpx.post(
+            f"{society.strict_url}/say",
+            json={
+                "from": "stranger",
+                "to": "@sink",
+                "type": "chat",
+                "body": f"s{n}",
+                "thread": "t",
+            },
+        )
+    assert hub.stop() == 0
+    original = society.room.read_bytes()
+    assert run_cli(society.root, "audit").stdout.strip() == "ok: 80 lines"
+
+    # A first import stops part way (only the first 10 lines were in the file it was given).
+    set_room_engine(society.root, nats_server.urls, "MOVED", 1)
+    partial = tmp_path / "first-ten.jsonl"
+    partial.write_bytes(b"".join(line + b"\n" for line in original.split(b"\n")[:10]))
+    first = run_cli(society.root, "import", str(partial))
+    assert first.returncode == 0, first.stderr
+    assert "imported 10 lines" in first.stderr
+
+    # Run again on the whole room: it continues after what the stream holds.
+    done = run_cli(society.root, "import", str(society.room))
+    assert done.returncode == 0, done.stderr
+    assert "already held seq 1..10" in done.stderr and "imported 70 lines" in done.stderr
+
+    audit = run_cli(society.root, "audit")
+    assert audit.returncode == 0, audit.stderr
+    assert audit.stdout.strip() == "ok: 80 lines"
+    assert "checkpoint: seq 80 matches" in audit.stderr  # the JSONL hub's signed checkpoint
+
+    exported = tmp_path / "back.jsonl"
+    out = run_cli(society.root, "export", str(exported))
+    assert out.returncode == 0, out.stderr
+    assert exported.read_bytes() == original
+    assert run_cli(society.root, "audit", str(exported)).stdout.strip() == "ok: 80 lines"
+    refused = run_cli(society.root, "export", str(exported))
+    assert refused.returncode != 0 and "exists" in refused.stderr
+
+    # A hub on the stream continues the seq and the chain from the imported room.
+    society.room.rename(society.room.with_name("room.jsonl.imported"))
+    society.start_hub()
+    line = post(society, "@echo", "after the move", kind="chat")
+    assert line["seq"] == 81 and line["prev"] == line_hash(original.split(b"\n")[79])
+    assert run_cli(society.root, "audit").stdout.strip() == "ok: 81 lines"
+
+    # The stream now holds more than the file: importing the file again is refused.
+    again = run_cli(society.root, "import", str(exported))
+    assert again.returncode == 1 and "another room" in again.stderr
+
+
+def test_import_refuses_a_broken_chain_and_publishes_nothing_after_it(
+    tmp_path: Path, nats_server: Any
+) -> None:
+    """An edited line stops the import at that line; the stream holds only what came before."""
+    society = Society(tmp_path / "home")
+    society.start_hub()
+    for n in range(12):
+        post(society, "@echo", f"line {n}", kind="chat")
+    society.stop_all()
+    lines = society.room.read_bytes().split(b"\n")[:-1]
+    doctored = json.loads(lines[6])
+    doctored["body"] = "edited"
+    lines[6] = json.dumps(doctored, separators=(",", ":"), ensure_ascii=False).encode()
+    broken = tmp_path / "broken.jsonl"
+    broken.write_bytes(b"".join(line + b"\n" for line in lines))
+
+    set_room_engine(society.root, nats_server.urls, "BROKEN", 1)
+    done = run_cli(society.root, "import", str(broken))
+    assert done.returncode == 1
+    assert "seq 8 does not follow seq 7" in done.stderr
+    exported = tmp_path / "what-landed.jsonl"
+    assert run_cli(society.root, "export", str(exported)).returncode == 0
+    assert exported.read_bytes().split(b"\n")[:-1] == lines[:7]
