@@ -71,15 +71,8 @@ class Gate:
         round trip to a shared store (trust/streamnonces.py).
         """
         verified, fresh = self._judge(request, relaxed)
-        if fresh is not None:
-            ts, nonce = fresh
-            reserve_async = getattr(self._nonces, "reserve_async", None)
-            if reserve_async is not None:
-                unused = await reserve_async(nonce, ts)
-            else:
-                unused = self._nonces.reserve(nonce, ts)
-            if not unused:
-                raise _replayed()
+        if fresh is not None and not await self._nonces.reserve_async(fresh[1], fresh[0]):
+            raise _replayed()
         return verified
 
     def _judge(self, request: PostRequest, relaxed: bool) -> tuple[bool, tuple[int, str] | None]:

@@ -97,6 +97,11 @@ class NonceStore:
                 raise self._refusal(exc) from None
             return True
 
+    async def reserve_async(self, nonce: str, ts: int) -> bool:
+        """`reserve` for the hub's event loop; a shared store (trust/streamnonces.py) awaits a
+        round trip here, this one does not."""
+        return self.reserve(nonce, ts)
+
     @staticmethod
     def _refusal(exc: OSError) -> DurabilityError:
         return DurabilityError(
