@@ -1,19 +1,21 @@
 """`bullpen`: parse the command line, call the command, turn errors into exit codes.
 
 Library errors become CLI errors only here: a BullpenError prints its
-message (which says what to do) and exits 1, or 78 for configuration errors
-so that systemd units stop restarting on them.
+message (which says what to do) and exits 1, 2 for an argument the command
+cannot use (as argparse does), or 78 for configuration errors so that systemd
+units stop restarting on them.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
 from room import logs
-from room.errors import BullpenError, ConfigError
+from room.errors import BullpenError, ConfigError, UsageError
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -69,7 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         "agents.commands:cmd_init",
         "lay down a new home: config, trust table, secrets, room",
     )
-    p.add_argument("dir", help="the folder to create (must not exist, or be empty)")
+    p.add_argument(
+        "dir",
+        nargs="?",
+        help="the folder to create, which must not exist or be empty "
+        "(default: --home, $BULLPEN_HOME or ~/.config/bullpen)",
+    )
     p.add_argument("--operator", default="operator", help="the operator's nick (default operator)")
     p.add_argument("--strict", default="127.0.0.1:8080", help="strict listener HOST:PORT")
     p.add_argument("--relaxed", default="127.0.0.1:8081", help="relaxed listener HOST:PORT")
@@ -81,7 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("to", help="the addressee, @nick or nick")
     p.add_argument("body", help="the text of the post")
     p.add_argument("--as", dest="as_nick", help="post as this nick (default: the operator)")
-    p.add_argument("--type", default="chat", choices=["ask", "chat", "ack", "reply", "system"])
+    p.add_argument(
+        "--type",
+        default="chat",
+        choices=["ask", "chat", "ack", "reply", "system"],
+        help="the message type (default chat; an ask wakes its addressee)",
+    )
     p.add_argument("--data", help="a JSON object to attach")
     p.add_argument("--reply-to", help="the id of the message this answers")
     p.add_argument("--thread", help="the run this post belongs to")
@@ -161,7 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("units", "agents.units:cmd_units", "render the systemd user units for this home")
     p.add_argument("action", choices=["install"])
-    p.add_argument("--dir", help="where to write them (default ~/.config/systemd/user)")
+    p.add_argument(
+        "--dir",
+        help="where to write them (default $XDG_CONFIG_HOME/systemd/user, "
+        "i.e. ~/.config/systemd/user)",
+    )
     p.add_argument("--nicks", nargs="*", help="only these nicks (default: all configured)")
 
     p = add("trust", "trust.check:cmd_trust", "check that trust works end to end")
@@ -187,7 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
     c = turn.add_parser("confirm", help="answer a waiting run's Dig Report")
     _home_option(c)
     c.add_argument("thread", help="the run's thread, as printed with its Dig Report")
-    c.add_argument("--drop", nargs="+", default=[], metavar="ID", help="rows to leave out")
+    c.add_argument(
+        "--drop",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="ID",
+        help="rows to leave out (repeatable: --drop row_2 --drop row_5, or --drop row_2 row_5)",
+    )
     c.add_argument("--redirect", help="search again with this added to the pattern")
     c.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the brief")
 
@@ -221,14 +244,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Command = args.func
     try:
         return func(args)
-    except ConfigError as exc:
+    except (ConfigError, UsageError) as exc:
         print(f"bullpen: {exc.message}", file=sys.stderr)
         return exc.exit_code
     except BullpenError as exc:
         print(f"bullpen: {exc.message}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `bullpen read | head`: the reader left, which is fine
+        _silence_stdout()
+        return 0
+    except OSError as exc:  # a path that is a folder, unreadable, on a full disk …
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"bullpen: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so Python's exit-time flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -20,14 +19,15 @@ from agents.home import Home
 from agents.initialize import InitOptions, init_home
 from room import render, strictjson
 from room.client import read_file
-from room.errors import ConfigError, CursorAhead, PostRejected
+from room.errors import BadPost, CursorAhead, PostRejected, UsageError
 from room.log import Filter
 from room.message import check_nick, normalize_to
 from room.reader import RoomFile
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
 from trust import checkpoint as checkpoints
 from trust import keys
-from trust.audit import audit_file
+from trust.audit import AuditResult, audit_file
+from trust.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
     from room.service import HubSettings
@@ -41,7 +41,17 @@ def cmd_init(args: argparse.Namespace) -> int:
     options = InitOptions(
         operator=args.operator, strict=args.strict, relaxed=args.relaxed, demo=args.demo
     )
-    root = init_home(Path(args.dir), options)
+    if args.dir is None:  # `bullpen --home DIR init`, or BULLPEN_HOME, or the default
+        target = Home.at(args.home).root
+    elif args.home is not None and Path(args.home).expanduser().absolute() != (
+        Path(args.dir).expanduser().absolute()
+    ):
+        raise UsageError(
+            f"init was given two places: DIR {args.dir} and --home {args.home}; give one"
+        )
+    else:
+        target = Path(args.dir)
+    root = init_home(target, options)
     print(f"bullpen home created at {root}", file=sys.stderr)
     print(f"next: bullpen --home {root} up      (or: export BULLPEN_HOME={root})", file=sys.stderr)
     return 0
@@ -76,9 +86,9 @@ def _data(text: str | None) -> dict[str, Any] | None:
     try:
         value = strictjson.loads(text)
     except strictjson.JsonRejected as exc:
-        raise ConfigError(f"--data is not valid JSON: {exc}") from None
+        raise BadPost(f"--data is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise ConfigError('--data must be a JSON object, like \'{"key": "value"}\'')
+        raise BadPost('--data must be a JSON object, like \'{"key": "value"}\'')
     return value
 
 
@@ -86,17 +96,27 @@ async def _say(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
     nick = args.as_nick or home.society.operator
-    check_nick(nick, "--as")
+    try:
+        check_nick(nick, "--as")
+        data = _data(args.data)
+    except (ValueError, BadPost) as exc:
+        err(f"the post was not sent, nothing was written: {getattr(exc, 'message', exc)}")
+        return 1
     async with home.client(nick, relaxed=args.relaxed) as client:
         try:
-            stored = await client.say(
+            post = client.build(
                 args.to,
                 args.body,
                 type=args.type,
-                data=_data(args.data),
+                data=data,
                 in_reply_to=args.reply_to,
                 thread=args.thread,
             )
+        except BadPost as exc:
+            err(f"the post was not sent, nothing was written: {exc.message}")
+            return 1
+        try:
+            stored = await client.send(post)
         except PostRejected as exc:
             err(f"the hub rejected the post: {exc.message}")
             return 1
@@ -113,36 +133,54 @@ def _filter(args: argparse.Namespace) -> Filter:
         return Filter(
             thread=args.thread or None,
             to=normalize_to(args.to) if args.to else None,
-            sender=check_nick(args.sender, "--from") if args.sender else None,
+            sender=check_nick(args.sender.removeprefix("@"), "--from") if args.sender else None,
         )
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        raise UsageError(str(exc)) from None
 
 
 def _use_file(home: Home, args: argparse.Namespace) -> bool:
     return not args.hub and home.room_path.exists()
 
 
+def _at_least(value: int | None, low: int, option: str) -> None:
+    if value is not None and value < low:
+        raise UsageError(f"{option} must be {low} or more, got {value}")
+
+
 async def _read(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
     flt = _filter(args)
+    _at_least(args.after, 0, "--after")
+    _at_least(args.last, 0, "--last")
+    _at_least(args.limit, 1, "--limit")
     after = args.after
     if _use_file(home, args):
         if args.last is not None:
             with RoomFile(home.room_path) as room:
                 after = max(0, room.last_seq() - args.last)
         lines, _ = read_file(home.room_path, after, args.limit, flt)
-    else:
-        async with home.client(relaxed=args.relaxed) as client:
-            if args.last is not None:
-                health = await client.health()
-                after = max(0, int(health["seq"]) - args.last)
-            lines, _ = await client.read(
-                after, args.limit or 1000, thread=flt.thread, to=flt.to, sender=flt.sender
+        for line in lines:
+            print(strictjson.dumps(line))
+        return 0
+    async with home.client(relaxed=args.relaxed) as client:
+        if args.last is not None:
+            health = await client.health()
+            after = max(0, int(health["seq"]) - args.last)
+        left = args.limit
+        while left is None or left > 0:  # page through the hub's 1,000-line answers
+            page = 1000 if left is None else min(left, 1000)
+            lines, last = await client.read(
+                after, page, thread=flt.thread, to=flt.to, sender=flt.sender
             )
-    for line in lines:
-        print(strictjson.dumps(line))
+            for line in lines:
+                print(strictjson.dumps(line))
+            if left is not None:
+                left -= len(lines)
+            if last <= after:
+                break
+            after = last
     return 0
 
 
@@ -165,7 +203,7 @@ async def _tail(args: argparse.Namespace) -> int:
     def show(line: dict[str, Any]) -> None:
         if not flt.matches(line.get("from", ""), line.get("to", ""), line.get("thread")):
             return
-        print(json.dumps(line, ensure_ascii=False) if args.json else render.human(line, width))
+        print(strictjson.dumps(line) if args.json else render.human(line, width))
         sys.stdout.flush()
 
     if _use_file(home, args):
@@ -205,8 +243,16 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if path is None:
         home.require()
         path = home.room_path
+        if not path.exists():  # a home whose hub has not started yet: an empty room
+            print(f"no room yet at {path}: the hub creates it", file=sys.stderr)
+            print("ok: 0 lines")
+            return 0
     if not path.exists():
-        raise ConfigError(f"there is no room at {path}; pass the path of a room.jsonl")
+        err(f"there is no room at {path}; pass the path of a room.jsonl")
+        return 1
+    if not path.is_file():
+        err(f"cannot audit {path}: it is a folder, not a room file; pass the path of a room.jsonl")
+        return 1
     public_keys = table.public_keys if table is not None and not args.no_signatures else None
     checkpoint = None
     checkpoint_path = Path(args.checkpoint) if args.checkpoint else None
@@ -217,9 +263,16 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if checkpoint_path is not None:
         trusted = table.hub_public_key if table is not None else None
         checkpoint = checkpoints.load(checkpoint_path, trusted)
-    result = audit_file(path, public_keys, checkpoint)
+    return report_audit(audit_file(path, public_keys, checkpoint), checkpoint)
+
+
+def report_audit(result: AuditResult, checkpoint: Checkpoint | None) -> int:
+    """`ok: N lines` (or the first bad seq) on stdout, the rest for people on stderr."""
     if checkpoint is not None and result.ok:
         print(f"checkpoint: seq {checkpoint.seq} matches", file=sys.stderr)
+    note = result.signature_note()
+    if note:
+        print(note, file=sys.stderr)
     print(result.summary())
     return 0 if result.ok else 1
 

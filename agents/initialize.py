@@ -81,11 +81,21 @@ def init_home(root: Path, options: InitOptions) -> Path:
         check_nick(options.operator, "--operator")
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    addresses = []
     for flag, value in (("--strict", options.strict), ("--relaxed", options.relaxed)):
         try:
-            parse_address(value, flag)
+            addresses.append(parse_address(value, flag))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+    (strict_host, strict_port), (relaxed_host, relaxed_port) = addresses
+    wildcard = {"0.0.0.0", "::", "[::]"}
+    if strict_port == relaxed_port and (
+        strict_host == relaxed_host or {strict_host, relaxed_host} & wildcard
+    ):
+        raise ConfigError(
+            f"--strict and --relaxed are both {options.strict}; the two listeners need "
+            "two different ports, e.g. --strict 127.0.0.1:8080 --relaxed 127.0.0.1:8081"
+        )
     root = root.expanduser().absolute()
     _check_target(root)
     root.parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from agents.commands import report_audit
 from agents.home import Home
 from room.chain import GENESIS, line_hash
 from room.errors import ConfigError, LogError, RoomCorrupt
@@ -249,7 +250,4 @@ def cmd_audit_stream(args: argparse.Namespace) -> int:
         asyncio.run(export_stream(settings, copy))
         result = audit_file(copy, public_keys, checkpoint)
     print(f"stream {settings.stream} on {', '.join(settings.servers)}", file=sys.stderr)
-    if checkpoint is not None and result.ok:
-        print(f"checkpoint: seq {checkpoint.seq} matches", file=sys.stderr)
-    print(result.summary())
-    return 0 if result.ok else 1
+    return report_audit(result, checkpoint)

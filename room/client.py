@@ -19,7 +19,7 @@ import httpx
 from room import strictjson
 from room.errors import BadPost, HubUnavailable, PostRejected, Unauthorized
 from room.log import Filter
-from room.message import Post, normalize_to
+from room.message import Post, normalize_to, parse_request_obj
 from room.reader import RoomFile, seq_of
 from trust.proof import Signer
 
@@ -81,10 +81,11 @@ class RoomClient:
         thread: str | None = None,
         nick: str | None = None,
     ) -> Post:
+        """The post as the hub will see it; raise BadPost before sending one it would refuse."""
         sender = nick or self.nick
         if sender is None:
             raise ValueError("this client has no nick to post as; pass nick=")
-        return Post.model_validate(
+        return parse_request_obj(
             {
                 "from": sender,
                 "to": to,
@@ -94,7 +95,7 @@ class RoomClient:
                 "in_reply_to": in_reply_to,
                 "thread": thread,
             }
-        )
+        ).post
 
     async def say(self, to: str, body: str, **fields: Any) -> dict[str, Any]:
         """Post and return the stored line; raise PostRejected or HubUnavailable."""

@@ -3,8 +3,10 @@
     BullpenError                 anything bullpen reports to a person or a peer
     ├── ConfigError              a home, society.toml or trust.toml is wrong (exit 78)
     │   └── SecretFileError      a secret or key file is missing, loose, a symlink or foreign
-    ├── PostRejected             the hub refused a post; carries the HTTP status
+    ├── UsageError               a command was given an argument it cannot use (exit 2)
+    ├── PostRejected             the hub refused a request; carries the HTTP status
     │   ├── BadPost              malformed, oversized or forged fields (400, 413)
+    │   ├── BadRequest           a malformed query, e.g. /read?limit=abc (400)
     │   └── Unauthorized         missing or wrong proof, token, stale or replayed (401)
     ├── LogError                 the room's log cannot do what was asked
     │   ├── RoomLocked           another hub already holds the room
@@ -52,6 +54,13 @@ class SecretFileError(ConfigError):
     code = "secret_file"
 
 
+class UsageError(BullpenError):
+    """A command-line argument the command cannot use; like argparse's own errors, exit 2."""
+
+    code = "usage"
+    exit_code = 2
+
+
 class PostRejected(BullpenError):
     """The hub refused a post; nothing was written."""
 
@@ -67,6 +76,12 @@ class BadPost(PostRejected):
     def __init__(self, message: str, *, status: int = 400, **details: Any) -> None:
         super().__init__(message, **details)
         self.status = status
+
+
+class BadRequest(PostRejected):
+    """A request other than a post is malformed: an unknown or out-of-range parameter."""
+
+    code = "bad_request"
 
 
 class Unauthorized(PostRejected):

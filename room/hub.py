@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Iterator
@@ -28,9 +29,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from room import openapi
-from room.errors import BadPost, BullpenError, DurabilityError, PostRejected
+from room.errors import BadPost, BadRequest, BullpenError, DurabilityError, PostRejected
 from room.log import Draft, Filter, RoomLog
-from room.message import check_nick, normalize_to, parse_request
+from room.message import check_nick, parse_request
 from trust.gate import Gate
 
 log = structlog.get_logger("room.hub")
@@ -94,12 +95,13 @@ class ListenerApp:
         request = Request(scope, receive)
         route = self.routes.get(scope["path"])
         try:
+            if self.relaxed:  # the token first: without it, not even the routes are told
+                self.hub.gate.check_bearer(request.headers.get("authorization"))
+            self.hub.gate.refuse_secrets(scope["query_string"])
             if route is None:
                 raise HTTPException(404)
             if scope["method"] != route[0]:
                 raise HTTPException(405, headers={"Allow": route[0]})
-            if self.relaxed:
-                self.hub.gate.check_bearer(request.headers.get("authorization"))
             response = await route[1](request)
         except Exception as exc:  # every failure becomes a JSON answer
             response = self.on_error(request, exc)
@@ -107,7 +109,7 @@ class ListenerApp:
 
     async def say(self, request: Request) -> Response:
         raw = await _body(request)
-        post_request = parse_request(raw)
+        post_request = parse_request(raw, screen=self.hub.gate.refuse_secrets)
         verified = await self.hub.gate.admit(post_request, self.relaxed)
         stored = await self.hub.log.append(Draft(post_request.post, verified))
         return Response(stored.raw, media_type="application/json")
@@ -186,26 +188,34 @@ async def _body(request: Request) -> bytes:
 
 
 _READ_PARAMS = {"after", "limit", "wait", "thread", "to", "from"}
+_DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII only: int() would also take "+5", " 5", "٥"
 
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
     text = request.query_params.get(name)
     if text is None:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise BadPost(f"{name} must be a whole number, got {text!r}") from None
+    if not _DIGITS.fullmatch(text):
+        raise BadRequest(f"{name} must be a whole number, got {text[:40]!r}")
+    value = int(text)
     if not low <= value <= high:
-        raise BadPost(f"{name} must be between {low} and {high}, got {value}")
+        raise BadRequest(f"{name} must be between {low} and {high}, got {value}")
     return value
+
+
+def _nick_param(text: str, name: str) -> str:
+    """A nick filter, `alice` or `@alice`, as the bare nick."""
+    try:
+        return check_nick(text.removeprefix("@"), name)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 def _read_params(request: Request) -> tuple[int, int, float, Filter]:
     for name in request.query_params:
         if name not in _READ_PARAMS:
-            raise BadPost(
-                f"unknown parameter {name!r}; /read takes {', '.join(sorted(_READ_PARAMS))}"
+            raise BadRequest(
+                f"unknown parameter {name[:40]!r}; /read takes {', '.join(sorted(_READ_PARAMS))}"
             )
     after = _int_param(request, "after", 0, 0, 1 << 62)
     limit = _int_param(request, "limit", 100, 1, MAX_READ_LIMIT)
@@ -215,15 +225,12 @@ def _read_params(request: Request) -> tuple[int, int, float, Filter]:
         try:
             wait = float(wait_text)
         except ValueError:
-            raise BadPost(f"wait must be a number of seconds, got {wait_text!r}") from None
+            raise BadRequest(f"wait must be a number of seconds, got {wait_text[:40]!r}") from None
         if not 0 <= wait <= MAX_WAIT_S:
-            raise BadPost(f"wait must be between 0 and {MAX_WAIT_S:g} seconds")
+            raise BadRequest(f"wait must be between 0 and {MAX_WAIT_S:g} seconds")
     params = request.query_params
-    try:
-        to = normalize_to(params["to"]) if "to" in params else None
-        sender = check_nick(params["from"], "from") if "from" in params else None
-    except ValueError as exc:
-        raise BadPost(str(exc)) from None
+    to = "@" + _nick_param(params["to"], "to") if "to" in params else None
+    sender = _nick_param(params["from"], "from") if "from" in params else None
     thread = params.get("thread") or None
     return after, limit, wait, Filter(thread=thread, to=to, sender=sender)
 

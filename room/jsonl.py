@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import fcntl
 import os
 import time
 from collections import OrderedDict, deque
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import structlog
 
+from room import pidlock
 from room.chain import GENESIS, line_hash
 from room.errors import DurabilityError, RoomCorrupt, RoomLocked
 from room.fileio import FileIO
@@ -52,22 +52,15 @@ def lock_path(room: Path) -> Path:
 
 
 def _take_lock(room: Path) -> int:
-    path = lock_path(room)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-        os.close(fd)
+        return pidlock.take(lock_path(room))
+    except pidlock.Held as held:
         raise RoomLocked(
-            f"another hub (pid {holder}) already holds the room {room}; stop it first "
+            f"another hub (pid {held.holder}) already holds the room {room}; stop it first "
             "(systemctl --user stop bullpen-hub, or Ctrl-C in its terminal) or point "
             "this hub at another room",
             room=str(room),
         ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
 
 
 def _fsync_dir(path: Path) -> None:

@@ -9,12 +9,13 @@ every rejection name the exact field and what to do about it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from room import strictjson
-from room.errors import BadPost
+from room.errors import BadPost, Unauthorized
 
 NICK_PATTERN = r"[a-z][a-z0-9_-]{0,31}"
 _NICK = re.compile(NICK_PATTERN)
@@ -169,12 +170,21 @@ def _explain(exc: ValidationError) -> str:
     return f"{where}: {message}"
 
 
-def parse_request(raw: bytes) -> PostRequest:
-    """Turn a /say body into a PostRequest, or raise BadPost naming the problem."""
+def parse_request(raw: bytes, screen: Callable[[bytes], None] | None = None) -> PostRequest:
+    """Turn a /say body into a PostRequest, or raise BadPost naming the problem.
+
+    `screen` sees the raw bytes and the decoded JSON before anything is
+    echoed in an error, so it can refuse content that must never be stored
+    or repeated (the hub's own secrets, however they were escaped).
+    """
+    if screen is not None:
+        screen(raw)
     try:
         obj = strictjson.loads(raw)
     except strictjson.JsonRejected as exc:
         raise BadPost(f"the request body is not acceptable JSON: {exc}") from None
+    if screen is not None:
+        screen(strictjson.dumps(obj).encode("utf-8"))
     return parse_request_obj(obj)
 
 
@@ -215,12 +225,14 @@ def parse_request_obj(obj: Any) -> PostRequest:
     fields = {key: value for key, value in obj.items() if key != "proof"}
     try:
         post = Post.model_validate(fields)
-        proof = None if proof_obj is None else HmacProof.model_validate(proof_obj)
     except ValidationError as exc:
-        explained = _explain(exc)
-        if exc.title == "HmacProof":
-            explained = f"proof.{explained}"
-        raise BadPost(explained) from None
+        if exc.errors()[0]["loc"][:1] == ("sig",):  # a malformed signature is a wrong one
+            raise Unauthorized(f"the signature is malformed: {_explain(exc)}") from None
+        raise BadPost(_explain(exc)) from None
+    try:
+        proof = None if proof_obj is None else HmacProof.model_validate(proof_obj)
+    except ValidationError as exc:  # a malformed proof is a wrong one
+        raise Unauthorized(f"the proof is malformed: proof.{_explain(exc)}") from None
     return PostRequest(post, proof)
 
 
@@ -236,3 +248,46 @@ def parse_line(raw: bytes | str) -> Message:
         return Message.model_validate(obj)
     except ValidationError as exc:
         raise ValueError(_explain(exc)) from None
+
+
+class _AuditedLine(Message):
+    """A stored line held to the hub's rules: types exact, no field the hub never writes."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    seq: int = Field(ge=1)
+    id: str = Field(min_length=1)
+    ts: str = Field(min_length=1)
+    type: MessageType
+
+    @field_validator("from_")
+    @classmethod
+    def _from_is_nick(cls, value: str) -> str:
+        return check_nick(value, "from")
+
+    @field_validator("to")
+    @classmethod
+    def _to_is_stored_address(cls, value: str) -> str:
+        if not value.startswith("@"):
+            raise ValueError(f"to must be stored as '@nick', got {value[:40]!r}")
+        return normalize_to(value)
+
+
+def check_stored(raw: bytes) -> Message:
+    """Parse one line and hold it to what the hub writes; raise ValueError if it cannot be.
+
+    Readers parse leniently (`parse_line`); an audit must not: a line with a
+    field, a type or an address the hub could not have written was forged or
+    edited, even when someone rebuilt the chain over it.
+    """
+    try:
+        obj = strictjson.loads(raw)
+    except strictjson.JsonRejected as exc:
+        raise ValueError(str(exc)) from None
+    if not isinstance(obj, dict):
+        raise ValueError("a room line must be a JSON object")
+    try:
+        _AuditedLine.model_validate(obj)
+    except ValidationError as exc:
+        raise ValueError(_explain(exc)) from None
+    return Message.model_validate(obj)

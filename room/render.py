@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 VERIFIED, UNVERIFIED = "✓", "·"
+
+# C0 and C1 controls, DEL, and the line/paragraph separators: a post must not
+# be able to move the cursor, recolour or clear the reader's terminal.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character shown as a visible escape like `\\x1b`."""
+    return _CONTROL.sub(
+        lambda m: (
+            f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}"
+        ),
+        text,
+    )
 
 
 def human(line: dict[str, Any], width: int | None = None) -> str:
@@ -15,8 +30,9 @@ def human(line: dict[str, Any], width: int | None = None) -> str:
     thread = f" [{line['thread']}]" if line.get("thread") else ""
     body = str(line.get("body", ""))
     first, _, rest = body.partition("\n")
-    more = f" (+{rest.count(chr(10)) + 1} lines)" if rest else ""
-    text = (
+    extra = rest.count("\n") + 1
+    more = f" (+{extra} line{'s' if extra > 1 else ''})" if rest else ""
+    text = printable(
         f"{clock} #{line.get('seq', '?')} {line.get('from', '?')} → {line.get('to', '?')} "
         f"{line.get('type', '?')} {mark}{thread} {first}{more}"
     )

@@ -1,4 +1,5 @@
-"""Auditing a room: every line parses, seqs run 1, 2, 3 …, and the chain holds.
+"""Auditing a room: every line is one the hub could have written, seqs run 1, 2, 3 …,
+ids are unique, and the chain holds.
 
 What the chain alone proves: no line was edited, removed, inserted, swapped
 or duplicated *before* the last line, unless the whole rest of the file was
@@ -18,7 +19,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from room.chain import GENESIS, line_hash
-from room.message import Message, Signature, parse_line
+from room.message import Message, Signature, check_stored, parse_line
 from room.reader import RoomFile
 from trust import keys
 from trust.checkpoint import Checkpoint
@@ -31,7 +32,8 @@ class AuditResult:
     head: str = GENESIS
     bad_seq: int | None = None
     reason: str | None = None
-    signatures: int = 0
+    signed: int = 0  # lines that carry a nick's own signature
+    signatures: int = 0  # of those, verified against trust.toml's public keys
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -43,10 +45,21 @@ class AuditResult:
         return self
 
     def summary(self) -> str:
+        """The one line for stdout: `ok: N lines`, or the first bad seq and why."""
         if self.ok:
-            extra = f", {self.signatures} signatures verified" if self.signatures else ""
-            return f"ok: {self.lines} lines{extra}"
+            return f"ok: {self.lines} lines"
         return f"FAILED at seq {self.bad_seq}: {self.reason}"
+
+    def signature_note(self) -> str | None:
+        """For stderr: what was and was not said about authorship."""
+        if not self.ok or not self.signed:
+            return None
+        if self.signatures == self.signed:
+            return f"signatures: {self.signatures} verified against trust.toml's public keys"
+        return (
+            f"signatures: {self.signed} lines carry one, NOT checked: no trust.toml was given "
+            "(audit from a home with --home, or drop --no-signatures)"
+        )
 
 
 def _check_sig(message: Message, public_keys: dict[str, Ed25519PublicKey]) -> str | None:
@@ -104,15 +117,16 @@ def audit_lines(
     result = AuditResult()
     prev_hash, expected = GENESIS, 1
     prev_raw: bytes | None = None
+    ids: set[str] = set()
     stream = iter(lines)
     raw = next(stream, None)
     while raw is not None:
         following = next(stream, None)
         try:
-            message = parse_line(raw)
+            message = check_stored(raw)
         except ValueError as exc:
             return result.fail(
-                expected, f"the line after seq {expected - 1} does not parse ({exc})"
+                expected, f"the line after seq {expected - 1} does not parse as a room line ({exc})"
             )
         if message.seq != expected:
             if message.seq == expected - 1 and prev_raw is not None:
@@ -157,6 +171,13 @@ def audit_lines(
                 f"{expected - 1} was edited or replaced"
                 + ("" if following is not None else f" (or seq {expected}'s prev was)"),
             )
+        if message.id in ids:
+            return result.fail(
+                message.seq, f"its id {message.id} was already used by an earlier line"
+            )
+        ids.add(message.id)
+        if message.sig is not None:
+            result.signed += 1
         if message.sig is not None and public_keys is not None:
             problem = _check_sig(message, public_keys)
             if problem:

@@ -43,6 +43,21 @@ class Gate:
         self._nonces = nonces
         self._window = window_s
         self._clock = clock
+        # Only secrets long enough that no honest post contains them by chance.
+        self._screened = [s for s in (secret, relaxed_token) if s is not None and len(s) >= 16]
+
+    def refuse_secrets(self, content: bytes) -> None:
+        """Refuse a request carrying the hub's own secret or token: the room stores no secret.
+
+        The message names neither which secret nor where, so the refusal
+        itself repeats nothing.
+        """
+        if any(secret in content for secret in self._screened):
+            raise BadPost(
+                "the request contains one of this hub's secrets (the shared secret or the "
+                "relaxed token); nothing was written. Remove it: the room must never hold a "
+                "secret, and a secret that was sent anywhere should be replaced"
+            )
 
     def check_bearer(self, header: str | None) -> None:
         """The relaxed listener's door: every request carries the endpoint token."""
@@ -105,7 +120,7 @@ class Gate:
             if how is None or how.public_key is None:
                 raise Unauthorized(
                     f"{nick} has no public key in trust.toml, so its signature cannot be "
-                    'checked; add `{nick} = "ed25519:..."` under [privileged] or post without sig'
+                    f'checked; add `{nick} = "ed25519:..."` under [privileged] or post without sig'
                 )
             message = proof_bytes(post.signed_fields(), sig.ts, sig.nonce)
             if not keys.verify(how.public_key, message, sig.value):

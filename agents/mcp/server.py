@@ -29,7 +29,7 @@ from agents.home import Home
 from room.client import RoomClient
 from room.errors import BadPost, ConfigError, HubUnavailable, PostRejected
 from room.logs import register_secret
-from room.message import check_nick, normalize_to, parse_request_obj
+from room.message import check_nick, normalize_to
 from trust.proof import SecretSigner, Signer
 
 log = structlog.get_logger("agents.mcp.server")
@@ -148,21 +148,20 @@ class RoomTools:
         in_reply_to: str | None = None,
         thread: str | None = None,
     ) -> dict[str, Any]:
-        fields = {
-            "from": self.nick,
-            "to": to,
-            "type": type,
-            "body": body,
-            "data": data,
-            "in_reply_to": in_reply_to or None,
-            "thread": thread or None,
-        }
-        try:
-            post = parse_request_obj(fields).post  # the hub's own checks, before the round trip
-        except BadPost as exc:
-            raise ToolError(f"the post was not sent: {exc.message}") from None
         client, proof = self.door.client()
         async with client:
+            try:  # the hub's own checks, before the round trip
+                post = client.build(
+                    to,
+                    body,
+                    type=type,
+                    data=data,
+                    in_reply_to=in_reply_to or None,
+                    thread=thread or None,
+                    nick=self.nick,
+                )
+            except BadPost as exc:
+                raise ToolError(f"the post was not sent: {exc.message}") from None
             try:
                 stored = await client.send(post)
             except PostRejected as exc:

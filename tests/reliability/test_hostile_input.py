@@ -28,10 +28,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from room import strictjson
-from room.errors import BadPost
+from room.errors import BadPost, Unauthorized
 from room.ids import IdClock
 from room.log import Draft, build_line
-from room.message import PostRequest, parse_line, parse_request
+from room.message import PostRequest, check_stored, parse_line, parse_request
 from tests.reliability.helpers import figures
 from tests.support import Society, wait_for
 from trust.audit import audit_file
@@ -160,11 +160,15 @@ def check_parse(raw: bytes) -> PostRequest | None:
     except BadPost as exc:
         assert exc.status in (400, 413) and exc.message
         return None
+    except Unauthorized as exc:  # a malformed proof or signature is a wrong one
+        assert exc.status == 401 and ("proof" in exc.message or "signature" in exc.message)
+        return None
     ulid, ms = IdClock().next()
     line = build_line(7, ulid, ms, Draft(request.post, False), "0" * 64)
     assert b"\n" not in line
     strictjson.loads(line)  # strict JSON: no NaN, no lone surrogate, no duplicate key
     stored = parse_line(line)
+    assert check_stored(line) == stored  # and an audit would accept it
     assert stored.from_ == request.post.from_ and stored.body == request.post.body
     assert stored.data == request.post.data and stored.to == request.post.to
     assert strictjson.dumps(stored.to_dict()).encode() == line  # the exact bytes round-trip

@@ -247,6 +247,9 @@ def test_forged_line_appended_after_the_checkpoint(
     plain = forged(lines, LINES, rng)
     obj = json.loads(plain)
     obj.update(seq=LINES + 1, prev=line_hash(lines[-1]))
+    reused = audit_bytes(work, [*lines, strictjson.dumps(obj).encode()], public, mark)
+    assert not reused.ok and "already used" in (reused.reason or "")  # a copied id shows
+    obj["id"] = "01" + "Z" * 24  # a careful forger mints a fresh one
     appended = [*lines, strictjson.dumps(obj).encode()]
     assert audit_bytes(work, appended, public, mark).ok  # documented: nothing can see it
     obj.update({"from": "alice", "sig": {"ts": 1, "nonce": "abcdefgh", "value": "AAAA"}})

@@ -115,3 +115,65 @@ def test_missing_room_is_a_clear_error(tmp_path: Path, missing: str) -> None:
     """Auditing a path that does not exist says so and exits non-zero."""
     code, out = audit(tmp_path, tmp_path / missing)
     assert code != 0 and "no room at" in out
+
+
+def rechain(lines: list[bytes]) -> list[bytes]:
+    """The lines with every prev recomputed: what a forger who rewrites the file would do."""
+    out, prev = [], GENESIS
+    for line in lines:
+        obj = json.loads(line)
+        obj["prev"] = prev
+        raw = json.dumps(obj, separators=(",", ":")).encode()
+        prev = line_hash(raw)
+        out.append(raw)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"seq": "3"}, "seq"),
+        ({"from": "BAD NICK"}, "not a nick"),
+        ({"type": "bogus"}, "type must be one of"),
+        ({"evil": 1}, "evil"),
+        ({"verified": "yes"}, "verified"),
+        ({"to": "echo"}, "@nick"),
+        ({"data": [1, 2]}, "data"),
+    ],
+)
+def test_a_line_the_hub_could_not_write_fails_even_rechained(
+    tmp_path: Path, change: dict[str, object], needle: str
+) -> None:
+    """A forged field, type or address is caught though the chain was rebuilt over it."""
+    room = tmp_path / "room.jsonl"
+    lines = make_room(room, 6)
+    forged = json.loads(lines[2]) | change
+    lines[2] = json.dumps(forged, separators=(",", ":")).encode()
+    room.write_bytes(b"".join(line + b"\n" for line in rechain(lines)))
+    code, out = audit(tmp_path, room)
+    assert code == 1 and "FAILED at seq 3" in out and needle in out, out
+
+
+def test_a_reused_id_is_named(tmp_path: Path) -> None:
+    """Ids are unique: a line that reuses an earlier id fails at its seq."""
+    room = tmp_path / "room.jsonl"
+    lines = make_room(room, 6)
+    copied = json.loads(lines[4]) | {"id": json.loads(lines[1])["id"]}
+    lines[4] = json.dumps(copied, separators=(",", ":")).encode()
+    room.write_bytes(b"".join(line + b"\n" for line in rechain(lines)))
+    code, out = audit(tmp_path, room)
+    assert code == 1 and "FAILED at seq 5" in out and "already used" in out, out
+
+
+def test_a_folder_is_refused_clearly(tmp_path: Path) -> None:
+    """Auditing a folder says what was wrong, with no traceback."""
+    code, out = audit(tmp_path, tmp_path)
+    assert code == 1 and "not a room file" in out and "Traceback" not in out
+
+
+def test_a_fresh_home_audits_as_an_empty_room(tmp_path: Path) -> None:
+    """A home whose hub never ran has no room file yet: that is an empty room, not an error."""
+    home = tmp_path / "home"
+    assert run_cli(home, "init", str(home)).returncode == 0
+    done = run_cli(home, "audit")
+    assert done.returncode == 0 and done.stdout.strip() == "ok: 0 lines", done.stderr

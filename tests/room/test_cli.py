@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import subprocess
 from pathlib import Path
+
+import httpx
+import pytest
 
 from tests.support import Society, bullpen_argv, run_cli, wait_for
 
@@ -56,6 +60,24 @@ class TestInit:
         assert not root.exists()
         assert list(tmp_path.iterdir()) == []
 
+    def test_one_port_for_both_listeners_is_refused(self, tmp_path: Path) -> None:
+        """The strict and relaxed listeners cannot share an address; nothing is written."""
+        root = tmp_path / "home"
+        done = run_cli(
+            root, "init", str(root), "--strict", "127.0.0.1:9000", "--relaxed", "127.0.0.1:9000"
+        )
+        assert done.returncode != 0 and "two different ports" in done.stderr
+        assert list(tmp_path.iterdir()) == []
+
+    def test_init_without_a_folder_uses_the_home(self, tmp_path: Path) -> None:
+        """`bullpen --home DIR init` lays the home down at DIR; two different places are refused."""
+        root = tmp_path / "home"
+        assert run_cli(root, "init").returncode == 0
+        assert (root / "society.toml").exists()
+        clash = run_cli(root, "init", str(tmp_path / "elsewhere"))
+        assert clash.returncode == 2 and "give one" in clash.stderr
+        assert not (tmp_path / "elsewhere").exists()
+
     def test_commands_without_a_home_say_how_to_make_one(self, tmp_path: Path) -> None:
         """Any command pointed at a folder with no home explains `bullpen init`."""
         done = run_cli(tmp_path / "nowhere", "say", "@echo", "hi")
@@ -99,6 +121,57 @@ class TestSayRead:
         bad = run_cli(society.root, "say", "@echo", "x", "--data", "[1]")
         assert bad.returncode != 0 and "JSON object" in bad.stderr
 
+    @pytest.mark.parametrize(
+        "args",
+        [
+            ["Echo", "hi"],
+            ["@", "hi"],
+            ["echo", "hi", "--thread", "run 1"],
+            ["echo", "hi", "--reply-to", ""],
+            ["echo", "hi", "--as", "Alice"],
+            ["echo", "hi", "--data", "{bad"],
+            ["echo", "hi", "--data", "NaN"],
+        ],
+    )
+    def test_a_post_refused_before_sending_is_a_clear_error(
+        self, society: Society, args: list[str]
+    ) -> None:
+        """Bad addresses, threads, nicks and data: one line saying why, exit 1, nothing written."""
+        society.start_hub()
+        done = run_cli(society.root, "say", *args)
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.startswith("bullpen: ") and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and done.stdout == ""
+        assert society.lines() == []
+
+    def test_read_through_the_hub_pages_past_its_limit(self, society: Society) -> None:
+        """`read --hub` prints the whole room, not only the hub's first 1,000-line answer."""
+        society.start_hub()
+        with httpx.Client(base_url=society.strict_url, timeout=10) as client:
+            for n in range(1005):
+                body = {"from": "stranger", "to": "@echo", "type": "chat", "body": f"m{n}"}
+                assert client.post("/say", json=body).status_code == 200
+        whole = run_cli(society.root, "read", "--hub")
+        assert [json.loads(x)["seq"] for x in whole.stdout.splitlines()] == list(range(1, 1006))
+        some = run_cli(society.root, "read", "--hub", "--limit", "1002", "--after", "2")
+        assert [json.loads(x)["seq"] for x in some.stdout.splitlines()] == list(range(3, 1005))
+        piped = subprocess.run(  # a reader that leaves early: no BrokenPipe traceback
+            " ".join(map(shlex.quote, bullpen_argv(society.root, "read"))) + " | head -n 1",
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert len(piped.stdout.splitlines()) == 1 and "Traceback" not in piped.stderr
+
+    @pytest.mark.parametrize("args", [["--limit", "0"], ["--limit", "-3"], ["--after", "-1"]])
+    def test_read_refuses_a_limit_it_cannot_honour(self, society: Society, args: list[str]) -> None:
+        """`--limit 0` or a negative seq is a usage error on both paths, not a silent guess."""
+        society.start_hub()
+        for extra in ([], ["--hub"]):
+            done = run_cli(society.root, "read", *args, *extra)
+            assert done.returncode == 2 and args[0] in done.stderr, done.stderr
+
     def test_read_prints_jsonl_with_filters(self, society: Society) -> None:
         """read prints matching lines as JSONL, from the file or through the hub."""
         society.start_hub()
@@ -133,6 +206,29 @@ class TestSayRead:
                 tail.wait(10)
         bodies = [json.loads(line)["body"] for line in out.read_text().splitlines()]
         assert bodies == ["first", "second"]
+        # --json prints each line exactly as the room holds it
+        assert out.read_bytes() == society.room.read_bytes()
+
+    def test_tail_shows_control_characters_as_escapes(self, society: Society) -> None:
+        """A post cannot recolour, move or clear the terminal of someone tailing the room."""
+        society.start_hub()
+        run_cli(society.root, "say", "@echo", "\x1b[31mRED\x1b[2J\r over\u2028x")
+        out = society.root / "tail.out"
+        with out.open("w") as sink:
+            tail = subprocess.Popen(
+                bullpen_argv(society.root, "tail"),
+                stdout=sink,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            try:
+                wait_for(lambda: "RED" in out.read_text(), 15, "tail to show the line")
+            finally:
+                os.killpg(tail.pid, 15)
+                tail.wait(10)
+        shown = out.read_text()
+        assert "\x1b" not in shown and "\r" not in shown and "\u2028" not in shown
+        assert "\\x1b[31mRED\\x1b[2J\\x0d over\\u2028x" in shown
 
 
 class TestKeys:
@@ -149,3 +245,14 @@ class TestKeys:
         assert again.returncode != 0 and "already exists" in again.stderr
         show = run_cli(society.root, "keys", "show", "scribe")
         assert show.stdout == done.stdout
+
+
+def test_repeated_drop_options_add_up() -> None:
+    """`confirm T --drop a --drop b c` drops all three rows, not only the last option's."""
+    from agents.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["expedition", "confirm", "exp-1", "--drop", "row_1", "--drop", "row_2", "row_4"]
+    )
+    assert args.drop == ["row_1", "row_2", "row_4"]
+    assert build_parser().parse_args(["expedition", "confirm", "exp-1"]).drop == []

@@ -169,6 +169,8 @@ class TestRelaxed:
         assert post(hubbed.relaxed_url, fields("stranger")).status_code == 401
         assert httpx.get(f"{hubbed.relaxed_url}/read").status_code == 401
         assert httpx.get(f"{hubbed.relaxed_url}/health").status_code == 401
+        assert httpx.get(f"{hubbed.relaxed_url}/nope").status_code == 401  # not even a 404
+        assert httpx.delete(f"{hubbed.relaxed_url}/say").status_code == 401
         assert post(hubbed.relaxed_url, fields("stranger"), token="wrong").status_code == 401
 
     def test_privileged_without_proof_is_verified(self, hubbed: Society) -> None:
@@ -296,13 +298,85 @@ class TestBadInput:
         assert wrong.status_code == 405 and "message" in wrong.json()
 
     @pytest.mark.parametrize(
-        "query", ["after=-1", "after=x", "limit=0", "limit=5000", "wait=100", "to=Bad!", "bogus=1"]
+        "query",
+        [
+            "after=-1",
+            "after=x",
+            "limit=0",
+            "limit=5000",
+            "limit=%2B5",
+            "limit=%205",
+            "wait=100",
+            "to=Bad!",
+            "from=Bad!",
+            "bogus=1",
+        ],
     )
     def test_bad_read_parameters_are_400(self, hubbed: Society, query: str) -> None:
         """Every malformed /read parameter gets a 400 that names it."""
         answer = httpx.get(f"{hubbed.strict_url}/read?{query}")
         assert answer.status_code == 400, answer.text
+        assert answer.json()["error"] == "bad_request"
         assert query.split("=")[0] in answer.json()["message"]
+
+    @pytest.mark.parametrize(
+        "proof",
+        [
+            {"ts": 1, "nonce": "abcdefgh", "hmac": "00"},
+            {"ts": 1, "nonce": "abc", "hmac": "0" * 64},
+            {"ts": 1, "nonce": "abcdefgh", "hmac": "0" * 64, "extra": 1},
+            "not an object",
+        ],
+    )
+    def test_a_malformed_proof_is_a_wrong_proof(self, hubbed: Society, proof: object) -> None:
+        """A proof that is not even well formed is refused as unauthorized, on both listeners."""
+        before = count(hubbed)
+        strict = post(hubbed.strict_url, {**fields(), "proof": proof})
+        relaxed = post(hubbed.relaxed_url, {**fields("echo"), "proof": proof}, hubbed.token())
+        assert strict.status_code == relaxed.status_code == 401, strict.text + relaxed.text
+        assert "proof" in strict.json()["message"]
+        assert count(hubbed) == before
+
+    def test_a_signature_from_a_nick_without_a_key_names_the_fix(self, hubbed: Society) -> None:
+        """The refusal tells the operator the exact trust.toml line to add, for this nick."""
+        sig = {"ts": int(time.time()), "nonce": new_nonce(), "value": "AAAA"}
+        answer = post(hubbed.strict_url, {**fields("stranger"), "sig": sig})
+        assert answer.status_code == 401
+        assert 'stranger = "ed25519:' in answer.json()["message"], answer.text
+        malformed = post(hubbed.strict_url, {**fields("stranger"), "sig": {"ts": "x"}})
+        assert malformed.status_code == 401 and "signature" in malformed.json()["message"]
+
+    def test_a_post_carrying_a_secret_is_refused_without_repeating_it(
+        self, hubbed: Society
+    ) -> None:
+        """Neither the shared secret nor the token may enter the room, escaped or not."""
+        before = count(hubbed)
+        secret, token = hubbed.secret().decode().strip(), hubbed.token().strip()
+        escaped = "".join(f"\\u{ord(c):04x}" for c in secret).encode()
+        attempts = [
+            post(hubbed.strict_url, fields("stranger", body=f"leak {secret}")),
+            post(hubbed.strict_url, fields("stranger", data={"t": token})),
+            post(hubbed.strict_url, {**fields("stranger"), token: 1}),
+            post(
+                hubbed.strict_url,
+                None,
+                raw=b'{"from":"stranger","to":"@echo","type":"chat","body":"' + escaped + b'"}',
+            ),
+            httpx.get(f"{hubbed.strict_url}/read", params={"thread": secret}),
+        ]
+        for answer in attempts:
+            assert answer.status_code == 400, answer.text
+            assert secret not in answer.text and token not in answer.text
+        assert count(hubbed) == before
+
+    def test_from_filter_takes_a_bare_or_at_nick(self, hubbed: Society) -> None:
+        """/read?from= accepts `alice` and `@alice` alike, as `to` does."""
+        post(hubbed.strict_url, fields("stranger", body="from a stranger"))
+        for sender in ("stranger", "@stranger"):
+            answer = httpx.get(f"{hubbed.strict_url}/read", params={"from": sender}, timeout=10)
+            assert answer.status_code == 200, answer.text
+            messages = answer.json()["messages"]
+            assert messages and all(m["from"] == "stranger" for m in messages)
 
 
 class TestRead:
