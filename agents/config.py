@@ -102,7 +102,9 @@ class NickConfig(_Strict):
     wake_replies: bool = False
     timeout_s: float = Field(default=120.0, gt=0)
     concurrency: int = Field(default=1, ge=1, le=64)
-    seat: str | None = None
+    seat: str | None = Field(
+        default=None, description="send every model call of this nick to this [seats.X] table"
+    )
     read: Literal["auto", "file", "hub"] = "auto"
     relaxed: bool = Field(default=False, description="post through the relaxed listener")
     env: dict[str, str] = Field(default_factory=dict)
@@ -144,7 +146,13 @@ class SocietyConfig(_Strict):
         """Check the seat tables now (kinds, keys, fallbacks), not at the first model call."""
         from agents.seats import build_seats
 
-        build_seats(self.seats)
+        registry = build_seats(self.seats)
+        for nick, config in self.nicks.items():
+            if config.seat is not None and config.seat not in registry:
+                raise ValueError(
+                    f"[nicks.{nick}] seat = {config.seat!r}, but there is no [seats.{config.seat}]"
+                    f" table; the seats are {', '.join(registry.names())}"
+                )
         return self
 
     @field_validator("operator")

@@ -4,11 +4,12 @@ society.toml     who runs and how (agents.config)
 trust.toml       PRIVILEGED and TRUST (trust.table)
 secrets/         post-secret, relaxed-token, hub.key, keys/<nick>.key (all 0600)
 room/room.jsonl  the room (its place is configurable)
-state/<nick>/    each lurker's cursor and flags
+state/<nick>/    each lurker's cursor and flags (under systemd: $STATE_DIRECTORY/<nick>)
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from functools import cached_property
@@ -65,8 +66,38 @@ class Home:
     def state_dir(self, nick: str) -> Path:
         """A lurker's own folder; systemd's $STATE_DIRECTORY wins when it is set."""
         base = os.environ.get("STATE_DIRECTORY")
-        root = Path(base.split(":")[0]) if base else self.root / "state"
-        return root / nick
+        return Path(base.split(":")[0]) / nick if base else self.home_state_dir(nick)
+
+    def home_state_dir(self, nick: str) -> Path:
+        """`state/<nick>` in the home: where `bullpen up` keeps a lurker's state."""
+        return self.root / "state" / nick
+
+    @property
+    def unit_state_name(self) -> str:
+        """The units' StateDirectory=: one per home, so two homes never share a cursor."""
+        digest = hashlib.sha256(str(self.root).encode("utf-8")).hexdigest()[:12]
+        return f"bullpen-lurkers/{digest}"
+
+    def unit_state_dirs(self, nick: str) -> list[Path]:
+        """Where a lurker under systemd keeps its state: user units put StateDirectory= in
+        $XDG_CONFIG_HOME up to systemd 252 (Debian 12) and in $XDG_STATE_HOME after."""
+        bases = (
+            os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config",
+            os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state",
+        )
+        return [Path(base) / self.unit_state_name / nick for base in bases]
+
+    def state_dirs(self, nick: str) -> list[Path]:
+        """Every place this nick's state may be: where it runs now first, then the others."""
+        found: list[Path] = []
+        for where in (self.state_dir(nick), self.home_state_dir(nick), *self.unit_state_dirs(nick)):
+            if where not in found:
+                found.append(where)
+        return found
+
+    def wake_replies_flagged(self, nick: str) -> bool:
+        """The seed's flag file `.wakereplies`, honoured in the home and under systemd alike."""
+        return any((where / ".wakereplies").exists() for where in self.state_dirs(nick))
 
     def require(self) -> None:
         if not self.society_file.exists():

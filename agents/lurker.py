@@ -30,6 +30,7 @@ from agents.handlers import Failure, Outbox, Outcome, OutPost
 from agents.home import Home
 from agents.step import Judgment, JudgmentRequest, Reply, StepContext
 from agents.wake import is_ping, refusal, wake_set
+from room import pidlock
 from room.client import RoomClient, read_file
 from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
 from room.log import Filter
@@ -58,8 +59,8 @@ class Lurker:
         self.config = society.nicks[nick]
         self.state = home.state_dir(nick)
         self.state.mkdir(parents=True, exist_ok=True)
-        flagged = (self.state / ".wakereplies").exists()
-        self.wake = wake_set(self.config.wake_replies or flagged)
+        self._lock = _one_lurker_per_nick(home, nick)
+        self.wake = wake_set(self.config.wake_replies or home.wake_replies_flagged(nick))
         self.trusted = home.trust.trusted
         self.handler = handlers.load(self.config)
         self.cursor = Cursor(self.state / "cursor")
@@ -71,7 +72,7 @@ class Lurker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending: dict[int, Position] = {}
         self._last = Position(0)
-        self._judge: Any = None
+        self._seats: Any = None
         self.ctx = StepContext(
             nick=nick,
             home=home,
@@ -86,12 +87,14 @@ class Lurker:
     async def _judge_call(
         self, role: str, request: JudgmentRequest, schema: type[BaseModel]
     ) -> Judgment[Any]:
-        if self._judge is None:
-            from agents.seats import build_seats, make_judge
+        from agents.seats import build_seats, make_judge
 
+        if self._seats is None:
             # One registry per process: an openai seat remembers what its server supports.
-            self._judge = make_judge(build_seats(self.home.society.seats))
-        return await self._judge(role, request, schema)  # type: ignore[no-any-return]
+            self._seats = build_seats(self.home.society.seats)
+        seat = self.config.seat  # this nick's own seat, for whatever role it judges
+        judge = make_judge(self._seats, {role: seat} if seat else None)
+        return await judge(role, request, schema)
 
     async def read_thread(self, thread: str, through: int = 0) -> list[Message]:
         """A run's whole thread, read over the hub (never from a file).
@@ -145,9 +148,32 @@ class Lurker:
         mode = self.config.read
         return mode == "file" or (mode == "auto" and self.home.room_path.parent.is_dir())
 
-    async def _start_position(self) -> Position:
+    def _saved_position(self) -> Position | None:
+        """This nick's cursor; a lurker moved between `bullpen up` and systemd takes over
+        the cursor it left in the other place, rather than starting at the end."""
         saved = self.cursor.load()
         if saved is not None:
+            return saved
+        for other in self.home.state_dirs(self.nick)[1:]:
+            inherited = Cursor(other / "cursor").load()
+            if inherited is not None:
+                self.log.info("taking over the cursor", source=str(other), seq=inherited.seq)
+                self.cursor.save(inherited)
+                return inherited
+        return None
+
+    async def _start_position(self) -> Position:
+        saved = self._saved_position()
+        if saved is not None:
+            if not self._local():  # the file followers check this themselves, at once
+                head = int((await self.client.health())["seq"])
+                if saved.seq > head:
+                    raise CursorAhead(
+                        f"the hub's room ends at seq {head}, but {self.nick}'s cursor "
+                        f"({self.cursor.path}) is at seq {saved.seq}: the room was truncated "
+                        "or replaced. Restore the room from its backup, or delete the cursor "
+                        "if the room was deliberately started over"
+                    )
             return saved
         if self._local() and self.home.room_path.exists():
             with RoomFile(self.home.room_path) as room:
@@ -199,9 +225,10 @@ class Lurker:
             await self._follow(start)
             return EXIT_OK
         except CursorAhead as exc:
+            # Exit 78: restarting cannot help until a person restores the room or the cursor.
             self.log.error("room is shorter than the cursor; stopping", error=exc.message)
             print(f"bullpen lurk {self.nick}: {exc.message}", file=sys.stderr)
-            return EXIT_ERROR
+            return EXIT_CONFIG
         finally:
             if ticker is not None:
                 ticker.cancel()
@@ -416,6 +443,21 @@ class Lurker:
                 raise
             except Exception:
                 self.log.exception("periodic check failed")
+
+
+def _one_lurker_per_nick(home: Home, nick: str) -> int:
+    """Hold the nick's lock in the home for this process's life: two lurkers for one nick
+    (say, `bullpen up` and its systemd unit) would answer every message twice."""
+    folder = home.home_state_dir(nick)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        return pidlock.take(folder / "lurker.lock")
+    except pidlock.Held as held:
+        raise ConfigError(
+            f"another lurker for {nick} is already running (pid {held.holder}); two would "
+            f"answer every message twice. Stop it first, or run {nick} in one place only: "
+            "`bullpen up` or its systemd unit, not both"
+        ) from None
 
 
 def cmd_lurk(args: argparse.Namespace) -> int:

@@ -3,17 +3,29 @@
 The templates in systemd/ name no path of their own; rendering fills in the
 absolute path of this `bullpen`, the home, and the folders the hub may
 write. Lurker state lives in $STATE_DIRECTORY, which systemd creates.
+
+A path goes into a unit the way systemd reads it back (systemd.syntax(7)):
+one word, in double quotes with `\\` and `"` backslash-escaped when it holds
+anything but plain characters, and `%` doubled so no specifier is expanded.
+ExecStart= lines start with `:`, which turns $VARIABLE expansion off for the
+whole line: `$$` would be no answer, since systemd never unescapes it in the
+program path. A path a unit cannot hold (a control character, or a quote or
+backslash in the program path, which systemd refuses) is a ConfigError.
 """
 
 from __future__ import annotations
 
 import argparse
 import getpass
+import os
+import re
 import shlex
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from agents.backpass.config import PATH_KEYS as BACKPASS_PATHS
 from agents.home import Home
 from agents.initialize import _fill
 from agents.packaged import unit_templates
@@ -26,51 +38,199 @@ TEMPLATES = (
     "bullpen-backpass.timer",
 )
 
+# Where PrivateTmp=yes gives a service an empty folder of its own.
+TMP_ROOTS = (Path("/tmp"), Path("/var/tmp"))
+
+_PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+
 
 def _template_dir() -> Path:
     return unit_templates()
 
 
-def bullpen_executable() -> str:
-    """The absolute command that runs this bullpen, for ExecStart."""
-    beside = Path(sys.executable).with_name("bullpen")
+def bullpen_command(python: str | None = None) -> list[str]:
+    """The words that run this bullpen, for ExecStart: its script, else `python -m agents.cli`."""
+    python = python or sys.executable
+    beside = Path(python).with_name("bullpen")
     if beside.exists():
-        return str(beside)
+        return [str(beside)]
     found = shutil.which("bullpen")
     if found:
-        return str(Path(found).resolve())
-    return f"{sys.executable} -m agents.cli"
+        return [str(Path(found).resolve())]
+    return [python, "-m", "agents.cli"]
 
 
-def _quote(path: Path | str) -> str:
-    text = str(path)
-    return f'"{text}"' if " " in text else text
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
-def render(home: Home, template: str) -> str:
+def _one_line(text: str, what: str) -> str:
+    if not text.isprintable():
+        raise ConfigError(
+            f"{what} {_printable(text)} has a control character (a newline or a tab), "
+            "which a systemd unit file cannot hold; move it to a path without one and run "
+            "`bullpen units install` again"
+        )
+    return text
+
+
+def systemd_word(text: str, what: str = "the path") -> str:
+    """`text` as one word of ExecStart= or ReadWritePaths=: `%` doubled, quoted if need be."""
+    escaped = _one_line(text, what).replace("%", "%%")
+    if _PLAIN.fullmatch(text):
+        return escaped
+    return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def systemd_text(text: str, what: str = "the path") -> str:
+    """`text` inside free text such as Description=: only specifiers are expanded there."""
+    return _one_line(text, what).replace("%", "%%")
+
+
+def _program_word(program: str) -> str:
+    if any(c in program for c in "\"'\\"):
+        raise ConfigError(
+            f"the bullpen program {program} has a quote or backslash in its path, which "
+            "systemd refuses in ExecStart=; install bullpen (its virtualenv) under a path "
+            "without one and run `bullpen units install` again"
+        )
+    return systemd_word(program, "the bullpen program")
+
+
+def touched_paths(home: Home) -> list[Path]:
+    """Every configured path the services read or write: the home, the room, the trust
+    files, and the [expedition] and [backpass] folders (knowledge base, memory repositories)."""
+    config, trust = home.society, home.trust
+    found = [home.root, home.room_path]
+    found += [trust.secret_file, trust.relaxed_token_file, trust.hub_key_file, trust.key_dir]
+    if config.room.credentials:
+        found.append(home.path(config.room.credentials))
+    found += [home.path(config.expedition.kb), home.path(config.expedition.briefs)]
+    found += [home.path(str(getattr(config.backpass, key))) for key in BACKPASS_PATHS]
+    unique: list[Path] = []
+    for path in found:
+        path = path.resolve()
+        if path not in unique:
+            unique.append(path)
+    return unique
+
+
+def tmp_root_of(path: Path) -> Path | None:
+    """/tmp or /var/tmp when `path` lies under it (PrivateTmp=yes would hide it), else None."""
+    for root in TMP_ROOTS:
+        if any(path.is_relative_to(form) for form in {root, root.resolve()}):
+            return root
+    return None
+
+
+def _hidden_by_private_tmp(paths: list[Path]) -> str:
+    return ", ".join(f"{_printable(str(p))} is under {tmp_root_of(p)}" for p in paths)
+
+
+@dataclass(frozen=True)
+class UnitPlan:
+    """What every template is filled with, and the paths that keep PrivateTmp= out (the
+    outermost ones: the home, not every folder in it)."""
+
+    values: dict[str, str]
+    under_tmp: list[Path]
+
+    def private_tmp_reason(self) -> str:
+        return _hidden_by_private_tmp(self.under_tmp)
+
+
+def plan_units(home: Home, command: list[str] | None = None) -> UnitPlan:
+    """Fill-ins for this home and this bullpen; a ConfigError if a unit cannot hold them."""
+    words = command if command is not None else bullpen_command()
+    hidden = [p for p in touched_paths(home) if tmp_root_of(p) is not None]
+    under_tmp = [p for p in hidden if not any(p != q and p.is_relative_to(q) for q in hidden)]
+    writable = sorted({home.root, home.room_path.parent}, key=str)
+    values = {
+        "BULLPEN": " ".join([_program_word(words[0]), *(systemd_word(w) for w in words[1:])]),
+        "HOME": systemd_word(str(home.root), "the home"),
+        "HOME_TEXT": systemd_text(str(home.root), "the home"),
+        "WRITABLE": " ".join(systemd_word(str(p), "the writable folder") for p in writable),
+        "STATE": home.unit_state_name,
+        "PRIVATETMP": (
+            f"# PrivateTmp=yes left out: {_hidden_by_private_tmp(under_tmp)}, "
+            "and a private /tmp would hide it from this service."
+            if under_tmp
+            else "PrivateTmp=yes"
+        ),
+    }
+    return UnitPlan(values, under_tmp)
+
+
+def render(home: Home, template: str, plan: UnitPlan | None = None) -> str:
     source = _template_dir() / template
-    writable = {home.root, home.room_path.parent}
-    text = source.read_text(encoding="utf-8")
-    return _fill(
-        text,
-        {
-            "BULLPEN": bullpen_executable(),
-            "HOME": _quote(home.root),
-            "WRITABLE": " ".join(sorted(_quote(p) for p in writable)),
-        },
-    )
+    return _fill(source.read_text(encoding="utf-8"), (plan or plan_units(home)).values)
 
 
-def install(home: Home, target: Path, nicks: list[str]) -> list[Path]:
+def install(home: Home, target: Path, plan: UnitPlan | None = None) -> list[Path]:
+    plan = plan or plan_units(home)
+    rendered = {
+        name: render(home, name, plan) for name in TEMPLATES if (_template_dir() / name).exists()
+    }
     target.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in TEMPLATES:
-        if not (_template_dir() / name).exists():
-            continue
+    for name, text in rendered.items():
         path = target / name
-        path.write_text(render(home, name), encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
+
+
+def user_search_path() -> list[Path]:
+    """The folders systemd's user manager loads units from (systemd.unit(5), "User Unit
+    Search Path"), leaving out the ones systemd itself writes (.control, transient, generators)."""
+    env, home = os.environ, Path.home()
+    config_home = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
+    data_home = Path(env.get("XDG_DATA_HOME") or home / ".local" / "share")
+    config_dirs = (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":")
+    data_dirs = (env.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share").split(":")
+    runtime = env.get("XDG_RUNTIME_DIR")
+    return [
+        config_home / "systemd" / "user",
+        *(Path(d) / "systemd" / "user" for d in config_dirs if d),
+        Path("/etc/systemd/user"),
+        *([Path(runtime) / "systemd" / "user"] if runtime else []),
+        Path("/run/systemd/user"),
+        data_home / "systemd" / "user",
+        *(Path(d) / "systemd" / "user" for d in data_dirs if d),
+        Path("/usr/local/lib/systemd/user"),
+        Path("/usr/lib/systemd/user"),
+    ]
+
+
+def on_search_path(folder: Path) -> bool:
+    return folder.resolve() in {p.resolve() for p in user_search_path()}
+
+
+def commands(target: Path, written: list[Path], nicks: list[str], user: str) -> list[str]:
+    """What to run next, one command a line, comments on lines of their own."""
+    names = {path.name for path in written}
+    lines = ["# then, as this user:"]
+    if not on_search_path(target):
+        lines.append(
+            f"# {_printable(str(target))} is not on systemd's user unit search path "
+            "(systemd.unit(5)), so link each unit into it first:"
+        )
+        lines += [f"systemctl --user link {shlex.quote(str(path))}" for path in written]
+    units = [n for n in ("bullpen-hub.service",) if n in names]
+    if "bullpen-lurker@.service" in names:
+        units += [f"bullpen-lurker@{nick}.service" for nick in nicks]
+    units += [n for n in ("bullpen-backpass.timer",) if n in names]  # the nightly backpass
+    listed = " ".join(shlex.quote(unit) for unit in units)
+    return [
+        *lines,
+        "systemctl --user daemon-reload",
+        f"systemctl --user enable {listed}",
+        f"systemctl --user start {listed}",
+        "# keep them running after you log out:",
+        f"loginctl enable-linger {shlex.quote(user)}",
+        "# watch the logs:",
+        "journalctl --user -u 'bullpen-*' -f",
+    ]
 
 
 def cmd_units(args: argparse.Namespace) -> int:
@@ -83,23 +243,17 @@ def cmd_units(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"no [nicks.{unknown[0]}] in {home.society_file}; configured nicks: {', '.join(configured)}"
         )
-    target = (
-        Path(args.dir).expanduser() if args.dir else Path("~/.config/systemd/user").expanduser()
-    )
-    for path in install(home, target, nicks):
+    target = Path(args.dir).expanduser().absolute() if args.dir else user_search_path()[0]
+    plan = plan_units(home)
+    written = install(home, target, plan)
+    for path in written:
         print(f"wrote {path}", file=sys.stderr)
-    lurkers = " ".join(shlex.quote(f"bullpen-lurker@{n}.service") for n in nicks)
-    print(
-        "\n".join(
-            [
-                "# then, as this user:",
-                "systemctl --user daemon-reload",
-                "systemctl --user enable --now bullpen-hub.service",
-                f"systemctl --user enable --now {lurkers}",
-                "systemctl --user enable --now bullpen-backpass.timer   # the nightly backpass",
-                f"loginctl enable-linger {getpass.getuser()}   # keep running after you log out",
-                "journalctl --user -u 'bullpen-*' -f             # watch the logs",
-            ]
+    if plan.under_tmp:
+        print(
+            f"warning: PrivateTmp=yes is left out of the units: {plan.private_tmp_reason()}, "
+            "and a private /tmp would hide it from the services. Keep the home and its "
+            "folders out of /tmp and /var/tmp to have it.",
+            file=sys.stderr,
         )
-    )
+    print("\n".join(commands(target, written, nicks, getpass.getuser())))
     return 0

@@ -112,10 +112,32 @@ class Supervisor:
                     await asyncio.wait_for(self.hub.proc.wait(), 0.1)
         return False
 
+    async def _hub_already_there(self) -> bool:
+        """Whether a bullpen hub already answers on this home's strict address.
+
+        Checked before starting anything: the new hub would fail to take the
+        room or the port, but the readiness check would be answered by the
+        hub already there, and every lurker would then run twice (`bullpen up`
+        twice, or beside the systemd units). Another program on the port is
+        left to the new hub, whose log says it cannot listen.
+        """
+        async with RoomClient(self.home.society.hub.strict_url(), timeout=2.0) as client:
+            try:
+                return "listener" in await client.health()
+            except (HubUnavailable, PostRejected, ValueError):
+                return False
+
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
+        if self.hub is not None and await self._hub_already_there():
+            status(
+                f"a bullpen hub already answers on {self.home.society.hub.strict}: is this "
+                "society already up (another `bullpen up`, or the systemd units)? Stop it "
+                "first, or run `bullpen up --no-hub` to start only the lurkers beside that hub"
+            )
+            return 1
         if self.hub is not None:
             await self.hub.start(self.env)
             assert self.hub.proc is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -271,18 +272,85 @@ class TestRestarts:
         for ask in [before, *after]:
             assert len(replies_to(running, ask["id"])) == 1
 
-    def test_room_shorter_than_cursor_stops_with_a_clear_error(self, running: Society) -> None:
-        """A lurker whose cursor is past the end of the room stops and says what happened."""
-        (running.root / "state" / "echo" / "cursor").write_text(
+    @pytest.mark.parametrize("read", ["file", "hub"])
+    def test_room_shorter_than_cursor_stops_with_a_clear_error(
+        self, running: Society, read: str
+    ) -> None:
+        """A lurker whose cursor is past the end of the room stops at once, says what happened,
+        and exits 78 so that neither `up` nor systemd restarts it into the same wall."""
+        nick = f"short{read}"
+        add_nick(running.root, nick, handler="agents.examples:echo", read=read)
+        (running.root / "state" / nick / "cursor").write_text(
             json.dumps({"seq": 50, "offset": 9000})
         )
         say(running, "@nobody", "one line")
-        proc = running.spawn("lurk-echo", "lurk", "echo")
-        assert proc.proc.wait(20) == 1
+        proc = running.spawn(f"lurk-{nick}", "lurk", nick)
+        assert proc.proc.wait(15) == 78, proc.output()
         assert "truncated" in proc.output()
+
+    def test_a_second_lurker_for_a_nick_is_refused(self, running: Society) -> None:
+        """Two lurkers for one nick would answer everything twice: the second exits 78."""
+        first = running.start_lurker("echo")
+        second = running.spawn("lurk-echo-2", "lurk", "echo")
+        assert second.proc.wait(20) == 78
+        assert f"pid {first.pid}" in second.output() and "already running" in second.output()
+        ask = say(running, "@echo", "once only", type="ask")
+        wait_reply(running, ask["id"], 30)
+        assert len(replies_to(running, ask["id"])) == 1
 
 
 def test_unknown_nick_is_a_config_error(society: Society) -> None:
     """Lurking as a nick with no [nicks.X] table exits 78 and lists the configured nicks."""
     done = run_cli(society.root, "lurk", "nobody")
     assert done.returncode == 78 and "nobody" in done.stderr and "echo" in done.stderr
+
+
+def test_under_systemd_the_flag_and_cursor_in_the_home_still_count(
+    society: Society, tmp_path: Path
+) -> None:
+    """With $STATE_DIRECTORY set (a systemd unit), a `.wakereplies` flag left in the home's
+    state folder still makes the nick reply-waking, and the cursor `bullpen up` saved there
+    is taken over rather than restarting from the end of the room."""
+    society.start_hub()
+    add_nick(society.root, "watcher", handler="agents.examples:echo")
+    (society.root / "state" / "watcher" / ".wakereplies").touch()
+    ask = say(society, "@watcher", "asked before the move")  # after the saved cursor (seq 0)
+    unit_state = tmp_path / "unit-state"
+    proc = society.start_lurker("watcher", env={"STATE_DIRECTORY": str(unit_state)})
+    wait_reply(society, ask["id"], 30)
+    started = [
+        json.loads(line)
+        for line in proc.output().splitlines()
+        if line.startswith("{") and '"lurking"' in line
+    ]
+    assert started and "reply" in started[0]["wake"], proc.output()
+    assert (unit_state / "watcher" / "cursor").exists()
+    assert "taking over the cursor" in proc.output()
+
+
+def test_a_nicks_own_seat_answers_its_judgments(society: Society, tmp_path: Path) -> None:
+    """`[nicks.X] seat = "T"` sends that nick's model calls to [seats.T], whatever the role;
+    an unknown T is a configuration error that names the seats there are."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps({"verdict": {"json": {"verdict": "from mine"}}}))
+    fake = Path(__file__).parent / "fakes" / "fake_model.py"
+    society_toml = society.root / "society.toml"
+    society_toml.write_text(
+        society_toml.read_text()
+        + f'\n[seats.mine]\nkind = "cmd"\ncommand = {json.dumps([sys.executable, str(fake)])}\n'
+    )
+    add_nick(
+        society.root,
+        "judger",
+        handler="tests.fakes.judging_step:judge_once",
+        seat="mine",
+        env={"FAKE_MODEL_SCRIPT": str(script)},
+    )
+    society.start_hub()
+    society.start_lurker("judger", env={"FAKE_MODEL_SCRIPT": str(script)})
+    ask = say(society, "@judger", "is it so?")
+    reply = wait_reply(society, ask["id"], 30)
+    assert reply["body"] == "from mine" and reply["data"]["seat"] == "mine", reply
+    add_nick(society.root, "lost", handler="agents.examples:echo", seat="nowhere")
+    done = run_cli(society.root, "lurk", "lost")
+    assert done.returncode == 78 and "nowhere" in done.stderr and "mine" in done.stderr

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+import getpass
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from agents import units
+from agents.home import Home
+from room.errors import ConfigError
+from tests.mcp.helpers import add_key_nick
 from tests.support import Society, add_nick, bullpen_argv, run_cli, start_up, wait_for
 from tests.test_lurker import say, wait_reply
 
@@ -85,41 +95,220 @@ class TestUp:
         wait_for(lambda: processes_of(society.root) == [], 20, "orphaned children to exit")
 
 
+SERVICES = ("bullpen-hub.service", "bullpen-lurker@.service", "bullpen-backpass.service")
+ODD_HOME = "sp ace%h%z$HOME"  # a space, a valid and an invalid specifier, a variable
+
+
+def exec_start(unit: str) -> str:
+    return next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+
+
+def setting(unit: str, key: str) -> str:
+    return next(line for line in unit.splitlines() if line.startswith(f"{key}="))
+
+
+def verify_output(units_dir: Path, tmp_path: Path) -> str:
+    """All `systemd-analyze --user verify` prints for these units, the lurker as an instance."""
+    instances = tmp_path / "instances"
+    instances.mkdir()
+    for unit in units_dir.iterdir():
+        name = unit.name.replace("lurker@.", "lurker@echo.")
+        shutil.copy(unit, instances / name)
+    runtime = tmp_path / "xdg"
+    runtime.mkdir(mode=0o700)
+    verify = subprocess.run(
+        ["systemd-analyze", "--user", "verify", *sorted(str(p) for p in instances.iterdir())],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+        timeout=60,
+    )
+    assert verify.returncode == 0, verify.stderr
+    return verify.stdout + verify.stderr
+
+
+def home_elsewhere(society: Society, root: Path, section: str = "", **paths: str) -> Home:
+    """A Home at `root`, never created, holding the fixture's configuration (with `paths` set
+    in [section]): rendering reads no file of the home, so units for a home outside /tmp can
+    be rendered without writing outside /tmp."""
+    real = society.home
+    config = real.society
+    if section:
+        changed = getattr(config, section).model_copy(update=paths)
+        config = config.model_copy(update={section: changed})
+    home = Home(root)
+    home.society = config  # cached properties: an instance attribute is what they return
+    home.trust = dataclasses.replace(
+        real.trust,
+        path=root / "trust.toml",
+        secret_file=root / "secrets" / "post-secret",
+        relaxed_token_file=root / "secrets" / "relaxed-token",
+        hub_key_file=root / "secrets" / "hub.key",
+        key_dir=root / "secrets" / "keys",
+    )
+    return home
+
+
 class TestUnits:
-    def test_rendered_units_verify_cleanly(self, society: Society, tmp_path: Path) -> None:
-        """Rendered units pass `systemd-analyze --user verify` with no output at all."""
+    @pytest.mark.parametrize("name", ["home", ODD_HOME])
+    def test_rendered_units_verify_cleanly(self, tmp_path: Path, name: str) -> None:
+        """Rendered units, the lurker as bullpen-lurker@echo.service, pass `systemd-analyze
+        --user verify` with no output at all, also for a home with a space, % and $."""
         if shutil.which("systemd-analyze") is None:
             pytest.skip(
                 "systemd-analyze is not installed here (.ci/run installs it)"
             )  # real precondition
+        root = Society(tmp_path / name).root
         target = tmp_path / "units"
-        done = run_cli(society.root, "units", "install", "--dir", str(target), "--nicks", "echo")
+        done = run_cli(root, "units", "install", "--dir", str(target), "--nicks", "echo")
         assert done.returncode == 0, done.stderr
-        assert "systemctl --user enable --now bullpen-lurker@echo.service" in done.stdout
-        assert "loginctl enable-linger" in done.stdout
         hub = (target / "bullpen-hub.service").read_text()
-        assert f"--home {society.root} hub" in hub and "@" not in hub.split("ExecStart=")[1].split(
-            "\n"
-        )[0].replace("lurker@", "")
-        instances = tmp_path / "instances"
-        instances.mkdir()
-        shutil.copy(target / "bullpen-hub.service", instances / "bullpen-hub.service")
-        shutil.copy(target / "bullpen-lurker@.service", instances / "bullpen-lurker@echo.service")
-        for extra in ("bullpen-backpass.service", "bullpen-backpass.timer"):
-            if (target / extra).exists():
-                shutil.copy(target / extra, instances / extra)
-        runtime = tmp_path / "xdg"
-        runtime.mkdir(mode=0o700)
-        files = sorted(str(p) for p in instances.iterdir())
-        verify = subprocess.run(
-            ["systemd-analyze", "--user", "verify", *files],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
-            timeout=60,
+        doubled = str(root).replace("%", "%%")
+        home_word = f'"{doubled}"' if " " in doubled else doubled
+        assert exec_start(hub).endswith(f" --home {home_word} hub")
+        assert verify_output(target, tmp_path) == ""
+
+    def test_a_home_path_reaches_systemd_literally(self, tmp_path: Path) -> None:
+        """A home with a space, % and $ is one quoted word with % doubled wherever systemd
+        reads it, and $ stays as it is: ExecStart= starts with ':', so nothing is expanded."""
+        root = Society(tmp_path / ODD_HOME).root
+        target = tmp_path / "units"
+        done = run_cli(root, "units", "install", "--dir", str(target))
+        assert done.returncode == 0, done.stderr
+        doubled = str(root).replace("%", "%%")
+        hub = (target / "bullpen-hub.service").read_text()
+        assert exec_start(hub).startswith("ExecStart=:")
+        assert exec_start(hub).endswith(f' --home "{doubled}" hub')
+        assert setting(hub, "ReadWritePaths") == f'ReadWritePaths="{doubled}" "{doubled}/room"'
+        assert setting(hub, "Description") == f"Description=bullpen hub ({doubled})"
+        lurker = (target / "bullpen-lurker@.service").read_text()
+        assert exec_start(lurker).endswith(f' --home "{doubled}" lurk %i')
+        assert setting(lurker, "Description") == f"Description=bullpen lurker %i ({doubled})"
+        backpass = (target / "bullpen-backpass.service").read_text()
+        assert exec_start(backpass).endswith(f' --home "{doubled}" backpass')
+        assert units.systemd_word('/a"b\\c d') == '"/a\\"b\\\\c d"'
+        assert units.systemd_word("/srv/bullpen-1.0/home") == "/srv/bullpen-1.0/home"
+
+    def test_a_path_a_unit_cannot_hold_is_refused(self, tmp_path: Path) -> None:
+        """A home whose path has a newline cannot be written in a unit: exit 78, nothing written."""
+        root = Society(tmp_path / "new\nline").root
+        target = tmp_path / "units"
+        done = run_cli(root, "units", "install", "--dir", str(target))
+        assert done.returncode == 78, done.stderr
+        assert "control character" in done.stderr and "systemd" in done.stderr
+        assert not target.exists() or not any(target.iterdir())
+
+    def test_the_bullpen_command_is_quoted_word_by_word(
+        self, society: Society, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A bullpen path with a space is one quoted word; the fallback `python -m agents.cli`
+        is three words, the interpreter quoted; a path systemd refuses is refused here."""
+        monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+        python = tmp_path / "py env" / "bin" / "python3"  # no bullpen beside it
+        assert units.bullpen_command(str(python)) == [str(python), "-m", "agents.cli"]
+        home = society.home
+        hub = units.render(
+            home, "bullpen-hub.service", units.plan_units(home, units.bullpen_command(str(python)))
         )
-        assert verify.returncode == 0, verify.stderr
-        assert verify.stdout + verify.stderr == "", verify.stdout + verify.stderr
+        assert exec_start(hub).startswith(f'ExecStart=:"{python}" -m agents.cli --home ')
+        venv = tmp_path / "my venv%" / "bin"
+        venv.mkdir(parents=True)
+        (venv / "bullpen").write_text("#!/bin/sh\n")
+        assert units.bullpen_command(str(venv / "python")) == [str(venv / "bullpen")]
+        hub = units.render(
+            home, "bullpen-hub.service", units.plan_units(home, [str(venv / "bullpen")])
+        )
+        doubled = str(venv / "bullpen").replace("%", "%%")
+        assert exec_start(hub).startswith(f'ExecStart=:"{doubled}" --home ')
+        with pytest.raises(ConfigError, match="quote or backslash"):
+            units.plan_units(home, ['/opt/it"s/bullpen'])
+
+    def test_private_tmp_is_left_out_for_a_home_under_tmp(
+        self, society: Society, tmp_path: Path
+    ) -> None:
+        """PrivateTmp=yes would hide a home under /tmp from the services: it is left out, and a
+        warning on stderr says why."""
+        target = tmp_path / "units"
+        done = run_cli(society.root, "units", "install", "--dir", str(target))
+        assert done.returncode == 0, done.stderr
+        assert "warning" in done.stderr and "PrivateTmp" in done.stderr
+        assert str(society.root) in done.stderr
+        for name in SERVICES:
+            lines = (target / name).read_text().splitlines()
+            assert "PrivateTmp=yes" not in lines and "PrivateUsers=yes" in lines, name
+
+    def test_private_tmp_is_kept_when_no_path_is_under_tmp(self, society: Society) -> None:
+        """A home outside /tmp whose configured paths all stay outside gets PrivateTmp=yes."""
+        home = home_elsewhere(society, Path("/srv/bullpen-never-made"))
+        plan = units.plan_units(home, ["/usr/bin/bullpen"])
+        assert plan.under_tmp == []
+        for name in SERVICES:
+            assert "PrivateTmp=yes" in units.render(home, name, plan).splitlines(), name
+
+    @pytest.mark.parametrize(
+        ("section", "key", "path"),
+        [
+            ("backpass", "public", "/var/tmp/memory-public"),
+            ("backpass", "private", "/tmp/memory-private"),
+            ("expedition", "kb", "/tmp/kb"),
+        ],
+    )
+    def test_a_configured_path_under_tmp_turns_private_tmp_off(
+        self, society: Society, section: str, key: str, path: str
+    ) -> None:
+        """A knowledge base or memory repository under /tmp or /var/tmp also leaves PrivateTmp out."""
+        home = home_elsewhere(society, Path("/srv/bullpen-never-made"), section, **{key: path})
+        plan = units.plan_units(home, ["/usr/bin/bullpen"])
+        assert plan.under_tmp == [Path(path)]
+        for name in SERVICES:
+            text = units.render(home, name, plan)
+            assert "PrivateTmp=yes" not in text.splitlines() and f"{path} is under" in text, name
+
+    def test_the_printed_commands_enable_then_start(self, society: Society, tmp_path: Path) -> None:
+        """The printed commands reload, enable and start every unit, then keep them running
+        after logout (linger) and show the journal: one command a line, ready to paste."""
+        config = tmp_path / "config"
+        done = run_cli(
+            society.root,
+            "units",
+            "install",
+            "--nicks",
+            "echo",
+            env={"XDG_CONFIG_HOME": str(config)},
+        )
+        assert done.returncode == 0, done.stderr
+        assert (config / "systemd" / "user" / "bullpen-hub.service").exists()
+        units_ = "bullpen-hub.service bullpen-lurker@echo.service bullpen-backpass.timer"
+        commands = [line for line in done.stdout.splitlines() if not line.startswith("#")]
+        assert commands == [
+            "systemctl --user daemon-reload",
+            f"systemctl --user enable {units_}",
+            f"systemctl --user start {units_}",
+            f"loginctl enable-linger {shlex.quote(getpass.getuser())}",
+            "journalctl --user -u 'bullpen-*' -f",
+        ]
+
+    def test_units_outside_the_search_path_are_linked_first(
+        self, society: Society, tmp_path: Path
+    ) -> None:
+        """--dir outside systemd's user search path prints `systemctl --user link` for each
+        unit before daemon-reload, and a comment says why; a folder on the path needs none."""
+        env = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+        target = tmp_path / "my units"
+        done = run_cli(society.root, "units", "install", "--dir", str(target), env=env)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        links = [line for line in lines if line.startswith("systemctl --user link ")]
+        assert links == [
+            f"systemctl --user link {shlex.quote(str(target / name))}" for name in units.TEMPLATES
+        ]
+        assert lines.index(links[-1]) < lines.index("systemctl --user daemon-reload")
+        why = lines[lines.index(links[0]) - 1]
+        assert why.startswith("#") and "search path" in why
+        on_path = tmp_path / "config" / "systemd" / "user"
+        done = run_cli(society.root, "units", "install", "--dir", str(on_path), env=env)
+        assert done.returncode == 0, done.stderr
+        assert "link" not in done.stdout
 
     def test_units_carry_the_restart_and_config_rules(
         self, society: Society, tmp_path: Path
@@ -132,12 +321,31 @@ class TestUnits:
             assert "StartLimitIntervalSec=" in unit and "StartLimitBurst=" in unit
             assert "Restart=on-failure" in service and "RestartPreventExitStatus=78" in service
             assert "PrivateUsers=yes" in service
-        assert "StateDirectory=bullpen" in (tmp_path / "bullpen-lurker@.service").read_text()
+        lurker = (tmp_path / "bullpen-lurker@.service").read_text()
+        assert f"StateDirectory={society.home.unit_state_name}\n" in lurker
 
     def test_unknown_nick_is_refused(self, society: Society, tmp_path: Path) -> None:
         """Asking for units of a nick that is not configured names the configured ones."""
         done = run_cli(society.root, "units", "install", "--dir", str(tmp_path), "--nicks", "ghost")
         assert done.returncode == 78 and "ghost" in done.stderr and "echo" in done.stderr
+
+
+def trust_only(root: Path, nick: str, *, privileged: bool) -> None:
+    """Trust `nick` (and make it privileged or not) without a [nicks.X] table: no lurker."""
+    path = root / "trust.toml"
+    text = re.sub(
+        r"^trusted = \[(.*)\]$",
+        lambda m: f'trusted = [{m.group(1)}, "{nick}"]',
+        path.read_text(),
+        flags=re.M,
+    )
+    if privileged:
+        text = text.rstrip("\n") + f'\n{nick} = "secret"\n'
+    path.write_text(text)
+
+
+def row_of(stdout: str, nick: str) -> str:
+    return next(row for row in stdout.splitlines() if row.startswith(f"{nick} "))
 
 
 class TestTrustCheck:
@@ -183,3 +391,71 @@ class TestTrustCheck:
         assert done.returncode == 1
         line = next(row for row in done.stdout.splitlines() if row.startswith("echo"))
         assert "no reply" in line
+
+    def test_hub_down_fails_fast_without_pinging(self, society: Society) -> None:
+        """With no hub, every lurker's live result is 'hub unreachable' with the fix, at once."""
+        trust_only(society.root, "outsider", privileged=True)
+        started = time.monotonic()
+        done = run_cli(society.root, "trust", "check", "--timeout", "30")
+        elapsed = time.monotonic() - started
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert elapsed < 10, f"took {elapsed:.1f} s"  # it used to retry ~5 s for every nick
+        for nick in society.home.society.nicks:
+            line = row_of(done.stdout, nick)
+            assert "hub unreachable" in line and "bullpen up" in line, line
+        assert "no lurker" in row_of(done.stdout, "outsider")
+
+    def test_a_command_foreman_must_wake_on_replies(self, society: Society) -> None:
+        """The nick the pipelines ask is an orchestrator whatever runs it: failure mode A."""
+        path = society.root / "society.toml"
+        program = f'command = ["{sys.executable}", "-c", "print(1)"]'
+        path.write_text(
+            path.read_text().replace(
+                'handler = "agents.foreman:handle"\nwake_replies = true', program
+            )
+        )
+        assert society.home.society.nicks["foreman"].command is not None
+        done = run_cli(society.root, "trust", "check", "--static")
+        assert done.returncode == 1
+        line = row_of(done.stdout, "foreman")
+        assert "does not wake on replies" in line and "wake_replies = true" in line
+        (society.home.state_dir("foreman") / ".wakereplies").touch()
+        done = run_cli(society.root, "trust", "check", "--static")
+        assert "does not wake on replies" not in row_of(done.stdout, "foreman")
+
+    def test_every_trusted_or_privileged_nick_has_a_row(self, society: Society) -> None:
+        """Nicks with no [nicks.X] table get a row; trusted but not privileged is still mode C."""
+        trust_only(society.root, "mcpbot", privileged=True)
+        done = run_cli(society.root, "trust", "check", "--static")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert row_of(done.stdout, "mcpbot").split()[1:4] == ["yes", "yes", "no"]
+        assert "no lurker" in row_of(done.stdout, "mcpbot")
+        trust_only(society.root, "helper", privileged=False)
+        done = run_cli(society.root, "trust", "check", "--static")
+        assert done.returncode == 1
+        line = row_of(done.stdout, "helper")
+        assert "no lurker" in line
+        assert "trusted but not privileged: replies will be unverified and ignored" in line
+        assert 'helper = "secret"' in line
+
+    def test_a_missing_key_says_bullpen_keys_new(self, society: Society) -> None:
+        """A privileged nick whose own key is not here: the fix makes the key, not a home."""
+        add_nick(society.root, "signer", handler="agents.examples:echo", privileged=False)
+        add_key_nick(society.root, "signer", keep_private=False)
+        done = run_cli(society.root, "trust", "check", "--static")
+        assert done.returncode == 1
+        line = row_of(done.stdout, "signer")
+        assert "signer.key does not exist" in line
+        assert "`bullpen keys new signer`" in line and "[privileged]" in line
+        assert "bullpen init" not in line
+
+    def test_a_command_whose_program_is_missing_fails(self, society: Society) -> None:
+        """A command handler whose program is neither on PATH nor a file is a problem with a fix."""
+        add_nick(society.root, "tool", command=["no-such-program-for-bullpen", "--flag"])
+        add_nick(society.root, "script", command=[sys.executable, "-c", "print(1)"])
+        done = run_cli(society.root, "trust", "check", "--static")
+        assert done.returncode == 1
+        line = row_of(done.stdout, "tool")
+        assert "'no-such-program-for-bullpen' is not found" in line
+        assert "[nicks.tool]" in line
+        assert row_of(done.stdout, "script").endswith("ok")

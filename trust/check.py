@@ -4,16 +4,21 @@ Static checks catch the failure modes that look like a dumb model but are
 plumbing: a nick trusted but not privileged (its replies are unverified and
 ignored — a silent dead end), an orchestrator that does not wake on replies
 (every run deadlocks after its first ask), a privileged nick whose secret or
-key is missing or loose, a missing relaxed token. The live check posts a
-ping ask from the operator to every lurker and reads back each reply's `to`
-(must be @operator) and `verified` (must be true).
+key is missing or loose, a missing relaxed token, a command that names no
+program here. Every nick in society.toml, TRUST or PRIVILEGED gets a row, so
+a nick that only speaks through `bullpen mcp --as NICK` is checked too. The
+live check asks the hub's /health once, then posts a ping ask from the
+operator to every lurker and reads back each reply's `to` (must be
+@operator) and `verified` (must be true).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import secrets
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -23,9 +28,14 @@ from room.errors import BullpenError
 from trust.secretfiles import check_secret_file
 
 if TYPE_CHECKING:
+    from agents.config import NickConfig
     from agents.home import Home
+    from trust.table import TrustTable
 
 ORCHESTRATOR_HANDLERS = {"agents.foreman:handle"}
+HEALTH_TIMEOUT_S = 2.0
+NO_LURKER = "no lurker"
+HUB_UNREACHABLE = "hub unreachable"
 
 
 @dataclass
@@ -40,6 +50,102 @@ class Row:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+
+def orchestrator_nicks() -> set[str]:
+    """The nicks the pipeline commands ask for a run (`bullpen expedition`, `bullpen backpass`)."""
+    from agents.backpass.command import FOREMAN as BACKPASS_FOREMAN
+    from agents.expedition.command import FOREMAN as EXPEDITION_FOREMAN
+
+    return {BACKPASS_FOREMAN, EXPEDITION_FOREMAN}
+
+
+def is_orchestrator(nick: str, config: NickConfig) -> bool:
+    """Runs the foreman's step, or is the nick the pipelines address, whatever runs it."""
+    return config.handler in ORCHESTRATOR_HANDLERS or nick in orchestrator_nicks()
+
+
+def command_problem(nick: str, config: NickConfig) -> str | None:
+    """Why a `command` handler cannot start: its program is not here (the lurker's PATH)."""
+    if not config.command:
+        return None
+    program = config.command[0]
+    path = config.env.get("PATH", os.environ.get("PATH", os.defpath))
+    if shutil.which(program, path=path) is not None:
+        return None
+    return (
+        f"its command's program {program!r} is not found (not an executable file, nor on "
+        f"PATH), so every ask fails. Fix: install it, or give its full path as the first "
+        f"word of command under [nicks.{nick}] in society.toml"
+    )
+
+
+def key_problem(trust: TrustTable, nick: str) -> str | None:
+    """The problem with a key-privileged nick's private key here, or None."""
+    from trust.keys import load_private_key
+
+    try:
+        load_private_key(trust.key_file(nick))
+    except BullpenError as exc:
+        return exc.message
+    return None
+
+
+def _members(home: Home) -> list[str]:
+    """The operator, the configured nicks, then every other trusted or privileged nick."""
+    trust, society = home.trust, home.society
+    first = [society.operator, *[n for n in society.nicks if n != society.operator]]
+    rest = sorted((trust.trusted | set(trust.privileged)) - set(first))
+    return first + rest
+
+
+def _operator_problems(row: Row) -> list[str]:
+    problems = []
+    if not row.privileged:
+        problems.append(
+            f"the operator is not privileged: its asks are never verified, so no lurker "
+            f'acts on them. Fix: add `{row.nick} = "secret"` under [privileged] in trust.toml'
+        )
+    if not row.trusted:
+        problems.append(
+            f'the operator is not in TRUST: lurkers ignore its asks. Fix: add "{row.nick}" '
+            "to trusted in trust.toml"
+        )
+    return problems
+
+
+def _member_problems(row: Row, config: NickConfig | None, verified_required: bool) -> list[str]:
+    """What stops a nick's replies from counting; `config` is None for a nick with no lurker."""
+    nick = row.nick
+    problems = []
+    if row.trusted and not row.privileged and verified_required:
+        problems.append(
+            "trusted but not privileged: replies will be unverified and ignored "
+            f'(failure mode C). Fix: add `{nick} = "secret"` under [privileged] in '
+            "trust.toml and restart the hub, after the nick can prove itself"
+        )
+    if config is None:
+        return problems  # no lurker: nothing here to wake, start or ping
+    if not row.privileged and not row.trusted:
+        problems.append(
+            "not privileged: its replies are unverified, so the foreman and other "
+            f'lurkers ignore them. Fix: add `{nick} = "secret"` under [privileged]'
+        )
+    if not row.trusted:
+        problems.append(
+            f'not in TRUST: the foreman ignores its replies. Fix: add "{nick}" to '
+            "trusted in trust.toml"
+        )
+    if is_orchestrator(nick, config) and not row.reply_waking:
+        problems.append(
+            "an orchestrator that does not wake on replies: every run deadlocks after "
+            f"its first ask (failure mode A). Fix: set wake_replies = true under "
+            f"[nicks.{nick}] in society.toml"
+        )
+    problem = command_problem(nick, config)
+    if problem:
+        problems.append(problem)
+    return problems
 
 
 def static_rows(home: Home) -> tuple[list[Row], list[str]]:
@@ -59,69 +165,69 @@ def static_rows(home: Home) -> tuple[list[Row], list[str]]:
     # MCP-backed nicks: can `bullpen mcp --as NICK` prove itself, is the agent there?
     # (privilege is checked below for every nick, so it is left out here)
     mcp_problems = mcp_rows(home, privilege=False)
+    # Every lurker drops what is not verified (wake rule 5), the foreman's runs too:
+    # with any lurker here, an unprivileged nick's replies reach nobody who acts on them.
+    verified_required = bool(society.nicks)
     rows = []
     operator = society.operator
-    members = [operator, *[n for n in society.nicks if n != operator]]
-    for nick in members:
+    for nick in _members(home):
         config = society.nicks.get(nick)
-        state_flag = (home.state_dir(nick) / ".wakereplies").exists()
         row = Row(
             nick,
             privileged=trust.is_privileged(nick),
             trusted=trust.is_trusted(nick),
-            reply_waking=bool(config and (config.wake_replies or state_flag)),
+            reply_waking=bool(config and (config.wake_replies or home.wake_replies_flagged(nick))),
         )
         if nick == operator:
-            if not row.privileged:
-                row.problems.append(
-                    f"the operator is not privileged: its asks are never verified, so no lurker "
-                    f'acts on them. Fix: add `{nick} = "secret"` under [privileged] in trust.toml'
-                )
-            if not row.trusted:
-                row.problems.append(
-                    f'the operator is not in TRUST: lurkers ignore its asks. Fix: add "{nick}" '
-                    "to trusted in trust.toml"
-                )
-        elif config is not None:
-            if row.trusted and not row.privileged:
-                row.problems.append(
-                    "trusted but not privileged: replies will be unverified and ignored "
-                    f'(failure mode C). Fix: add `{nick} = "secret"` under [privileged] in '
-                    "trust.toml and restart the hub, after the lurker can prove itself"
-                )
-            elif not row.privileged:
-                row.problems.append(
-                    "not privileged: its replies are unverified, so the foreman and other "
-                    f'lurkers ignore them. Fix: add `{nick} = "secret"` under [privileged]'
-                )
-            if not row.trusted:
-                row.problems.append(
-                    f'not in TRUST: the foreman ignores its replies. Fix: add "{nick}" to '
-                    "trusted in trust.toml"
-                )
-            if config.handler in ORCHESTRATOR_HANDLERS and not row.reply_waking:
-                row.problems.append(
-                    "an orchestrator that does not wake on replies: every run deadlocks after "
-                    f"its first ask (failure mode A). Fix: set wake_replies = true under "
-                    f"[nicks.{nick}] in society.toml"
-                )
+            row.problems += _operator_problems(row)
+        else:
+            row.problems += _member_problems(row, config, verified_required)
+            if config is None:
+                row.live = NO_LURKER  # it cannot be pinged; that alone is no failure
         proof = trust.proof_of(nick)
         if nick in mcp_problems:
             # its lurker and `bullpen mcp --as NICK` prove with the same key or secret:
             # mcp_rows tried to load it, which covers the key file check below
             row.problems += mcp_problems[nick]
         elif proof is not None and proof.method == "key":
-            problem = check_secret_file(trust.key_file(nick), f"private key of {nick}")
+            problem = key_problem(trust, nick)
             if problem:
                 row.problems.append(problem)
         rows.append(row)
     return rows, general
 
 
+async def hub_problem(home: Home) -> str | None:
+    """Why the hub cannot be pinged through, from one short /health; None when it answers.
+
+    Asked once before any ping: a post to a hub that is down retries its connect for
+    seconds, and that for every nick would make a dead hub look like a slow check.
+    """
+    from room.client import RoomClient
+
+    url = home.society.hub.strict_url()
+    try:
+        async with RoomClient(url, timeout=HEALTH_TIMEOUT_S) as client:
+            await client.health()
+    except (BullpenError, ValueError) as exc:  # ValueError: not a JSON answer, so not a hub
+        reason = exc.message if isinstance(exc, BullpenError) else f"{url}/health is not JSON"
+        return (
+            f"not pinged, the hub is unreachable: {reason}. Fix: start it with `bullpen up` "
+            "(the hub and every lurker), `bullpen hub`, or `systemctl --user start bullpen-hub`"
+        )
+    return None
+
+
 async def live_check(home: Home, rows: list[Row], timeout: float) -> None:
     """Ping every lurker from the operator and check each pong's address and verified flag."""
     operator = home.society.operator
     lurkers = [row for row in rows if row.nick in home.society.nicks]
+    problem = await hub_problem(home)
+    if problem:
+        for row in lurkers:
+            row.live = HUB_UNREACHABLE
+            row.problems.append(problem)
+        return
     thread = f"trust-check-{secrets.token_hex(4)}"
     async with home.client(operator) as client:
         asks = {}

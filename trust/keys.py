@@ -31,6 +31,19 @@ def generate_private_key(path: Path) -> Ed25519PrivateKey:
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
+    """A nick's key, `<key_dir>/<nick>.key`; a missing one is made with `bullpen keys new`.
+
+    (The hub's own key never reaches here missing: the hub makes it on first start.)
+    """
+    if not path.exists() and not path.is_symlink():
+        nick = path.stem
+        raise SecretFileError(
+            f"the private key file {path} does not exist; make it with `bullpen keys new "
+            f"{nick}` and put the line it prints under [privileged] in trust.toml in place "
+            f"of {nick}'s (then restart the hub), or point key_dir in trust.toml at the "
+            "folder that holds it",
+            path=str(path),
+        )
     pem = read_secret_file(path, "private key file")
     try:
         key = serialization.load_pem_private_key(pem, password=None)

@@ -199,6 +199,7 @@ class TestTheGateDecides:
         assert "keyless is privileged: its posts to this listener must carry a proof" in message
         assert "this server holds no proof for keyless" in message
         assert "keyless.key does not exist" in message
+        assert "`bullpen keys new keyless`" in message and "bullpen init" not in message
         assert head(room) == before
 
     def test_relaxed_without_its_token_is_refused_by_the_hub(self, room: Society) -> None:
