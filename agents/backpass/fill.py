@@ -6,6 +6,8 @@ in a trace into the matched placeholder; it showed only as a 36% quote-drop
 rate. Here the template is scanned once, left to right: each marker is
 replaced by its value exactly as given, and inserted text is never scanned
 again, so `&`, `$1`, `\\1`, `{}` or `{{trace}}` inside a trace stay as they are.
+A marker nobody fills is left as written, like any other text of the
+template; only a missing required marker is an error.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["PLACEHOLDER", "TemplateError", "fill", "placeholders"]
+__all__ = ["PLACEHOLDER", "TemplateError", "fill", "missing", "placeholders"]
 
 PLACEHOLDER = re.compile(r"\{\{([a-z][a-z0-9_]*)\}\}")
 
 
 class TemplateError(ValueError):
-    """A template names a placeholder nobody fills, or lacks one that must be there."""
+    """A template lacks a placeholder that must be there."""
 
 
 def placeholders(template: str) -> list[str]:
@@ -30,29 +32,28 @@ def placeholders(template: str) -> list[str]:
     return list(seen)
 
 
-def fill(template: str, values: Mapping[str, str], *, required: Iterable[str] = ()) -> str:
-    """`template` with every `{{name}}` replaced by `values[name]`, literally, in one pass.
+def missing(template: str, required: Iterable[str]) -> list[str]:
+    """The `required` placeholder names the template does not use."""
+    used = set(placeholders(template))
+    return [name for name in required if name not in used]
 
-    Raises TemplateError when the template uses a name not in `values` (a typo
-    would otherwise reach the model as a literal marker) or lacks a `required`
-    one (the prompt would not be self-contained).
+
+def fill(template: str, values: Mapping[str, str], *, required: Iterable[str] = ()) -> str:
+    """`template` with every `{{name}}` in `values` replaced by its value, literally, in one pass.
+
+    A `{{name}}` not in `values` stays as written. Raises TemplateError when
+    the template lacks a `required` one (the prompt would not be self-contained).
     """
-    used = placeholders(template)
-    unknown = [name for name in used if name not in values]
-    if unknown:
-        raise TemplateError(
-            "the template uses "
-            + ", ".join("{{" + name + "}}" for name in unknown)
-            + " but only "
-            + (", ".join("{{" + name + "}}" for name in sorted(values)) or "no placeholders")
-            + " can be filled; fix the spelling or remove the marker"
-        )
-    missing = [name for name in required if name not in used]
-    if missing:
+    absent = missing(template, required)
+    if absent:
         raise TemplateError(
             "the template lacks "
-            + ", ".join("{{" + name + "}}" for name in missing)
+            + ", ".join("{{" + name + "}}" for name in absent)
             + "; without it the prompt is not self-contained, so add the marker"
         )
+
+    def value(match: re.Match[str]) -> str:
+        return values.get(match.group(1), match.group(0))
+
     # A function replacement is inserted as is: re never expands \1, \g<0> or & in it.
-    return PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
+    return PLACEHOLDER.sub(value, template)

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agents.backpass.config import RunParams
-from agents.backpass.funnel import Funnel
+from agents.backpass.funnel import Funnel, counted
 from agents.pipeline import Action, Ask, Report, Run
 from room.message import Message
 
@@ -189,8 +189,8 @@ class Backpass:
         funnel.add_seat(sd.get("provenance"))
         funnel.synthesis = str(sd.get("synthesis", ""))
         for repo, branch in (sd.get("branches") or {}).items():
-            commits = len(branch.get("commits") or [])
-            notes.append(f"branch {repo:<13}{branch.get('branch')} ({commits} commits, unpushed)")
+            commits = counted(len(branch.get("commits") or []), "commit")
+            notes.append(f"branch {repo:<13}{branch.get('branch')} ({commits}, unpushed)")
         if sd.get("pr_body"):
             notes.append(f"{'PR body':<20}{sd['pr_body']}")
         extra = {
@@ -287,6 +287,7 @@ class Backpass:
             notes.append(
                 f"{'skipped':<20}{listing['skipped_binary']} binary files in the traces folder"
             )
+        notes += [f"{'template':<20}{note}" for note in listing.get("template_notes") or []]
         return notes
 
     def _final(

@@ -1,22 +1,30 @@
 """The two prompts: templates from files, filled literally, each self-contained.
 
-A template's first line must be `step: analysis` or `step: synthesis`
-(a harness that loads its own instructions has refused bare prompts as
-injections; the first line says what the text is for). Placeholders:
+Every prompt's first line is `step: analysis` or `step: synthesis` (a
+harness that loads its own instructions has refused bare prompts as
+injections; the first line says what the text is for). A template may
+carry that line itself, after blank lines or HTML comments if it likes;
+when it does not, the line is put first for it. Placeholders:
 
     analysis-prompt.md   {{trace}} (required), {{session}}, {{date}}
     synthesis-prompt.md  {{ledger}}, {{public_bullets}}, {{private_bullets}} (required),
                          {{date}}, {{min_sessions}}
+
+A required placeholder missing from a template fails the run before any
+model call: without it the prompt would not be self-contained. Any other
+`{{name}}` is text like the rest and reaches the model as written; the
+funnel notes it, since it is most likely a misspelt marker.
 
 `payload` carries the same inputs as data, for the built-in local seat.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from agents.backpass.fill import TemplateError, fill
+from agents.backpass.fill import TemplateError, fill, missing, placeholders
 from agents.backpass.ledger import Entry
 from agents.backpass.memory import Bullet
 from agents.step import JudgmentRequest
@@ -28,16 +36,66 @@ __all__ = [
     "format_ledger",
     "load_template",
     "synthesis_request",
+    "unknown_placeholders",
+    "with_step_line",
 ]
 
 REQUIRED = {
     "analysis": ("trace",),
     "synthesis": ("ledger", "public_bullets", "private_bullets"),
 }
+FILLED = {
+    "analysis": ("trace", "session", "date"),
+    "synthesis": ("ledger", "public_bullets", "private_bullets", "date", "min_sessions"),
+}
+REQUIRED_WHAT = {
+    "trace": "the trace's text",
+    "ledger": "the open ledger lines",
+    "public_bullets": "the public memory's bullets",
+    "private_bullets": "the private memory's bullets",
+}
+
+# Blank lines and HTML comments a template may open with, before its step line.
+_PREAMBLE = re.compile(r"\A(?:\s*<!--.*?-->)*\s*", re.DOTALL)
+_STEP_LINE = re.compile(r"^\s*step:\s*(?P<step>\S+)\s*$", re.IGNORECASE)
+
+
+class WrongStep(ValueError):
+    """A template's step line names another step: it is the other template."""
+
+
+def with_step_line(text: str, step: str) -> str:
+    """The template with `step: <step>` as its first line.
+
+    A step line after leading blank lines or HTML comments is moved to the
+    top (the comments follow it); a template without one gets it put first.
+    Raises WrongStep when the line names a different step.
+    """
+    text = text.removeprefix("\ufeff")
+    preamble = _PREAMBLE.match(text)
+    end = preamble.end() if preamble else 0
+    line_start = text.rfind("\n", 0, end) + 1
+    if not text[line_start:end].strip():
+        end = line_start  # keep the first line's own indentation
+    comments = text[:end].strip()
+    rest = text[end:]
+    first, _, after = rest.partition("\n")
+    named = _STEP_LINE.match(first)
+    if named is None:
+        head = f"step: {step}\n" + (f"{comments}\n" if comments else "") + "\n"
+        return head + rest
+    if named["step"].lower() != step:
+        raise WrongStep(named["step"])
+    return f"step: {step}\n" + (f"{comments}\n" if comments else "") + after
+
+
+def unknown_placeholders(template: str, step: str) -> list[str]:
+    """`{{name}}` markers the step does not fill: left in the prompt as written."""
+    return [name for name in placeholders(template) if name not in FILLED[step]]
 
 
 def load_template(path: Path, step: str) -> str:
-    """A prompt template, checked: it exists and its first line is `step: <step>`."""
+    """A prompt template whose first line is `step: <step>` and that has its required markers."""
     key = f"{step}_prompt"
     try:
         text = path.read_text(encoding="utf-8")
@@ -48,13 +106,24 @@ def load_template(path: Path, step: str) -> str:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise StepFailed(f"cannot read the {step} prompt template {path}: {exc}") from None
-    first = text.split("\n", 1)[0].strip()
-    if first != f"step: {step}":
+    try:
+        template = with_step_line(text, step)
+    except WrongStep as exc:
         raise StepFailed(
-            f"the {step} prompt template {path} begins {first!r}; its first line must be "
-            f"'step: {step}' so the prompt says what it is for"
+            f"the {step} prompt template {path} begins 'step: {exc}', so it is the template "
+            f"of another step; point [backpass] {key} at the {step} template, or make its "
+            f"step line 'step: {step}'"
+        ) from None
+    absent = missing(template, REQUIRED[step])
+    if absent:
+        markers = ", ".join("{{" + name + "}}" for name in absent)
+        what = ", ".join(REQUIRED_WHAT[name] for name in absent)
+        raise StepFailed(
+            f"the {step} prompt template {path} lacks {markers}; without it the prompt would "
+            f"not contain {what}, so the model could not do its job. Add the marker where "
+            f"that text belongs (see prompts/{step}-prompt.md from `bullpen init`)"
         )
-    return text
+    return template
 
 
 def _fill(template: str, step: str, values: dict[str, str]) -> str:

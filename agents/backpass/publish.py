@@ -29,7 +29,7 @@ from typing import Any
 
 from agents.backpass import ledger as ledgers
 from agents.backpass.config import RunParams
-from agents.backpass.funnel import Funnel, seat_label
+from agents.backpass.funnel import Funnel, counted, seat_label
 from agents.backpass.gitwork import (
     RepoInfo,
     Worktree,
@@ -48,7 +48,7 @@ from agents.backpass.traces import update_state
 from agents.step import Reply, StepContext
 from room.errors import SeatError, StepFailed
 
-__all__ = ["pr_body", "synthesize_and_publish"]
+__all__ = ["commit_message", "pr_body", "synthesize_and_publish"]
 
 PREFIX = {"public": "PUB", "private": "PRV"}
 REPOS = ("private", "public")
@@ -126,8 +126,12 @@ def _write(path: Path, text: str) -> None:
     path.write_bytes(text.encode("utf-8"))
 
 
-def _commit_message(date: str, edit: Edit) -> str:
-    target = edit.bullet or "a new bullet"
+def commit_message(date: str, edit: Edit) -> str:
+    """One edit's commit: its subject says what happened to which bullet."""
+    if edit.op == "add":
+        target = f"a bullet after {edit.bullet}" if edit.bullet else "a bullet at the end"
+    else:
+        target = str(edit.bullet)
     head = f"memory-backpass {date}: {edit.op} {target}"
     body = [edit.text or ""] if edit.op != "remove" else []
     body += [f"Reason: {edit.reason}"] if edit.reason else []
@@ -168,7 +172,7 @@ def write_branches(
                 commits += [sha] if sha else []
             for edit, text in zip(edits[repo], texts[repo], strict=True):
                 _write(worktree.path / params.memory_file, text)
-                message = _commit_message(date, edit)
+                message = commit_message(date, edit)
                 sha = commit(worktree, message, [params.memory_file], prefix=params.branch_prefix)
                 commits += [sha] if sha else []
             results[repo] = {
@@ -205,6 +209,7 @@ async def synthesize_and_publish(
     entries = ledgers.open_entries(ledgers.parse(ledger_text))
     funnel = Funnel.from_dict(data.get("funnel") or {})
     summary, provenance = "", None
+    seat, fallback_used = None, False
     edits: dict[str, list[Edit]] = {repo: [] for repo in REPOS}
     if not ledger_changed:
         funnel.synthesis = "skipped: the ledger did not change, so nothing new to synthesise"
@@ -235,6 +240,7 @@ async def synthesize_and_publish(
         except SeatError as exc:
             raise StepFailed(f"no seat gave a valid synthesis: {exc.message}") from None
         summary, provenance = judgment.answer.summary, judgment.provenance()
+        seat, fallback_used = judgment.seat, judgment.fallback_used
         funnel.add_seat(provenance)
         funnel.synthesis = f"called ({seat_label(provenance)})"
         edits = {repo: judgment.answer.for_repo(repo) for repo in REPOS}
@@ -289,12 +295,12 @@ async def synthesize_and_publish(
     )
     where = ", ".join(f"{repo} {b['branch']}" for repo, b in branches.items()) or "no branch"
     body = (
-        f"step 7-9: {funnel.edits} edits (public {funnel.edits_public}, private "
+        f"step 7-9: {counted(funnel.edits, 'edit')} (public {funnel.edits_public}, private "
         f"{funnel.edits_private}); {where}; "
         + (
             "report only: nothing written"
             if params.report_only
-            else f"{len(succeeded)} traces marked done"
+            else f"{counted(len(succeeded), 'trace')} marked done"
         )
     )
     return Reply(
@@ -303,6 +309,8 @@ async def synthesize_and_publish(
             "edits": {"public": funnel.edits_public, "private": funnel.edits_private},
             "described": described,
             "synthesis": funnel.synthesis,
+            "seat": seat,
+            "fallback_used": fallback_used,
             "provenance": provenance,
             "branches": branches,
             "state_updated": 0 if params.report_only else len(succeeded),

@@ -23,9 +23,10 @@ from typing import Any
 from agents.backpass import ledger as ledgers
 from agents.backpass import publish
 from agents.backpass.config import RunParams, run_dir
+from agents.backpass.funnel import counted
 from agents.backpass.gitwork import RepoInfo, inspect_repo, repos_from, show_file
 from agents.backpass.memory import bullets
-from agents.backpass.prompts import analysis_request, load_template
+from agents.backpass.prompts import analysis_request, load_template, unknown_placeholders
 from agents.backpass.quotes import check_items
 from agents.backpass.schemas import AnalysisAnswer
 from agents.backpass.traces import TraceChanged, pending, read_snapshot, read_state, render, scan
@@ -95,8 +96,17 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
     data = _data(message)
     params = _params(data)
     folder = _folder(message, ctx, params)
+    template_notes = []
     for step in ("analysis", "synthesis"):  # fail before any model call, not after
-        load_template(params.path(ctx.home, f"{step}_prompt"), step)
+        path = params.path(ctx.home, f"{step}_prompt")
+        unknown = unknown_placeholders(load_template(path, step), step)
+        if unknown:
+            markers = ", ".join("{{" + name + "}}" for name in unknown)
+            verb = "is not a placeholder" if len(unknown) == 1 else "are not placeholders"
+            template_notes.append(
+                f"{path.name}: {markers} {verb} and reach{'es' if len(unknown) == 1 else ''} "
+                "the model as written"
+            )
     try:
         found, skipped = scan(params.path(ctx.home, "traces"))
     except FileNotFoundError as exc:
@@ -146,6 +156,7 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
             "bullets": {name: len(v) for name, v in memory.items()},
             "ledger_open": len(open_lines),
             "run_dir": str(folder),
+            "template_notes": template_notes,
         },
     )
 
@@ -201,12 +212,22 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
     }
     artifact = write_json(folder / "analysis" / f"{n:05d}.json", record)
     body = (
-        f"step 2: {session}: {len(items)} items ({counts['positive']} positive, "
-        f"{counts['negative']} negative, {counts['gap']} gaps) from seat {judgment.seat}"
-        + (" (fallback)" if judgment.fallback_used else "")
+        f"step 2: {session}: {counted(len(items), 'item')} ({counts['positive']} positive, "
+        f"{counts['negative']} negative, {counted(counts['gap'], 'gap')}) from seat "
+        f"{judgment.seat}" + (" (fallback)" if judgment.fallback_used else "")
     )
     reply = {key: record[key] for key in ("n", "session", "path", "sha256", "size", "provenance")}
-    return Reply(body, {**reply, "items": len(items), "counts": counts, "artifact": artifact})
+    return Reply(
+        body,
+        {
+            **reply,
+            "seat": judgment.seat,
+            "fallback_used": judgment.fallback_used,
+            "items": len(items),
+            "counts": counts,
+            "artifact": artifact,
+        },
+    )
 
 
 def check_quotes(message: Message, ctx: StepContext) -> Reply:

@@ -7,7 +7,8 @@ one, the brief is not written at all and the operator is told what to
 supply; a brief with a fake anchor would be worse than none.
 
 banned_phrases: guidance files name phrases the writing must not reuse; they
-are copied verbatim from every guidance excerpt (and the blaze file), so a
+are copied verbatim from every guidance excerpt and from the blaze file (its
+quoted and bold phrases, and its frontmatter `phrases` list as written), so a
 downstream checker can match them exactly.
 """
 
@@ -59,6 +60,21 @@ def harvest_banned_phrases(
             if phrase.lower() not in seen:
                 seen.add(phrase.lower())
                 found.append(phrase)
+    return found
+
+
+def banned_phrases(guidance: Iterable[str], blaze_phrases: Iterable[str] = ()) -> list[str]:
+    """The brief's banned phrases: those harvested from guidance excerpts, then the blaze's.
+
+    The blaze's phrases are kept as its operator wrote them, whatever their
+    length; a phrase already banned (in any case) is not listed twice.
+    """
+    found = harvest_banned_phrases(guidance)
+    seen = {phrase.lower() for phrase in found}
+    for phrase in (p.strip() for p in blaze_phrases):
+        if phrase and phrase.lower() not in seen:
+            seen.add(phrase.lower())
+            found.append(phrase)
     return found
 
 

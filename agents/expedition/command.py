@@ -7,8 +7,10 @@ a terminal. Confirming later is `confirm THREAD`, from any shell: the run
 lives in the room, not in this process.
 
 Exit codes: 0 brief written, or Dig Report shown and the run left waiting;
-1 a step failed, or the foreman could not act on the answer; 2 the brief was
-not written (voice anchor MISSING); 3 gave up waiting (the run goes on).
+1 a step failed; 2 the brief was not written (voice anchor MISSING); 3 gave
+up waiting (the run goes on); 4 the foreman could not act on the answer (it
+dropped a row the report does not list, or said none of confirm, drop and
+redirect): the run keeps waiting for a clear one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.expedition.pipeline import DIG_REPORT
+from agents.expedition.report import counted
 from agents.pipeline import KEY
 from room.message import Message, bare
 
@@ -34,6 +37,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_MISSING = 2
 EXIT_TIMEOUT = 3
+EXIT_UNCLEAR = 4
 POLL_S = 25.0
 ANSWER_PROMPT = "confirm / confirm, drop row_N ... / redirect TEXT (empty: leave it waiting): "
 
@@ -90,6 +94,21 @@ def continue_hint(thread: str) -> str:
     )
 
 
+def timeout_hint(thread: str, timeout: float, answered: bool) -> str:
+    """What to say when the wait ran out: the run goes on, and nothing waits for the operator."""
+    waited_for = (
+        "No Dig Report or final report arrived within {s} s of your answer"
+        if answered
+        else "No Dig Report arrived within {s} s"
+    ).format(s=f"{timeout:g}")
+    return (
+        f"{waited_for}; the run {thread} goes on in the room.\n"
+        f"Follow it with:\n  bullpen tail --thread {thread}\n"
+        f"When its Dig Report is there, answer it with:\n"
+        f"  bullpen expedition confirm {thread} [--drop row_N ...]"
+    )
+
+
 @dataclass
 class Progress:
     """Turns the thread's traffic into one plain line per event, for stderr."""
@@ -110,7 +129,8 @@ class Progress:
             round_ = str(data.get("round", ""))
             seen = self.batches_in.setdefault(round_, set())
             seen.add(int(data.get("batch", 0)))
-            return f"<- @{message.from_}: step 3 score: {len(seen)} of {data['of']} batches in"
+            of = counted(int(data["of"]), "batch", "batches")
+            return f"<- @{message.from_}: step 3 score: {len(seen)} of {of} in"
         seat = f" (seat {data['seat']})" if data.get("seat") else ""
         return f"<- @{message.from_}: {first[:200]}{seat}"
 
@@ -142,7 +162,12 @@ class Follower:
     interactive: bool = False
     foreman: str = FOREMAN
 
-    async def follow(self, after: int, timeout: float) -> int:
+    async def follow(self, after: int, timeout: float, *, answered: bool = False) -> int:
+        """Print the thread's progress until the run needs the operator or ends; the exit code.
+
+        `answered`: the operator's answer is already posted, so what is awaited
+        is the brief or the next Dig Report.
+        """
         operator = self.home.society.operator
         progress = Progress(self.foreman)
         try:
@@ -168,19 +193,19 @@ class Follower:
                             return EXIT_OK
                     elif data.get("outcome") == "unclear":
                         print(message.body, file=self.err, flush=True)
-                        answered = await self._answer(message) if self.interactive else None
-                        if answered is None:
+                        again = await self._answer(message) if self.interactive else None
+                        if again is None:
                             print(continue_hint(self.thread), file=self.err)
-                            return EXIT_FAILED
+                            return EXIT_UNCLEAR
                     else:
                         print(message.body, file=self.err, flush=True)
                         continue
                     # the operator answered: the next turn gets a fresh wait
+                    answered = True
                     turn.reschedule(asyncio.get_running_loop().time() + timeout)
         except TimeoutError:
             pass
-        print(f"Still running after {timeout:g} s; the run goes on.", file=self.err)
-        print(continue_hint(self.thread), file=self.err)
+        print(timeout_hint(self.thread, timeout, answered), file=self.err)
         return EXIT_TIMEOUT
 
     async def _answer(self, report: Message) -> int | None:
@@ -305,4 +330,4 @@ async def confirm(
         after = await post_answer(client, reports[-1], thread, body, data)
         print(f"answered the Dig Report in {thread}: {body}", file=err, flush=True)
         follower = Follower(home, client, thread, out, err)
-        return await follower.follow(after, timeout)
+        return await follower.follow(after, timeout, answered=True)

@@ -2,9 +2,10 @@
 
 A blaze file is the operator's guidance for one piece (role: guidance). Its
 claims and open questions seed term generation; its named phrases are
-words a fan-out term must get away from. Both are read from the YAML
-frontmatter (`claims`, `open_questions`, `phrases`) or from the body's
-"Claims" / "Open questions" lists and its quoted or bold phrases.
+words a fan-out term must get away from, and the brief bans them. Both are
+read from the YAML frontmatter (`claims`, `open_questions`, `phrases`) or
+from the body's "Claims" / "Open questions" lists and its quoted or bold
+phrases.
 """
 
 from __future__ import annotations

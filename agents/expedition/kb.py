@@ -4,9 +4,10 @@ A knowledge base is a folder with `corpus_index.md` (a Markdown table with at
 least the columns file, summary, keypoints, tags, category and monomyth) and
 the Markdown files it lists, each a YAML frontmatter block above its body.
 Indexes are written by hand and by other tools, so the parser is tolerant:
-any column order, extra columns, escaped pipes, optional outer pipes. A bad
-row or file becomes a flag naming it; only an index with nothing usable
-stops a run.
+any column order, extra columns, escaped pipes, optional outer pipes, header
+names matched ignoring case, spaces, underscores and hyphens, file cells in
+backticks or as Markdown links. A bad row or file becomes a flag naming it;
+only an index with nothing usable stops a run.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import yaml
 
@@ -27,6 +29,7 @@ CORPUS_PREFIX = "Corpus/"
 _SEPARATOR_CELL = re.compile(r"^:?-+:?$")
 _BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _FENCE = re.compile(r"^(?:---|\.\.\.)\s*$")
+_LINK = re.compile(r"^\[(?P<text>[^\]]*)\]\((?P<target>.*)\)$")
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,27 @@ def split_cells(line: str) -> list[str]:
 
 
 def _column_name(cell: str) -> str:
-    return re.sub(r"[^a-z_]", "", cell.lower().replace(" ", "_"))
+    """`Key Points`, `key_points`, `Keypoints` and `key-points` all read as `keypoints`."""
+    return re.sub(r"[^a-z0-9]", "", cell.lower())
+
+
+def file_cell(cell: str) -> str:
+    """The path a `file` cell names: as written, in backticks, or as a Markdown link's target.
+
+    A link's target may be in `<…>`, carry a "title" or a `#fragment`, and be
+    percent-encoded (`%20`); the target wins over the link text.
+    """
+    value = cell.strip()
+    link = _LINK.match(value)
+    if link:
+        target = link["target"].strip()
+        if target.startswith("<"):
+            target = target[1:].split(">", 1)[0]
+        else:
+            target = target.split(maxsplit=1)[0] if target else ""
+        target = unquote(target.split("#", 1)[0]).strip()
+        value = target or link["text"]
+    return value.strip().strip("`").strip()
 
 
 def _is_separator(cells: list[str]) -> bool:
@@ -132,7 +155,7 @@ def parse_index(text: str, source: str = INDEX_NAME) -> Index:
         cells = split_cells(line)
         number += 1
         values = dict(zip(columns, cells, strict=False))
-        file = values.get("file", "").strip().strip("`")
+        file = file_cell(values.get("file", ""))
         if not file:
             flags.append(f"[KB_ROW_NO_FILE:row_{number}]")
             continue
@@ -192,16 +215,34 @@ class UnclosedFrontmatter(ValueError):
     """A file opens a frontmatter fence and never closes it."""
 
 
+def _opens_frontmatter(first_line: str) -> bool:
+    return first_line.strip() == "---"
+
+
 def split_frontmatter(text: str) -> tuple[str | None, str]:
     """(frontmatter, body): the body is everything below the closing fence."""
     text = text.removeprefix("\ufeff")
     lines = text.splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
+    if not lines or not _opens_frontmatter(lines[0]):
         return None, text
     for number in range(1, len(lines)):
         if _FENCE.match(lines[number]):
             return "".join(lines[1:number]), "".join(lines[number + 1 :])
     raise UnclosedFrontmatter("the frontmatter fence opened on line 1 is never closed")
+
+
+def frontmatter_closes(path: Path) -> bool:
+    """Whether a file's frontmatter, if it opens one, is closed; reads no further than the fence.
+
+    The same rule as split_frontmatter, line by line, so checking every file
+    a 5,000-row index matches costs a few lines each, not whole files.
+    """
+    with path.open(encoding="utf-8", newline="") as handle:
+        lines = (line for raw in handle for line in raw.splitlines())
+        first = next(lines, "").removeprefix("\ufeff")
+        if not _opens_frontmatter(first):
+            return True
+        return any(_FENCE.match(line) for line in lines)
 
 
 def parse_frontmatter(text: str | None) -> dict[str, Any]:
@@ -242,6 +283,22 @@ def parse_document(file: str, text: str) -> Document:
 def load_document(path: Path) -> Document:
     """A file outside the index (a blaze); OSError or UnclosedFrontmatter say what is wrong."""
     return parse_document(path.name, path.read_text(encoding="utf-8"))
+
+
+def check_file(kb: Path, file: str) -> str | None:
+    """The flag that keeps an index row's file out of a dig, or None when it can be read.
+
+    Missing, unreadable, or opening a frontmatter fence it never closes: the
+    three things read_document would refuse, found without reading the body.
+    """
+    path = resolve(kb, file)
+    if path is None:
+        return f"[KB_FILE_MISSING:{file}]"
+    try:
+        closed = frontmatter_closes(path)
+    except (OSError, UnicodeDecodeError):
+        return f"[KB_FILE_UNREADABLE:{file}]"
+    return None if closed else f"[KB_FRONTMATTER_UNCLOSED:{file}]"
 
 
 def read_document(kb: Path, file: str) -> tuple[Document | None, str | None]:

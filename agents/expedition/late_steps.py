@@ -23,14 +23,15 @@ from agents.expedition import excerpts as cut
 from agents.expedition.brief import (
     MISSING,
     BriefFront,
+    banned_phrases,
     brief_filename,
     find_voice_anchor,
-    harvest_banned_phrases,
     missing_prompt,
     needs_anchor,
     render_brief,
 )
 from agents.expedition.config import ExpeditionConfig
+from agents.expedition.context import blaze_parts
 from agents.expedition.kb import UnclosedFrontmatter, load_document, read_document
 from agents.expedition.steps import config_of, context_of, data_of
 from agents.step import Reply, StepContext
@@ -106,16 +107,18 @@ def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
     return Reply(body, {"excerpts": entries, "flags": flags})
 
 
-def _blaze_body(context: dict[str, Any]) -> str:
+def _blaze_phrases(context: dict[str, Any]) -> list[str]:
+    """The blaze's named phrases: its frontmatter `phrases`, then its quoted and bold ones."""
     if not context.get("blaze_path"):
-        return ""
+        return []
     try:
-        return load_document(Path(context["blaze_path"])).body
+        document = load_document(Path(context["blaze_path"]))
     except (OSError, UnclosedFrontmatter) as exc:
         raise StepFailed(
             f"cannot read the blaze file {context['blaze_path']} for banned phrases ({exc}); "
             "restore it or run again without --blaze"
         ) from None
+    return blaze_parts(document.meta, document.body)[1]
 
 
 def _write(path: Path, text: str) -> None:
@@ -150,7 +153,7 @@ def assemble_brief(message: Message, ctx: StepContext) -> Reply:
         prompt = missing_prompt(str(context["title"]), config.voice_anchor_paragraphs)
         return Reply(prompt, {"written": False, "voice_anchor": MISSING, "prompt": prompt})
     guidance = [str(e["text"]) for e in excerpts if str(e.get("role")).lower() == "guidance"]
-    banned = harvest_banned_phrases([*guidance, _blaze_body(context)])
+    banned = banned_phrases(guidance, _blaze_phrases(context))
     thread = message.thread or "run"
     try:
         front = BriefFront(

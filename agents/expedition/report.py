@@ -24,6 +24,11 @@ _DROP = re.compile(r"\bdrop\b(?P<rest>.*)", re.IGNORECASE | re.DOTALL)
 _REDIRECT = re.compile(r"\bredirect\b[\s:,-]*(?P<text>.*)", re.IGNORECASE | re.DOTALL)
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 batch`, `3 batches`: a count and its noun, agreeing."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def _line(item: dict[str, Any], reason: str) -> str:
     return f"- {item['file']} ({item['id']}) — {reason}"
 
@@ -68,8 +73,8 @@ class Dig:
         if not self.voice_anchors:
             lines.append("- none found: a Carbon brief will need one")
         lines.append(
-            f"Searched: [{', '.join(self.terms)}] · {self.scored} summaries scored across "
-            f"{self.batches} batches"
+            f"Searched: [{', '.join(self.terms)}] · {counted(self.scored, 'summary', 'summaries')} "
+            f"scored across {counted(self.batches, 'batch', 'batches')}"
         )
         if self.redirect:
             lines.append(f"Redirected: {self.redirect}")

@@ -24,8 +24,16 @@ from pydantic import BaseModel
 
 from agents.expedition.config import ExpeditionConfig, resolve_path
 from agents.expedition.context import blaze_parts, make_context
-from agents.expedition.kb import INDEX_NAME, UnclosedFrontmatter, load_document, load_index, resolve
+from agents.expedition.kb import (
+    INDEX_NAME,
+    UnclosedFrontmatter,
+    check_file,
+    load_document,
+    load_index,
+    resolve,
+)
 from agents.expedition.prompts import score_request, scotoma_request, termgen_request
+from agents.expedition.report import counted
 from agents.expedition.retrieve import retrieve
 from agents.expedition.scoring import scores_schema
 from agents.expedition.scotoma import scotoma_schema
@@ -35,6 +43,7 @@ from room.errors import SeatError, StepFailed
 from room.message import Message
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
+FLAGS_NAMED = 10  # flags spelled out in a failure; the rest are counted
 
 
 def data_of(message: Message) -> dict[str, Any]:
@@ -60,7 +69,19 @@ def _rows(message: Message) -> list[dict[str, Any]]:
 
 
 def _provenance(judgment: Judgment[Any]) -> dict[str, Any]:
-    return {"seat": judgment.seat, "judgment": judgment.provenance()}
+    return {
+        "seat": judgment.seat,
+        "fallback_used": judgment.fallback_used,
+        "judgment": judgment.provenance(),
+    }
+
+
+def named(flags: list[str], limit: int = FLAGS_NAMED) -> str:
+    """The first `limit` flags, then how many more: a failure names files without flooding."""
+    text = " ".join(flags[:limit])
+    if len(flags) > limit:
+        text += f" and {len(flags) - limit} more"
+    return text
 
 
 async def _judge(
@@ -158,13 +179,19 @@ async def gen_terms(message: Message, ctx: StepContext) -> Reply:
             "fanout": fanout,
             "flags": flags,
             "seat": judgments[-1].seat,
+            "fallback_used": judgments[-1].fallback_used,
             "judgments": [j.provenance() for j in judgments],
         },
     )
 
 
 def retrieve_candidates(message: Message, ctx: StepContext) -> Reply:
-    """Step 2: substring retrieval over the index, prescored and capped."""
+    """Step 2: substring retrieval over the index, prescored and capped.
+
+    Every row is checked for its file (a stat); only the rows that matched
+    are opened, and only as far as their frontmatter's closing fence, so a
+    file step 5 could not read is flagged here by name and left out.
+    """
     context = context_of(message)
     terms = [str(t) for t in data_of(message).get("terms") or []]
     config = config_of(ctx)
@@ -172,34 +199,56 @@ def retrieve_candidates(message: Message, ctx: StepContext) -> Reply:
     index = load_index(kb)
     flags = list(index.flags)
     present = []
+    missing = []
     for row in index.rows:
         if resolve(kb, row.file) is None:
-            flags.append(f"[KB_FILE_MISSING:{row.file}]")
+            missing.append(f"[KB_FILE_MISSING:{row.file}]")
         else:
             present.append(row)
+    flags += missing
     if not present:
         raise StepFailed(
-            f"none of the {len(index.rows)} files the index lists exists under {kb}; "
-            "check the index's file column against the folder"
+            f"none of the {len(index.rows)} files the index lists exists under {kb} "
+            f"({named(missing)}); check the index's file column against the folder"
         )
-    found = retrieve(
+    matched = retrieve(
         present,
         terms,
         archetype=context.get("archetype_primary"),
         monomyth=context.get("monomyth_hint"),
     )
-    if not found:
+    if not matched:
         raise StepFailed(
             f"no index row matched any of the {len(terms)} terms or the structural filter; "
             "redirect with other words, or check the index's summary and keypoints columns"
         )
+    found = []
+    unusable = []
+    for candidate in matched:
+        flag = check_file(kb, str(candidate["file"]))
+        if flag is None:
+            found.append(candidate)
+        else:
+            unusable.append(flag)
+    flags += unusable
+    if not found:
+        raise StepFailed(
+            f"no matching row names a file that can be read ({named(unusable)}); fix those "
+            "files, or redirect with other words"
+        )
     candidates = found[: config.max_candidates]
-    body = f"{len(candidates)} candidates of {len(found)} matching rows ({len(index.rows)} indexed)"
+    body = (
+        f"{counted(len(candidates), 'candidate')} of {counted(len(found), 'matching row')} "
+        f"({len(index.rows)} indexed)"
+    )
+    if unusable:
+        body += f", {len(unusable)} left out: " + named(unusable)
     return Reply(
         body,
         {
             "candidates": candidates,
             "matched": len(found),
+            "left_out": len(unusable),
             "indexed": len(index.rows),
             "flags": flags,
         },

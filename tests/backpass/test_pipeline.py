@@ -307,6 +307,18 @@ class TestLaterSteps:
         assert "WARNING: 20% of the items were dropped" in report.body
         assert "memory-backpass/2026-10-20 (2 commits, unpushed)" in report.body
 
+    def test_one_commit_is_singular(self) -> None:
+        """A branch with one commit says '1 commit', not '1 commits'."""
+        runner = Runner(concurrency=2)
+        _to_ledger(runner)
+        runner.post(runner.advance())
+        runner.reply("ledger", {"new_lines": 1, "changed": True})
+        runner.post(runner.advance())
+        branch = {"branch": "memory-backpass/2026-10-20", "commits": ["a"]}
+        runner.reply("synthesis", {"edits": {}, "branches": {"private": branch}})
+        (report,) = runner.advance()
+        assert "memory-backpass/2026-10-20 (1 commit, unpushed)" in report.body
+
     def test_failed_synthesis_ends_the_run(self) -> None:
         """A FAILED synthesis step ends the run with a failure report."""
         runner = Runner(concurrency=2)

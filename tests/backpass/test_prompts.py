@@ -8,7 +8,12 @@ import pytest
 
 from agents.backpass.ledger import open_entries, parse
 from agents.backpass.memory import bullets
-from agents.backpass.prompts import analysis_request, load_template, synthesis_request
+from agents.backpass.prompts import (
+    analysis_request,
+    load_template,
+    synthesis_request,
+    unknown_placeholders,
+)
 from room.errors import StepFailed
 from tests.backpass.helpers import PROMPTS
 
@@ -22,12 +27,50 @@ class TestTemplates:
             text = load_template(PROMPTS / f"{step}-prompt.md", step)
             assert text.startswith(f"step: {step}\n")
 
-    def test_wrong_first_line_is_refused(self, tmp_path: Path) -> None:
-        """A template that does not begin with its step line fails with the fix."""
+    def test_a_template_without_its_step_line_gets_one_first(self, tmp_path: Path) -> None:
+        """A custom template that lacks `step: analysis` is given it as the prompt's first line."""
         path = tmp_path / "p.md"
         path.write_text("Analyse this: {{trace}}\n")
-        with pytest.raises(StepFailed, match="first line must be 'step: analysis'"):
+        template = load_template(path, "analysis")
+        assert template == "step: analysis\n\nAnalyse this: {{trace}}\n"
+        request = analysis_request(template, session="s", trace="T", date="d", path="/t")
+        assert request.prompt.splitlines()[0] == "step: analysis"
+
+    def test_leading_blank_lines_and_comments_before_the_step_line(self, tmp_path: Path) -> None:
+        """Blank lines and HTML comments above `step: synthesis` are tolerated; the step goes first."""
+        path = tmp_path / "p.md"
+        path.write_text(
+            "\n<!-- house prompt,\n v2 -->\n\n  step: synthesis  \n"
+            "{{ledger}} {{public_bullets}} {{private_bullets}}\n"
+        )
+        template = load_template(path, "synthesis")
+        assert template.splitlines()[:3] == ["step: synthesis", "<!-- house prompt,", " v2 -->"]
+        assert template.count("step: synthesis") == 1
+
+    def test_another_step_line_is_refused(self, tmp_path: Path) -> None:
+        """An analysis template that says `step: synthesis` is the wrong file: fail with the key."""
+        path = tmp_path / "p.md"
+        path.write_text("step: synthesis\n{{trace}}\n")
+        with pytest.raises(StepFailed, match=r"step: synthesis.*\[backpass\] analysis_prompt"):
             load_template(path, "analysis")
+
+    def test_missing_required_placeholder_names_it_and_the_fix(self, tmp_path: Path) -> None:
+        """A template without `{{trace}}` fails at load time, saying which marker and where."""
+        path = tmp_path / "p.md"
+        path.write_text("step: analysis\nAnalyse the session {{session}}.\n")
+        with pytest.raises(StepFailed) as caught:
+            load_template(path, "analysis")
+        message = caught.value.message
+        assert "{{trace}}" in message and str(path) in message and "Add the marker" in message
+
+    def test_unknown_placeholder_reaches_the_model_as_written(self, tmp_path: Path) -> None:
+        """`{{sesion}}` is no placeholder: it is left verbatim, and the known ones are filled."""
+        path = tmp_path / "p.md"
+        path.write_text("step: analysis\n{{sesion}} / {{session}}\n{{trace}}\n")
+        template = load_template(path, "analysis")
+        assert unknown_placeholders(template, "analysis") == ["sesion"]
+        request = analysis_request(template, session="s & $1", trace="T", date="d", path="/t")
+        assert request.prompt == "step: analysis\n{{sesion}} / s & $1\nT\n"
 
     def test_missing_template_names_the_config_key(self, tmp_path: Path) -> None:
         """A missing template says which [backpass] key points at it."""

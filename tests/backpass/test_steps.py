@@ -58,14 +58,31 @@ class TestList:
         assert 0 < len(reply.data["traces"]) <= 250
 
     def test_broken_template_fails_before_any_model_call(self, bp_home: BackpassHome) -> None:
-        """A synthesis template with a bad first line fails step 1, so no analysis is paid for."""
+        """A synthesis template lacking a required marker fails step 1: no analysis is paid for."""
         (bp_home.root / "prompts" / "synthesis-prompt.md").write_text("Synthesise: {{ledger}}\n")
         bp_home.trace("a.md", "- It worked.\n")
         judge = FakeJudge()
         outcome = drive(bp_home.home, bp_home.params(), judge)
         assert outcome.data["ok"] is False
-        assert "first line must be 'step: synthesis'" in outcome.final.body
+        assert "lacks {{public_bullets}}, {{private_bullets}}" in outcome.final.body
         assert judge.history == []
+
+    def test_custom_templates_without_step_lines_run(self, bp_home: BackpassHome) -> None:
+        """Templates that lack their step line still run; every prompt's first line names its step."""
+        prompts = bp_home.root / "prompts"
+        (prompts / "analysis-prompt.md").write_text("Read {{sesion}}:\n{{trace}}\n")
+        (prompts / "synthesis-prompt.md").write_text(
+            "<!-- ours -->\n{{ledger}}\n{{public_bullets}}\n{{private_bullets}}\n"
+        )
+        bp_home.trace("a.md", "- The rollback worked on the first try.\n")
+        bp_home.trace("b.md", "- The rollback worked on the first try.\n")
+        judge = FakeJudge()
+        outcome = drive(bp_home.home, bp_home.params(), judge)
+        assert outcome.data["ok"] is True, outcome.final.body
+        assert {request.step for _, request in judge.history} == {"analysis", "synthesis"}
+        for _, request in judge.history:
+            assert request.prompt.splitlines()[0] == f"step: {request.step}"
+        assert "{{sesion}} is not a placeholder" in outcome.final.body
 
 
 class TestAnalyse:
@@ -80,6 +97,26 @@ class TestAnalyse:
         }
         with pytest.raises(StepFailed, match="max_trace_chars"):
             asyncio.run(steps.analyse(_ask(data), _ctx(bp_home)))
+
+
+class TestSeatNamed:
+    def test_analysis_and_synthesis_replies_name_the_seat_at_the_top(
+        self, bp_home: BackpassHome
+    ) -> None:
+        """Like the expedition's, backpass replies carry `seat` and `fallback_used` in their data."""
+        bp_home.trace(
+            "a.md", "- The rollback worked on the first try.\n- Who owns the cron jobs?\n"
+        )
+        bp_home.trace("b.md", "- The rollback worked on the first try.\n")
+        outcome = drive(bp_home.home, bp_home.params(), FakeJudge(fallback_for={"b.md"}))
+        replies = {m.from_: m for m in outcome.thread.messages if m.type == "reply"}
+        analyses = {m.data["session"]: m for m in outcome.thread.messages if m.from_ == "analyst"}
+        seats = {s: (m.data["seat"], m.data["fallback_used"]) for s, m in analyses.items()}
+        assert seats == {"a.md": ("fake", False), "b.md": ("fake-fallback", True)}
+        synthesis = replies["synthesizer"].data
+        assert (synthesis["seat"], synthesis["fallback_used"]) == ("fake", False)
+        assert synthesis["provenance"]["seat"] == "fake"
+        assert "(1 positive, 0 negative, 1 gap)" in analyses["a.md"].body
 
 
 class TestChangedTrace:

@@ -149,6 +149,32 @@ class TestStep:
         assert LIVED in text  # the excerpt itself, verbatim
         assert "## Deep cuts\n\n### v.md\n" in text and "## Guidance\n\n### g.md\n" in text
 
+    def test_blaze_frontmatter_phrases_are_banned_verbatim(
+        self, home: Home, tmp_path: Path
+    ) -> None:
+        """The blaze's frontmatter `phrases` join banned_phrases as written, each once."""
+        blaze = tmp_path / "blaze.md"
+        blaze.write_text(
+            "---\nrole: guidance\nphrases:\n  - time heals all wounds\n"
+            "  - Patience is a virtue\n  - watched pot\n---\n"
+            'Avoid "the fullness of time" and the **watched pot**.\n'
+        )
+        data = {
+            "context": context(tmp_path, blaze=str(blaze)),
+            "excerpts": [excerpt("v.md", LIVED), excerpt("g.md", GUIDANCE, "guidance")],
+        }
+        reply = brief(home, data)
+        assert reply.data["banned_phrases"] == [
+            "patience is a virtue",
+            "the slow craft movement",
+            "a labour of love",
+            "time heals all wounds",
+            "watched pot",
+            "the fullness of time",
+        ]
+        front = yaml.safe_load(Path(reply.data["path"]).read_text().split("---\n")[1])
+        assert front["banned_phrases"] == reply.data["banned_phrases"]
+
     def test_other_voices_need_no_anchor(self, home: Home, tmp_path: Path) -> None:
         """A Silicon brief is written without a first-person excerpt."""
         reply = brief(

@@ -14,6 +14,8 @@ from agents.expedition.command import (
     EXIT_FAILED,
     EXIT_MISSING,
     EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_UNCLEAR,
     Follower,
     Progress,
     answer_post,
@@ -47,6 +49,8 @@ class FakeClient:
         self, after: int, limit: int = 100, *, thread: str | None = None, wait: float = 0
     ) -> tuple[list[dict[str, Any]], int]:
         found = [m.to_dict() for m in self.lines if m.seq > after and m.thread == thread][:limit]
+        if not found and wait:
+            await asyncio.sleep(0.01)  # a long poll that times out empty, shortened
         return found, max([after, *(m["seq"] for m in found)])
 
     async def say(self, to: str, body: str, **fields: Any) -> dict[str, Any]:
@@ -115,10 +119,12 @@ def home(tmp_path: Path) -> Home:
     return write_home(tmp_path / "home", tmp_path / "kb")
 
 
-def follow(home: Home, client: FakeClient, **options: Any) -> tuple[int, str, str]:
+def follow(
+    home: Home, client: FakeClient, timeout: float = 5, **options: Any
+) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     follower = Follower(home, client, "exp-1", out, err, **options)  # type: ignore[arg-type]
-    code = asyncio.run(follower.follow(1, timeout=5))
+    code = asyncio.run(follower.follow(1, timeout=timeout))
     return code, out.getvalue(), err.getvalue()
 
 
@@ -157,6 +163,15 @@ class TestFollow:
         end = foreman_report(6, "[STEP_2 FAILED — x]", "result", final=True, outcome=outcome)
         client = FakeClient([*room_until_dig()[:4], end])
         assert follow(home, client)[0] == code
+
+    def test_timeout_before_any_dig_report_says_how_to_follow(self, home: Home) -> None:
+        """No Dig Report within the wait: say so and how to follow, never that the run waits on you."""
+        client = FakeClient(room_until_dig()[:4])
+        code, out, err = follow(home, client, timeout=0.2)
+        assert code == EXIT_TIMEOUT and out == ""
+        assert "No Dig Report arrived within 0.2 s" in err
+        assert "bullpen tail --thread exp-1" in err
+        assert "waits for your answer" not in err
 
 
 class TestConfirm:
@@ -222,9 +237,29 @@ class TestHelpers:
 
 
 def test_an_unclear_answer_is_reported_not_waited_on(home: Home) -> None:
-    """When the foreman cannot act on the answer, the command says so and exits non-zero."""
+    """When the foreman cannot act on the answer, the command says so and exits with its own code."""
     unclear = foreman_report(
         6, "I could not act on your answer: it drops row_9", "unclear/m5", outcome="unclear"
     )
     code, _, err = follow(home, FakeClient([*room_until_dig()[:4], unclear]))
-    assert code == EXIT_FAILED and "row_9" in err and "bullpen expedition confirm exp-1" in err
+    assert code == EXIT_UNCLEAR and "row_9" in err and "bullpen expedition confirm exp-1" in err
+    assert EXIT_UNCLEAR not in (EXIT_OK, EXIT_FAILED, EXIT_MISSING, EXIT_TIMEOUT)
+
+
+def test_confirm_dropping_an_unknown_row_exits_with_the_unclear_code(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`confirm THREAD --drop row_99`: the foreman asks again, and the exit code says so."""
+    unclear = foreman_report(
+        0,
+        "I could not act on your answer: it drops row_99, which the Dig Report does not list.",
+        "unclear/m6",
+        outcome="unclear",
+    )
+    client = FakeClient(room_until_dig(), on_say={"confirm, drop row_99": unclear})
+    monkeypatch.setattr(home, "client", lambda *a, **k: client)
+    err = io.StringIO()
+    code = asyncio.run(
+        command.confirm(home, "exp-1", drop=["row_99"], out=io.StringIO(), err=err, timeout=5)
+    )
+    assert code == EXIT_UNCLEAR and "row_99" in err.getvalue()

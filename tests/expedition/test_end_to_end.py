@@ -25,7 +25,11 @@ def dig(sim: Sim, **request: object) -> list:
 
 class TestDemo:
     def test_dig_report_then_stop(self, demo_home: Home) -> None:
-        """The demo run reaches a Dig Report whose deep cut never names the keyword, then stops."""
+        """The demo run reaches a Dig Report whose deep cut never names the keyword, then stops.
+
+        Each model step names the seat that answered, and whether it was a fallback, at the
+        top of its reply data.
+        """
         sim = Sim(demo_home)
         (report,) = dig(sim)
         assert report.data["key"] == "dig-report" and not report.data["final"]
@@ -38,6 +42,7 @@ class TestDemo:
             m for m in sim.messages if m.from_ in ("termgen", "scorer", "scotoma")
         ):
             assert scorer_reply.data["seat"] == "local"
+            assert scorer_reply.data["fallback_used"] is False
 
     def test_digest_files_are_rejected_or_resliced(self, demo_home: Home) -> None:
         """The all-digest file is flagged; the narrated file's excerpt starts below its narration."""
@@ -125,6 +130,25 @@ class TestFailures:
             result.body.startswith("[STEP_0 FAILED — the knowledge base")
             and "[expedition] kb" in result.body
         )
+
+    def test_every_file_missing_fails_step_2_naming_them(
+        self, tmp_path: Path, make_kb: MakeKb
+    ) -> None:
+        """An index whose files are all gone ends the run at step 2 with each missing file named."""
+        kb = make_kb(
+            {},
+            index(
+                [
+                    ("gone.md", "Patience with glue left overnight", "clamps"),
+                    ("lost.md", "Patience in the kiln overnight", "cooling"),
+                ]
+            ),
+        )
+        sim = Sim(write_home(tmp_path / "home", kb))
+        (result,) = dig(sim)
+        assert result.data["final"] and result.body.startswith("[STEP_2 FAILED — none of the 2")
+        assert "[KB_FILE_MISSING:gone.md]" in result.body
+        assert "[KB_FILE_MISSING:lost.md]" in result.body
 
     def test_bad_files_are_flagged_and_the_run_goes_on(
         self, tmp_path: Path, make_kb: MakeKb

@@ -46,6 +46,33 @@ class TestIndex:
         )
         assert (row.category, row.monomyth, row.archetype) == ("Field", "02 - Call", "Mentor")
 
+    @pytest.mark.parametrize("name", ["Key Points", "key_points", "Keypoints", "key-points"])
+    def test_header_names_ignore_case_spaces_underscores_and_hyphens(self, name: str) -> None:
+        """`Key Points`, `key_points`, `Keypoints` and `key-points` all name the keypoints column."""
+        text = (
+            f"| File | Summary | {name} | Tags | Category | Monomyth |\n|-|-|-|-|-|-|\n"
+            "| a.md | s | kp | t | c | m |\n"
+        )
+        assert parse_index(text).rows[0].keypoints == "kp"
+
+    def test_file_cells_as_links_or_code_name_the_file(self) -> None:
+        """A file cell written as a Markdown link or in backticks is the file it names."""
+        text = (
+            "| file | summary | keypoints | tags | category | monomyth |\n|-|-|-|-|-|-|\n"
+            "| [a](a.md) | s | k | t | c | m |\n"
+            "| `notes/b.md` | s | k | t | c | m |\n"
+            "| [`c.md`](Corpus/c.md) | s | k | t | c | m |\n"
+            "| [d](<notes/d e.md>) | s | k | t | c | m |\n"
+            '| [f](notes/f%20g.md "title") | s | k | t | c | m |\n'
+        )
+        assert [r.file for r in parse_index(text).rows] == [
+            "a.md",
+            "notes/b.md",
+            "Corpus/c.md",
+            "notes/d e.md",
+            "notes/f g.md",
+        ]
+
     def test_missing_columns_are_named(self) -> None:
         """An index without the required columns fails with their names and the full list."""
         with pytest.raises(StepFailed, match="lacks the column\\(s\\) keypoints, monomyth"):

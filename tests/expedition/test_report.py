@@ -55,6 +55,10 @@ class TestDigReport:
         assert "Deep cuts:\nPass 4 empty; pattern may be new to corpus.\n" in text
         assert "Flags: [TERM_FANOUT_WEAK] [KB_FILE_MISSING:x.md]\n=== END DIG REPORT ===" in text
 
+    def test_one_batch_is_singular(self) -> None:
+        """One batch of scores is '1 batch', not '1 batches'."""
+        assert "· 1 summary scored across 1 batch\n" in report(scored=1, batches=1)
+
 
 class TestAnswers:
     def test_confirm(self) -> None:

@@ -1,7 +1,17 @@
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from agents.expedition.kb import IndexRow
 from agents.expedition.retrieve import matched_terms, retrieve, structural_match
+from agents.expedition.steps import retrieve_candidates
+from agents.step import Reply
+from room.errors import StepFailed
+from tests.expedition.conftest import MakeKb
+from tests.expedition.sim import ask, step_context, write_home
+from tests.expedition.texts import document, index, paragraph
 
 
 def row(n: int, summary: str, keypoints: str = "", **cells: str) -> IndexRow:
@@ -47,3 +57,60 @@ class TestRetrieve:
         rows = [row(i, "cure" + (" frost" if i in (4, 7) else "")) for i in range(1, 9)]
         found = retrieve(rows, ["cure", "frost"], archetype=None, monomyth=None, cap=4)
         assert [c["id"] for c in found] == ["row_4", "row_7", "row_1", "row_2"]
+
+
+def retrieve_step(tmp_path: Path, kb: Path, terms: list[str]) -> Reply:
+    """Step 2 as the retriever nick runs it, against the knowledge base `kb`."""
+    home = write_home(tmp_path / "home", kb)
+    context = {"kb": str(kb), "archetype_primary": None, "monomyth_hint": None}
+    message = ask({"context": context, "terms": terms}, to="retriever")
+    return retrieve_candidates(message, step_context(home, nick="retriever"))
+
+
+class TestStep:
+    def test_unclosed_fence_of_a_matching_row_is_flagged_and_left_out(
+        self, tmp_path: Path, make_kb: MakeKb
+    ) -> None:
+        """A matching file that never closes its frontmatter is flagged by name in step 2 and dropped."""
+        kb = make_kb(
+            {
+                "a.md": document("Glue body."),
+                "open.md": "---\nsummary: s\nno closing fence\n" + paragraph(40),
+                "quiet.md": "---\nsummary: s\nno closing fence either\n",
+            },
+            index(
+                [
+                    ("a.md", "Glue left overnight", "clamps"),
+                    ("open.md", "Varnish left overnight", "thin coats"),
+                    ("quiet.md", "Nothing to find here", "none"),
+                ]
+            ),
+        )
+        reply = retrieve_step(tmp_path, kb, ["overnight"])
+        assert reply.data is not None
+        assert reply.data["flags"] == ["[KB_FRONTMATTER_UNCLOSED:open.md]"]
+        assert [c["file"] for c in reply.data["candidates"]] == ["a.md"]
+
+    def test_nothing_left_after_the_fence_check_fails_naming_the_files(
+        self, tmp_path: Path, make_kb: MakeKb
+    ) -> None:
+        """When every matching row's file is unclosed, step 2 fails and says which files."""
+        kb = make_kb(
+            {"open.md": "---\nsummary: s\n" + paragraph(40)},
+            index([("open.md", "Varnish left overnight", "thin coats")]),
+        )
+        with pytest.raises(StepFailed, match=r"\[KB_FRONTMATTER_UNCLOSED:open\.md\]"):
+            retrieve_step(tmp_path, kb, ["overnight"])
+
+    def test_every_file_missing_names_the_first_ten_and_counts_the_rest(
+        self, tmp_path: Path, make_kb: MakeKb
+    ) -> None:
+        """With no indexed file present, the failure names missing files and how many more."""
+        rows = [(f"gone{n}.md", "Glue left overnight", "clamps") for n in range(1, 13)]
+        kb = make_kb({}, index(rows))
+        with pytest.raises(StepFailed) as caught:
+            retrieve_step(tmp_path, kb, ["overnight"])
+        message = caught.value.message
+        assert "[KB_FILE_MISSING:gone1.md]" in message
+        assert "[KB_FILE_MISSING:gone10.md]" in message
+        assert "gone11.md" not in message and "and 2 more" in message

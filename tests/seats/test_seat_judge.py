@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
@@ -12,8 +13,8 @@ import structlog
 from pydantic import BaseModel, Field
 
 from agents.seats import Seat, SeatRegistry, build_seats, make_judge
-from agents.step import Judgment, JudgmentRequest
-from room.errors import ConfigError, SeatError
+from agents.step import Judgment, JudgmentRequest, StepContext
+from room.errors import ConfigError, SeatError, StepFailed
 
 if TYPE_CHECKING:
     from conftest import FakeModel
@@ -249,3 +250,38 @@ class TestWithFakeModel:
         judgment = asyncio.run(make_judge(registry)("termgen", REQUEST, Terms))
         assert (judgment.seat, judgment.kind, judgment.fallback_used) == ("offline", "local", True)
         assert len(fake_model.calls()) == 2
+
+
+class TestDocumentedFlag:
+    def test_docs_show_the_flag_a_failing_step_posts(self, tmp_path: Path) -> None:
+        """docs/seats.md's failure example has the form the termgen lurker really posts."""
+        from agents.expedition.steps import gen_terms
+        from agents.lurker import failure_body
+        from tests.expedition.sim import ask, write_home
+
+        registry = SeatRegistry(
+            {
+                "termgen": ScriptedSeat("termgen", ["no", "no"], fallback="big-remote"),
+                "big-remote": ScriptedSeat("big-remote", ["nope", "nope"]),
+            }
+        )
+        home = write_home(tmp_path / "home", tmp_path / "kb")
+
+        async def no_thread(thread: str) -> list[Any]:
+            return []
+
+        ctx = StepContext("termgen", home, {}, make_judge(registry), no_thread)
+        context = {"keyword_primary": "patience", "title": "Waiting", "blaze_phrases": []}
+        with pytest.raises(StepFailed) as caught:
+            asyncio.run(gen_terms(ask({"context": context}, to="termgen"), ctx))
+        posted = failure_body("termgen", caught.value.message)
+
+        docs = (Path(__file__).resolve().parents[2] / "docs" / "seats.md").read_text()
+        example = "[termgen FAILED" + docs.split("[termgen FAILED", 1)[1].split("```", 1)[0]
+        documented = " ".join(example.split())  # the example is wrapped; the flag is one line
+        head = "[termgen FAILED — no valid termgen answer: termgen: no valid answer from seat "
+        assert posted.startswith(head + "'termgen' (fake) after 2 attempts: ")
+        assert documented.startswith(head + "'termgen' (openai) after 2 attempts: ")
+        assert "; fallback 'big-remote' (fake) after 2 attempts: " in posted
+        assert "; fallback 'big-remote' (openai) after 2 attempts: " in documented
+        assert posted.endswith("]") and documented.endswith("]")
