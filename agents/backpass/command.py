@@ -1,20 +1,27 @@
 """`bullpen backpass`: ask the foreman for a run, follow it, print the funnel, exit by the result.
 
 The command does no backpass work itself: it resolves `[backpass]` and the
-command-line overrides into absolute paths, posts one ask to `@foreman` as
-the operator in a new thread `backpass-<date>-<random>`, and long-polls
-that thread. Progress goes to stderr (`analysis 12/43`, rewritten in place
-on a terminal, one line per change otherwise); the funnel goes to stdout.
+command-line overrides into absolute paths, checks them, posts one ask to
+`@foreman` as the operator in a new thread `backpass-<date>-<random>`, and
+long-polls that thread. Progress goes to stderr (`step 2/5 analysis 12/43`,
+rewritten in place on a terminal, one plain line per change in a pipe, under
+systemd or with TERM=dumb); the funnel goes to stdout.
 
 Exit codes: 0 the run finished and no trace failed; 1 a trace or a step
 failed (see the funnel); 75 no final report within `wait_timeout` (the run
-may still be going; its thread is printed). Errors before the ask is
-posted (a bad configuration, no hub) propagate as BullpenError for the CLI.
+may still be going; its thread is printed). Bad input is refused before the
+ask is posted, with nothing written: a UsageError (exit 2) for a bad
+command-line option, a ConfigError (exit 78) for a bad `[backpass]` value.
+That includes a state file that is not one (another file named by mistake
+would be overwritten), a state folder that is missing or not writable, and
+a wait, timeout or concurrency that is not a usable number.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import os
 import secrets
 import sys
 from datetime import UTC, datetime
@@ -22,16 +29,20 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.backpass.config import BackpassConfig
 from agents.backpass.pipeline import NICKS
+from agents.backpass.traces import StateFileError, check_state
+from room.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
+    from agents.backpass.config import RunParams
     from agents.home import Home
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_WAIT", "FOREMAN", "backpass", "new_thread"]
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_WAIT", "FOREMAN", "Progress", "backpass", "new_thread"]
 
 FOREMAN = "foreman"
 EXIT_OK, EXIT_FAILED, EXIT_WAIT = 0, 1, 75
 DEFAULT_WAIT_S = 4 * 3600.0
 POLL_S = 25.0
+MAX_CONCURRENCY = 64  # as [backpass] concurrency allows
 
 
 def new_thread(now: datetime | None = None) -> str:
@@ -39,15 +50,28 @@ def new_thread(now: datetime | None = None) -> str:
     return f"backpass-{day}-{secrets.token_hex(3)}"
 
 
-class Progress:
-    """What the run is doing, on stderr: rewritten in place on a terminal, plain lines otherwise."""
+# The run's steps as progress shows them: `step k/5 <name>`, numbered as in docs/backpass.md.
+STEPS = ("list", "analysis", "quote check", "ledger", "synthesis and git")
+_STEP_OF_STAGE = {"list": 1, "analysis": 2, "quotes": 3, "ledger": 4, "synthesis": 5}
 
-    def __init__(self, stream: TextIO) -> None:
+
+def rewrites_in_place(stream: TextIO, term: str | None) -> bool:
+    """A terminal that understands `\\r` and erase-line: a tty whose TERM is set and not dumb.
+
+    NO_COLOR is not consulted: progress has no colour, only the rewrite."""
+    tty = bool(getattr(stream, "isatty", lambda: False)())
+    return tty and term not in (None, "", "dumb")
+
+
+class Progress:
+    """Which step of five the run is in, and how many analyses of how many replied, on stderr."""
+
+    def __init__(self, stream: TextIO, term: str | None = None) -> None:
         self.stream = stream
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.tty = rewrites_in_place(stream, term if term is not None else os.environ.get("TERM"))
         self.total: int | None = None
         self.analysed = 0
-        self.stage = "list"
+        self.step = 1
         self._last = ""
 
     def see(self, line: dict[str, Any]) -> None:
@@ -55,23 +79,24 @@ class Progress:
         data = line.get("data") or {}
         if kind == "reply" and sender == NICKS["list"] and not data.get("failed"):
             self.total = len(data.get("traces") or [])
-            self.stage = "analysis"
+            self.step = 2 if self.total else self.step  # nothing pending: the report is next
         elif kind == "reply" and sender == NICKS["analysis"]:
             self.analysed += 1
         elif kind == "ask" and sender == FOREMAN:
             to = str(line.get("to", "")).removeprefix("@")
             stage = {v: k for k, v in NICKS.items()}.get(to)
             if stage and stage != "analysis":
-                self.stage = {"quotes": "quote check", "synthesis": "synthesis and git"}.get(
-                    stage, stage
-                )
+                self.step = _STEP_OF_STAGE[stage]
         self._show()
 
+    def text(self) -> str:
+        text = f"step {self.step}/{len(STEPS)} {STEPS[self.step - 1]}"
+        if self.step == 2 and self.total is not None:
+            text += f" {self.analysed}/{self.total}"
+        return text
+
     def _show(self) -> None:
-        if self.stage == "analysis" and self.total is not None:
-            text = f"analysis {self.analysed}/{self.total}"
-        else:
-            text = self.stage
+        text = self.text()
         if text == self._last:
             return
         self._last = text
@@ -85,6 +110,36 @@ class Progress:
         if self.tty and self._last:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
+
+
+def _positive_seconds(flag: str, value: float | None, meaning: str) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(
+            f"{flag} must be a positive number of seconds ({meaning}), not {value:g}; "
+            f"leave {flag} out for the default"
+        )
+
+
+def check_options(*, concurrency: int | None, timeout: float | None, wait_timeout: float) -> None:
+    """Refuse command-line numbers no run could use, before anything is asked."""
+    _positive_seconds("--wait-timeout", wait_timeout, "how long to wait for the final report")
+    _positive_seconds("--timeout", timeout, "the hard limit on one trace's analysis")
+    if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise UsageError(
+            f"--concurrency must be a whole number from 1 to {MAX_CONCURRENCY} (analyses in "
+            f"flight at once), not {concurrency}; leave it out for [backpass] concurrency"
+        )
+
+
+def check_state_option(home: Home, params: RunParams, *, from_option: bool) -> None:
+    """Refuse a state file the run could not read as one or replace, before anything is asked."""
+    setting = "--state" if from_option else "[backpass] state"
+    try:
+        check_state(params.path(home, "state"), write=not params.report_only, setting=setting)
+    except StateFileError as exc:
+        if from_option:
+            raise UsageError(f"--state: {exc}") from None
+        raise ConfigError(f"{home.society_file}: [backpass] state: {exc}") from None
 
 
 def _final(line: dict[str, Any]) -> dict[str, Any] | None:
@@ -116,6 +171,7 @@ async def backpass(
     """Run the memory backpass through the foreman; the exit code (see the module docstring)."""
     out = out or sys.stdout
     err = err or sys.stderr
+    check_options(concurrency=concurrency, timeout=timeout, wait_timeout=wait_timeout)
     config = BackpassConfig.from_home(home)
     params = config.run_params(
         home,
@@ -127,6 +183,7 @@ async def backpass(
         concurrency=concurrency,
         timeout_s=timeout,
     )
+    check_state_option(home, params, from_option=state is not None)
     thread = new_thread()
     body = "backpass" + (" (report only)" if report_only else "") + f": traces in {params.traces}"
     data = {"pipeline": "backpass", **params.model_dump()}

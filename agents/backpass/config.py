@@ -51,9 +51,14 @@ class BackpassConfig(BaseModel):
     runs: str = Field(default="runs", description="per-run artifacts and worktrees")
     concurrency: int = Field(default=4, ge=1, le=64, description="analyses in flight at once")
     timeout_s: float = Field(
-        default=600.0, gt=0, description="hard limit on one trace's analysis, retry and fallback"
+        default=600.0,
+        gt=0,
+        allow_inf_nan=False,  # an infinite limit is no limit, and JSON cannot carry it
+        description="hard limit on one trace's analysis, retry and fallback",
     )
-    timeout_margin_s: float = Field(default=60.0, ge=0, description="added before overdue")
+    timeout_margin_s: float = Field(
+        default=60.0, ge=0, allow_inf_nan=False, description="added before overdue"
+    )
     max_traces: int = Field(default=200, ge=1, le=500, description="per run; the rest wait")
     max_trace_chars: int = Field(default=400_000, ge=1000)
     max_age_days: int = Field(default=90, ge=1, description="prune open lines unseen this long")

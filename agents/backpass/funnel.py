@@ -108,7 +108,7 @@ class Funnel:
     def render(self, failed: Iterable[Mapping[str, Any]] = (), notes: Iterable[str] = ()) -> str:
         """The funnel as people read it, on stdout and in the final report."""
         title = "=== BACKPASS FUNNEL" + (
-            " (report only: nothing written)" if self.report_only else ""
+            " (report only: memory, ledger and state untouched)" if self.report_only else ""
         )
         rows = [
             ("traces found", f"{self.traces_found}"),

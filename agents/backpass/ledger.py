@@ -16,7 +16,7 @@ of *the line*: its UTF-8 bytes without the line terminator and without
 trailing spaces or tabs. Ids are recomputed every run; appending a
 sighting changes a line and so its id.
 
-Rules, applied in item order (steps 4–6 of the backpass):
+Rules, applied in item order (step 4 of the backpass):
 - an item that matches an entry (same kind, token similarity at least
   `match_threshold`, best score wins, earliest line on ties) gets its
   session appended as a sighting — a *corroboration* — unless that session

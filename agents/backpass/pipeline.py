@@ -1,13 +1,14 @@
 """The backpass as a foreman pipeline: a pure function from the run's thread to what is next.
 
-    key              to            when
-    list             tracelister   first
-    analysis/<n>     analyst       one per listed trace, at most `concurrency` awaiting replies
-    quotes           quotechecker  when every analysis replied, failed or is overdue
-    ledger           ledgerkeeper  after the quote check
-    synthesis        synthesizer   after the ledger
-    report           (operator)    final: the funnel; also right after `list` when nothing is pending,
-                                   and as soon as a list, quotes, ledger or synthesis step fails
+    step  key            to            when
+    1     list           tracelister   first
+    2     analysis/<n>   analyst       one per listed trace, at most `concurrency` awaiting replies
+    3     quotes         quotechecker  when every analysis replied, failed or is overdue
+    4     ledger         ledgerkeeper  after the quote check
+    5     synthesis      synthesizer   after the ledger
+          report         (operator)    final: the funnel; also right after `list` when nothing is
+                                       pending, and as soon as a list, quotes, ledger or synthesis
+                                       step fails
 
 One quote-check ask for all the analyses, not one each: the check is
 milliseconds of code, a single ask keeps the thread short (43 traces: 2
@@ -47,6 +48,12 @@ NICKS = {
 }
 DEFAULT_CONCURRENCY = 4
 REPORT = "report"
+WHAT_IS_A_TRACE = (
+    "every regular file under it is a trace (JSONL, JSON, Markdown or any other text), except "
+    "hidden files and folders (names starting with `.`) and binary files (a NUL byte in the "
+    "first 8 KiB). Put session transcripts there, or point --traces (or [backpass] traces) at "
+    "the folder that holds them"
+)
 
 
 def _epoch(ts: str) -> float:
@@ -105,14 +112,17 @@ class Backpass:
         funnel.traces_pending = int(ld.get("pending", len(traces)))
         funnel.traces_deferred = int(ld.get("deferred", 0))
         notes = self._notes(ld)
+        if not funnel.traces_found:
+            body = "\n".join([f"no traces in {params.traces}: {WHAT_IS_A_TRACE}", *notes])
+            extra = {"nothing_pending": True, "no_traces": True}
+            return [self._final(run, body, funnel, [], extra)]
         if not traces:
-            body = "\n".join(
-                [
-                    f"nothing pending: all {funnel.traces_found} traces are unchanged since "
-                    "their last successful analysis",
-                    *notes,
-                ]
-            )
+            if funnel.traces_found == 1:
+                done = "the one trace is unchanged since its last successful analysis"
+            else:
+                done = f"all {funnel.traces_found} traces are unchanged since their last "
+                done += "successful analysis"
+            body = "\n".join([f"nothing pending: {done}", *notes])
             return [self._final(run, body, funnel, [], {"nothing_pending": True})]
 
         quotes_ask = run.ask("quotes")
@@ -148,10 +158,10 @@ class Backpass:
         ledger = run.reply("ledger")
         if ledger is None:
             data = {**base, "items_file": q.get("items_file"), "repos": ld.get("repos")}
-            return [Ask("ledger", self.nicks["ledger"], "steps 4-6: ledger lines and prunes", data)]
+            return [Ask("ledger", self.nicks["ledger"], "step 4: ledger lines and prunes", data)]
         if run.failed("ledger"):
             return [
-                self._failure(run, funnel, failed, f"steps 4-6 (ledger) failed: {_reason(ledger)}")
+                self._failure(run, funnel, failed, f"step 4 (ledger) failed: {_reason(ledger)}")
             ]
         lg = ledger.data or {}
         for key in (
@@ -174,12 +184,12 @@ class Backpass:
                 "succeeded": succeeded,
                 "funnel": funnel.as_dict(),
             }
-            body = "steps 7-9: synthesis, branches, state"
+            body = "step 5: synthesis, branches, state"
             return [Ask("synthesis", self.nicks["synthesis"], body, data)]
         if run.failed("synthesis"):
             return [
                 self._failure(
-                    run, funnel, failed, f"steps 7-9 (synthesis) failed: {_reason(synthesis)}"
+                    run, funnel, failed, f"step 5 (synthesis) failed: {_reason(synthesis)}"
                 )
             ]
         sd = synthesis.data or {}
@@ -284,9 +294,8 @@ class Backpass:
                     f"{repo.get('default')} yet; tonight's branch builds on it"
                 )
         if listing.get("skipped_binary"):
-            notes.append(
-                f"{'skipped':<20}{listing['skipped_binary']} binary files in the traces folder"
-            )
+            binary = counted(int(listing["skipped_binary"]), "binary file")
+            notes.append(f"{'skipped':<20}{binary} in the traces folder")
         notes += [f"{'template':<20}{note}" for note in listing.get("template_notes") or []]
         return notes
 

@@ -1,4 +1,4 @@
-"""Steps 7–9: the synthesis call, the branches and commits, the PR body, the state file.
+"""Step 5: the synthesis call, the branches and commits, the PR body, the state file.
 
 Where things go (nothing is pushed, ever):
 - private repository: a new branch `<prefix>/<date>` (`-2`, `-3` … when taken)
@@ -10,7 +10,10 @@ Where things go (nothing is pushed, ever):
   pull request or the merge; it is left beside, never committed, so merging
   a branch never adds it to memory;
 - the state file: the hashes of the traces that succeeded, written only
-  after every commit landed.
+  after every commit landed. It is checked again before the first branch
+  (it may have been edited while the analyses ran), so a file that is not a
+  state file, or a folder the run cannot write in, stops the run with no
+  branch made rather than after the branches.
 
 The synthesis call is skipped (and said so) when the ledger did not change
 or has no open lines: there is nothing new to synthesise. In report-only
@@ -44,7 +47,7 @@ from agents.backpass.gitwork import (
 from agents.backpass.memory import Bullet, apply_edits, bullets
 from agents.backpass.prompts import load_template, synthesis_request
 from agents.backpass.schemas import Edit, bind_synthesis
-from agents.backpass.traces import update_state
+from agents.backpass.traces import StateFileError, check_state, update_state
 from agents.step import Reply, StepContext
 from room.errors import SeatError, StepFailed
 
@@ -258,7 +261,12 @@ async def synthesize_and_publish(
             f"{funnel.new_lines} new lines, {funnel.corroborations} corroborations, "
             f"{funnel.prunes} prunes"
         )
+        state = params.path(ctx.home, "state")
         with _lock(params.path(ctx.home, "runs") / ".backpass.lock"):
+            try:
+                await asyncio.to_thread(check_state, state)
+            except StateFileError as exc:
+                raise StepFailed(f"no branch was made: {exc}") from None
             branches = await asyncio.to_thread(
                 write_branches,
                 params=params,
@@ -270,14 +278,17 @@ async def synthesize_and_publish(
                 edits=edits,
                 texts=texts,
             )
-            state = params.path(ctx.home, "state")
             try:
                 await asyncio.to_thread(update_state, state, succeeded)
-            except OSError as exc:
+            except (OSError, StateFileError) as exc:
+                written = ", ".join(f"{repo} {b['branch']}" for repo, b in branches.items())
+                if written:
+                    done = f"the branches were written ({written}), but"
+                else:
+                    done = "no branch was needed, but"
                 raise StepFailed(
-                    f"the branches were written ({', '.join(b['branch'] for b in branches.values())})"
-                    f" but the state file {state} could not be updated ({exc}); fix its folder's "
-                    "permissions: until then tonight's traces are analysed again every run"
+                    f"{done} the state file {state} could not be updated ({exc}). Fix what that "
+                    "names; until then tonight's traces stay pending and are analysed again next run"
                 ) from None
     body_path = folder / "PR_BODY.md"
     thread = folder.name
@@ -295,10 +306,10 @@ async def synthesize_and_publish(
     )
     where = ", ".join(f"{repo} {b['branch']}" for repo, b in branches.items()) or "no branch"
     body = (
-        f"step 7-9: {counted(funnel.edits, 'edit')} (public {funnel.edits_public}, private "
+        f"step 5: {counted(funnel.edits, 'edit')} (public {funnel.edits_public}, private "
         f"{funnel.edits_private}); {where}; "
         + (
-            "report only: nothing written"
+            "report only: no branch, ledger or state written"
             if params.report_only
             else f"{counted(len(succeeded), 'trace')} marked done"
         )

@@ -1,16 +1,18 @@
 """The backpass step agents, one nick each: message and context in, reply out.
 
-    tracelister   step 1     pending traces, bullet ids, ledger ids, the repositories' bases
-    analyst       step 2     one bulk-seat analysis of one trace (hard timeout)
-    quotechecker  step 3     keep the items whose quote is in their trace
-    ledgerkeeper  steps 4–6  ledger lines, corroborations, prunes (written to the run folder)
-    synthesizer   steps 7–9  one synthesis call, the branches and commits, the state file
+    tracelister   step 1  the state file checked, pending traces, bullet and ledger ids, the bases
+    analyst       step 2  one bulk-seat analysis of one trace (hard timeout)
+    quotechecker  step 3  keep the items whose quote is in their trace
+    ledgerkeeper  step 4  ledger lines, corroborations, prunes (written to the run folder)
+    synthesizer   step 5  one synthesis call, the branches and commits, the state file
 
 Every step reads the run's parameters from its ask (`data["run"]`, see
 RunParams) and writes what is too big for the room under the run folder
 (`<runs>/<thread>/`), replying with paths and counts. A step that cannot do
 its work raises StepFailed; the lurker posts it as a FAILED reply. Only the
 synthesizer writes outside the run folder, and never in report-only mode.
+The run folder itself is written in every mode: the steps hand each other
+their results through it, and it holds the report.
 """
 
 from __future__ import annotations
@@ -29,7 +31,15 @@ from agents.backpass.memory import bullets
 from agents.backpass.prompts import analysis_request, load_template, unknown_placeholders
 from agents.backpass.quotes import check_items
 from agents.backpass.schemas import AnalysisAnswer
-from agents.backpass.traces import TraceChanged, pending, read_snapshot, read_state, render, scan
+from agents.backpass.traces import (
+    StateFileError,
+    TraceChanged,
+    check_state,
+    pending,
+    read_snapshot,
+    render,
+    scan,
+)
 from agents.backpass.traces import sha256_bytes as sha256
 from agents.step import Reply, StepContext
 from room.errors import SeatError, StepFailed
@@ -92,9 +102,16 @@ def memory_bullets(repos: dict[str, RepoInfo], memory_file: str) -> dict[str, li
 
 
 def list_traces(message: Message, ctx: StepContext) -> Reply:
-    """Step 1: pending traces by hash, numbered bullets, ledger ids, the bases to build on."""
+    """Step 1: pending traces by hash, numbered bullets, ledger ids, the bases to build on.
+
+    The state file is checked again here, before any analysis is paid for: the command
+    checked it, but it may have been edited since, or the ask posted by hand."""
     data = _data(message)
     params = _params(data)
+    try:
+        state = check_state(params.path(ctx.home, "state"), write=not params.report_only)
+    except StateFileError as exc:
+        raise StepFailed(str(exc)) from None
     folder = _folder(message, ctx, params)
     template_notes = []
     for step in ("analysis", "synthesis"):  # fail before any model call, not after
@@ -111,7 +128,7 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
         found, skipped = scan(params.path(ctx.home, "traces"))
     except FileNotFoundError as exc:
         raise StepFailed(str(exc)) from None
-    todo = pending(found, read_state(params.path(ctx.home, "state")))
+    todo = pending(found, state)
     listed: list[dict[str, Any]] = []
     used = 0
     for n, trace in enumerate(todo, start=1):
@@ -272,7 +289,7 @@ def check_quotes(message: Message, ctx: StepContext) -> Reply:
 
 
 def keep_ledger(message: Message, ctx: StepContext) -> Reply:
-    """Steps 4–6: ledger lines, corroborations and prunes, written to the run folder."""
+    """Step 4: ledger lines, corroborations and prunes, written to the run folder."""
     data = _data(message)
     params = _params(data)
     folder = _folder(message, ctx, params)
@@ -295,7 +312,7 @@ def keep_ledger(message: Message, ctx: StepContext) -> Reply:
     write_json(folder / "prunes.json", {"age": update.pruned_age, "covered": update.pruned_covered})
     counts = update.counts()
     body = (
-        f"step 4-6: {counts['new_lines']} new ledger lines, {counts['corroborations']} "
+        f"step 4: {counts['new_lines']} new ledger lines, {counts['corroborations']} "
         f"corroborations, {counts['repeats']} repeats, {counts['covered']} already in memory, "
         f"{counts['prunes_age'] + counts['prunes_covered']} prunes"
     )
@@ -303,7 +320,7 @@ def keep_ledger(message: Message, ctx: StepContext) -> Reply:
 
 
 async def synthesize(message: Message, ctx: StepContext) -> Reply:
-    """Steps 7–9: one synthesis call, then branches, commits, PR body and the state file."""
+    """Step 5: one synthesis call, then branches, commits, PR body and the state file."""
     data = _data(message)
     params = _params(data)
     folder = _folder(message, ctx, params)

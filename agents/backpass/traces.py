@@ -12,6 +12,12 @@ hash, its path) is not in the file: new, grown, changed, or failed last
 time (a failed trace's new hash is never written). The hand run kept paths
 only, so a trace that grew after it was read stayed "done"; a hash cannot.
 
+Blank lines and `#` comment lines are allowed (`sha256sum -c` skips them
+too) and comments are kept when the file is rewritten. Any other line means
+the file is not a state file, perhaps another file named by mistake: it is
+refused (StateFileError) before anything is written, because rewriting it
+would replace its contents with state lines.
+
 JSONL and JSON traces are rendered before a model sees them: each record's
 string values become `key: value` lines (JSON escapes decoded), so a model
 can quote the words a person would read, and the quote check compares
@@ -25,6 +31,8 @@ import fcntl
 import hashlib
 import json
 import os
+import re
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
@@ -32,8 +40,10 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "StateFileError",
     "Trace",
     "TraceChanged",
+    "check_state",
     "format_state",
     "parse_state",
     "pending",
@@ -56,6 +66,10 @@ NOISE_KEYS = frozenset(
 
 class TraceChanged(Exception):
     """A trace no longer starts with the bytes that were analysed."""
+
+
+class StateFileError(ValueError):
+    """The state file cannot be read as one, or not replaced where it is; nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -139,39 +153,128 @@ def _unescape(path: str) -> str:
     return "".join(out)
 
 
-def parse_state(text: str) -> dict[str, str]:
-    """path -> sha256 from `sha256sum` lines; other lines are ignored."""
+_STATE_LINE = re.compile(r"\\?[0-9A-Fa-f]{64} [ *].+", re.S)
+SHOWN_CHARS = 60
+SETTING = "--state (or [backpass] state)"  # what a message tells people to point elsewhere
+
+
+def _bad_line(path: Path | None, number: int, line: str, setting: str) -> StateFileError:
+    shown = line if len(line) <= SHOWN_CHARS else line[: SHOWN_CHARS - 1] + "…"
+    where = f"{path} is not" if path else "this is not"
+    return StateFileError(
+        f"{where} a backpass state file: line {number} is {shown!r}, but every line must be "
+        "`<64 hex digits>  <path>` (what sha256sum prints), blank, or a `#` comment. Nothing "
+        f"was written. If this is another file, point {setting} at a new "
+        "file; if it is the state file, fix or delete that line (a trace whose line is gone is "
+        "analysed again)"
+    )
+
+
+def _parse(
+    text: str, path: Path | None = None, setting: str = SETTING
+) -> tuple[dict[str, str], list[str]]:
+    """path -> sha256, and the comment lines; StateFileError at the first line that is neither."""
     entries: dict[str, str] = {}
-    for line in text.split("\n"):
+    comments: list[str] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            comments.append(line)
+            continue
+        if not _STATE_LINE.fullmatch(line):
+            raise _bad_line(path, number, line, setting)
         escaped = line.startswith("\\")
         body = line[1:] if escaped else line
-        digest, sep, rest = body.partition(" ")
-        if len(digest) != 64 or not sep or rest[:1] not in (" ", "*"):
-            continue
-        try:
-            int(digest, 16)
-        except ValueError:
-            continue
-        path = rest[1:]
-        entries[_unescape(path) if escaped else path] = digest.lower()
-    return entries
+        digest, path_text = body[:64], body[66:]
+        entries[_unescape(path_text) if escaped else path_text] = digest.lower()
+    return entries, comments
 
 
-def format_state(entries: Mapping[str, str]) -> str:
-    """`sha256sum` lines for path -> sha256, sorted by path."""
-    lines = []
+def parse_state(text: str) -> dict[str, str]:
+    """path -> sha256 from `sha256sum` lines; blank and `#` lines skipped, any other refused."""
+    return _parse(text)[0]
+
+
+def format_state(entries: Mapping[str, str], comments: list[str] | tuple[str, ...] = ()) -> str:
+    """`sha256sum` lines for path -> sha256, sorted by path, after the comment lines."""
+    lines = [f"{comment}\n" for comment in comments]
     for path in sorted(entries):
         flag, escaped = _escape(path)
         lines.append(f"{flag}{entries[path]}  {escaped}\n")
     return "".join(lines)
 
 
-def read_state(path: Path) -> dict[str, str]:
-    """The state file's entries; a missing file is an empty state (everything is pending)."""
+def _read(path: Path, setting: str = SETTING) -> tuple[dict[str, str], list[str]]:
     try:
-        return parse_state(path.read_text(encoding="utf-8", errors="surrogateescape"))
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
     except FileNotFoundError:
-        return {}
+        return {}, []
+    except IsADirectoryError:
+        raise StateFileError(
+            f"the state file {path} is a folder; point {setting} at a file in it, such as "
+            f"{path / 'backpass.sha256'}"
+        ) from None
+    except OSError as exc:
+        raise StateFileError(
+            f"cannot read the state file {path} ({exc.strerror or exc}); nothing was written. "
+            f"Fix its permissions, or point {setting} at another file"
+        ) from None
+    return _parse(text, path, setting)
+
+
+def read_state(path: Path) -> dict[str, str]:
+    """The state file's entries; a missing file is an empty state (everything is pending).
+
+    A file that is not a state file raises StateFileError naming its first bad line."""
+    return _read(path)[0]
+
+
+def check_state(path: Path, *, write: bool = True, setting: str = SETTING) -> dict[str, str]:
+    """The state file's entries, once sure a run may read it and (with `write`) replace it.
+
+    Called before any work, so that a wrong path costs nothing: a folder, a device, a file
+    that is not state lines, a folder that does not exist or one the run cannot write in
+    raises StateFileError with the fix. A missing file in a usable folder is a first run.
+    """
+    try:
+        _check_place(path, write, setting)
+    except OSError as exc:  # a folder on the way that we may not look into
+        raise StateFileError(
+            f"cannot look at the state file {path} ({exc.strerror or exc}); fix the "
+            f"permissions of the folders on its path or point {setting} at another file"
+        ) from None
+    return _read(path, setting)[0]
+
+
+def _check_place(path: Path, write: bool, setting: str) -> None:
+    if path.is_dir():
+        raise StateFileError(
+            f"the state file {path} is a folder; point {setting} at a file in it, such as "
+            f"{path / 'backpass.sha256'}"
+        )
+    if path.is_symlink() or path.exists():
+        try:
+            regular = stat.S_ISREG(path.stat().st_mode)
+        except FileNotFoundError:  # a link to nothing
+            regular = False
+        if not regular:
+            raise StateFileError(
+                f"the state file {path} is not a regular file (a device, a socket or a link to "
+                f"nothing); point {setting} at a file of its own"
+            )
+    folder = path.parent
+    if not folder.is_dir():
+        raise StateFileError(
+            f"the state file's folder {folder} does not exist; create it (mkdir -p {folder}) "
+            f"or point {setting} at a file in an existing folder"
+        )
+    if write and not os.access(folder, os.W_OK | os.X_OK):
+        raise StateFileError(
+            f"cannot write in the state file's folder {folder} (the file is replaced there, "
+            f"atomically, after a run); fix the folder's permissions or point {setting} at a "
+            "file in a folder you can write"
+        )
 
 
 def pending(traces: list[Trace], state: Mapping[str, str]) -> list[Trace]:
@@ -191,18 +294,28 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def update_state(path: Path, succeeded: Mapping[str, str]) -> None:
-    """Record path -> sha256 for the traces that succeeded; atomic, and locked against a peer run."""
+    """Record path -> sha256 for the traces that succeeded; atomic, and locked against a peer run.
+
+    The file is checked before the lock file is made beside it, so a file that is not a state
+    file is refused with nothing written next to it."""
     if not succeeded:
         return
+    _read(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
-        entries = read_state(path)
+        entries, comments = _read(path)
         entries.update(succeeded)
+        try:
+            mode: int | None = stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            mode = None
         fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
-                f.write(format_state(entries))
+                f.write(format_state(entries, comments))
                 f.flush()
+                if mode is not None:
+                    os.fchmod(f.fileno(), mode)
                 os.fsync(f.fileno())
             os.replace(temp, path)
         except BaseException:

@@ -12,8 +12,9 @@ Six steps, each a lurker nick, sequenced by the foreman through the room:
     6 briefer    (code)   the brief, behind the voice-anchor and banned-phrase gates
 
 Models are asked only for bounded JSON judgments; every gate is code. The
-modules split by concept: `kb` reads the knowledge base, `terms`, `retrieve`,
-`scoring`, `scotoma`, `excerpts`, `brief` hold each step's pure logic,
+modules split by concept: `kb` reads the knowledge base and `blaze` the
+blaze file, `terms`, `retrieve`, `scoring`, `scotoma`, `excerpts`, `brief`
+hold each step's pure logic,
 `prompts` and `local` are the two ways a judgment is answered, `steps` does
 the I/O, `pipeline` is the foreman's half and `command` the operator's.
 """

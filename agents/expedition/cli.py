@@ -1,27 +1,98 @@
-"""`bullpen expedition` and `bullpen expedition confirm`: the argparse side of .command."""
+"""`bullpen expedition` and `bullpen expedition confirm`: the argparse side of .command.
+
+Every argument is checked here, before anything reaches the room: a run
+that cannot start is refused with exit 2 (argparse's convention), never
+posted and left to fail. The knowledge base and the blaze get the same
+checks step 0 makes, read from this machine.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
+from collections.abc import Sequence
+from pathlib import Path
 
+from agents.expedition.blaze import BlazeError, read_blaze
 from agents.expedition.command import confirm, expedition
+from agents.expedition.config import ExpeditionConfig, resolve_path
+from agents.expedition.kb import check_kb
 from agents.home import Home
-from room.errors import ConfigError
+from room.errors import StepFailed, UsageError
+
+
+def check_timeout(value: float) -> float:
+    """A wait in seconds: finite and above 0, or the run would be posted and abandoned."""
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(
+            f"--timeout {value:g} is not a number of seconds above 0; pass one like "
+            "--timeout 900 (the default), and the run goes on in the room after it"
+        )
+    return value
+
+
+def check_answer(drop: Sequence[str], redirect: str | None) -> None:
+    """An answer the foreman can act on as meant: a blank redirect is not a confirm."""
+    if redirect is not None and not redirect.strip():
+        raise UsageError(
+            "--redirect is empty; say what to look for instead, e.g. --redirect 'kilns and "
+            "ovens', or leave --redirect out to confirm"
+        )
+    if any(not row.strip() for row in drop):
+        raise UsageError("--drop was given an empty id; name rows like --drop row_5")
+    if drop and redirect is not None:
+        raise UsageError(
+            "--drop and --redirect do not go together: a redirect digs again and shows a new "
+            "Dig Report, where you can drop rows; give one of them"
+        )
+
+
+def check_kb_option(home: Home, kb: str | None) -> None:
+    """--kb, or the configured knowledge base: a folder whose corpus_index.md parses.
+
+    The home's [expedition] section is checked either way (a ConfigError,
+    exit 78), since step 0 reads it too.
+    """
+    config = ExpeditionConfig.from_home(home)
+    folder = Path(kb).expanduser().absolute() if kb else resolve_path(home, None, config.kb)
+    try:
+        check_kb(folder)
+    except StepFailed as exc:
+        raise UsageError(exc.message) from None
+
+
+def check_blaze_option(blaze: str | None) -> None:
+    """--blaze: one readable UTF-8 Markdown file of guidance, read as step 0 will read it."""
+    if blaze is None:
+        return
+    try:
+        read_blaze(Path(blaze).expanduser().absolute())
+    except BlazeError as exc:
+        raise UsageError(exc.message) from None
 
 
 def cmd_expedition(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
+    timeout = check_timeout(args.timeout)
     if args.action == "confirm":
+        if not args.thread.strip():
+            raise UsageError(
+                "confirm needs the run's thread, like exp-3f9a1c2e; find it with "
+                "`bullpen read --to foreman`"
+            )
+        check_answer(args.drop, args.redirect)
         return asyncio.run(
-            confirm(home, args.thread, drop=args.drop, redirect=args.redirect, timeout=args.timeout)
+            confirm(home, args.thread, drop=args.drop, redirect=args.redirect, timeout=timeout)
         )
-    if not args.title or not args.keyword:
-        raise ConfigError(
+    if not (args.title or "").strip() or not (args.keyword or "").strip():
+        raise UsageError(
             "an expedition needs --title and --keyword, e.g. "
             "bullpen expedition --title 'Waiting Is Part of the Work' --keyword patience"
         )
+    check_kb_option(home, args.kb)
+    check_blaze_option(args.blaze)
     return asyncio.run(
         expedition(
             home,
@@ -33,6 +104,6 @@ def cmd_expedition(args: argparse.Namespace) -> int:
             monomyth=args.monomyth,
             blaze=args.blaze,
             yes=args.yes,
-            timeout=args.timeout,
+            timeout=timeout,
         )
     )

@@ -6,8 +6,15 @@ when it comes, and stops there unless told to confirm (`--yes`) or asked at
 a terminal. Confirming later is `confirm THREAD`, from any shell: the run
 lives in the room, not in this process.
 
+Progress is one plain line per event, each naming its step of the whole
+run (`step 3/6 score: batch 1 of 2`): no escapes or redraws, and a step's
+body is stripped of control characters, so a pipe, a log file or the
+journal reads exactly what a terminal shows.
+
 Exit codes: 0 brief written, or Dig Report shown and the run left waiting;
-1 a step failed; 2 the brief was not written (voice anchor MISSING); 3 gave
+1 a step failed; 2 the brief was not written (voice anchor MISSING), or the
+command refused its arguments and posted nothing (argparse's code; the
+arguments are checked in .cli, and here a thread that names no run); 3 gave
 up waiting (the run goes on); 4 the foreman could not act on the answer (it
 dropped a row the report does not list, or said none of confirm, drop and
 redirect): the run keeps waiting for a clear one.
@@ -16,6 +23,7 @@ redirect): the run keeps waiting for a clear one.
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import sys
 from collections.abc import Sequence
@@ -23,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agents.expedition.pipeline import DIG_REPORT
+from agents.expedition.pipeline import DIG_REPORT, STEP_NUMBERS
 from agents.expedition.report import counted
 from agents.pipeline import KEY
 from room.message import Message, bare
@@ -38,6 +46,8 @@ EXIT_FAILED = 1
 EXIT_MISSING = 2
 EXIT_TIMEOUT = 3
 EXIT_UNCLEAR = 4
+EXIT_USAGE = 2  # argparse's code for a refused argument; nothing was posted
+LAST_STEP = max(STEP_NUMBERS.values())
 POLL_S = 25.0
 ANSWER_PROMPT = "confirm / confirm, drop row_N ... / redirect TEXT (empty: leave it waiting): "
 
@@ -80,7 +90,9 @@ def answer_post(
     drop: Sequence[str] = (), redirect: str | None = None
 ) -> tuple[str, dict[str, Any]]:
     """The body and data of the operator's answer to a Dig Report."""
-    if redirect:
+    if redirect is not None:
+        if not redirect.strip():
+            raise ValueError("an empty redirect says nothing to look for; give words, or confirm")
         return f"redirect {redirect}", {"redirect": redirect}
     body = "confirm" + (", drop " + " ".join(drop) if drop else "")
     return body, {"confirm": True, "drop": list(drop)}
@@ -109,30 +121,63 @@ def timeout_hint(thread: str, timeout: float, answered: bool) -> str:
     )
 
 
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.)?")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+_STEP_AT_START = re.compile(r"^step \d+\b")
+
+
+def plain(text: str) -> str:
+    """Text as one plain line: terminal escapes dropped, other control characters spaced."""
+    return " ".join(_CONTROL.sub(" ", _ESCAPE.sub("", text)).split())
+
+
+def step_label(number: int) -> str:
+    """`step 3/6`: which step, of the whole run's, numbered 0-6 as in the spec."""
+    return f"step {number}/{LAST_STEP}"
+
+
 @dataclass
 class Progress:
-    """Turns the thread's traffic into one plain line per event, for stderr."""
+    """Turns the thread's traffic into one plain line per event, for stderr.
+
+    The foreman's asks carry their step number; a reply is labelled with the
+    step of the ask it answers, so every line says where the run is.
+    """
 
     foreman: str = FOREMAN
     batches_in: dict[str, set[int]] = field(default_factory=dict)
+    steps: dict[str, int] = field(default_factory=dict)  # ask id -> step number
 
     def line(self, message: Message) -> str | None:
         data = message.data or {}
         if message.from_ == self.foreman and message.type == "ask":
-            return f"-> @{bare(message.to)}: {message.body}"
+            return f"-> @{bare(message.to)}: {self._asked(message)}"
         if message.type != "reply" or bare(message.to) != self.foreman:
             return None
-        first = message.body.strip().splitlines()[0] if message.body.strip() else ""
+        step = self.steps.get(message.in_reply_to or "")
+        label = f"{step_label(step)}: " if step is not None else ""
+        first = plain(message.body.strip().splitlines()[0]) if message.body.strip() else ""
         if data.get("failed"):
-            return f"<- @{message.from_}: {first}"
+            return f"<- @{message.from_}: {label}{first}"
         if "scores" in data and "of" in data:
             round_ = str(data.get("round", ""))
             seen = self.batches_in.setdefault(round_, set())
             seen.add(int(data.get("batch", 0)))
             of = counted(int(data["of"]), "batch", "batches")
-            return f"<- @{message.from_}: step 3 score: {len(seen)} of {of} in"
-        seat = f" (seat {data['seat']})" if data.get("seat") else ""
-        return f"<- @{message.from_}: {first[:200]}{seat}"
+            score = step_label(STEP_NUMBERS["score"])
+            return f"<- @{message.from_}: {score} score: {len(seen)} of {of} in"
+        seat = f" (seat {plain(str(data['seat']))})" if data.get("seat") else ""
+        return f"<- @{message.from_}: {label}{first[:200]}{seat}"
+
+    def _asked(self, ask: Message) -> str:
+        body = plain(ask.body)
+        step = (ask.data or {}).get("step")
+        if not isinstance(step, int) or isinstance(step, bool):
+            return body
+        self.steps[ask.id] = step
+        if _STEP_AT_START.match(body):
+            return _STEP_AT_START.sub(step_label(step), body, count=1)
+        return f"{step_label(step)}: {body}"
 
 
 def outcome_code(message: Message) -> int:
@@ -293,6 +338,25 @@ async def read_thread(client: RoomClient, thread: str) -> list[Message]:
         after = last
 
 
+def not_a_run(messages: Sequence[Message], thread: str) -> str | None:
+    """Why `thread` is not an expedition to confirm, or None when it is one."""
+    starts = [m for m in messages if m.type == "ask" and bare(m.to) == FOREMAN]
+    if not starts:
+        return (
+            f"There is no expedition with the thread {thread} in the room: no ask to "
+            f"@{FOREMAN} carries it. Use the thread `bullpen expedition` printed when the run "
+            f"started (`expedition exp-… started`), or find it with:\n"
+            f"  bullpen read --to {FOREMAN}"
+        )
+    pipeline = (starts[0].data or {}).get("pipeline")
+    if pipeline and pipeline != "expedition":
+        return (
+            f"The thread {thread} is a {pipeline} run, not an expedition; find the "
+            f"expedition's thread with `bullpen read --to {FOREMAN}`."
+        )
+    return None
+
+
 async def confirm(
     home: Home,
     thread: str,
@@ -308,6 +372,10 @@ async def confirm(
     operator = home.society.operator
     async with home.client(operator) as client:
         messages = await read_thread(client, thread)
+        problem = not_a_run(messages, thread)
+        if problem:
+            print(problem, file=err)
+            return EXIT_USAGE
         ours = [
             m
             for m in messages

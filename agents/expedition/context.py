@@ -1,24 +1,17 @@
 """The expedition's context (step 0): the run's parameters and what the blaze says.
 
-A blaze file is the operator's guidance for one piece (role: guidance). Its
-claims and open questions seed term generation; its named phrases are
-words a fan-out term must get away from, and the brief bans them. Both are
-read from the YAML frontmatter (`claims`, `open_questions`, `phrases`) or
-from the body's "Claims" / "Open questions" lists and its quoted or bold
-phrases.
+The context is the one dict every later step reads: title, keyword, voice,
+the structural hints, the knowledge base and briefs folders, and the
+blaze's claims and named phrases (read and checked by
+`agents.expedition.blaze`). A redirect adds the operator's words to it.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
-from agents.expedition.brief import VOICES, harvest_banned_phrases, slugify
-
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s*(?P<title>.+?)\s*#*\s*$")
-_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?P<text>.+?)\s*$")
-_SECTIONS = ("claim", "open question", "question")
+from agents.expedition.brief import VOICES, slugify
 
 
 def canonical_voice(voice: str) -> str:
@@ -27,43 +20,6 @@ def canonical_voice(voice: str) -> str:
         if voice.strip().lower() == known.lower():
             return known
     raise ValueError(f"voice {voice!r} is not one of {', '.join(VOICES)}; pick one of those")
-
-
-def _as_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value.strip()] if value.strip() else []
-    if isinstance(value, list):
-        return [str(v).strip() for v in value if str(v).strip()]
-    return []
-
-
-def blaze_parts(meta: dict[str, Any], body: str) -> tuple[list[str], list[str]]:
-    """(claims and open questions, named phrases) of one blaze file."""
-    claims = _as_list(meta.get("claims")) + _as_list(meta.get("open_questions"))
-    in_section = False
-    for line in body.splitlines():
-        heading = _HEADING.match(line)
-        if heading:
-            in_section = any(s in heading["title"].lower() for s in _SECTIONS)
-            continue
-        item = _ITEM.match(line)
-        if in_section and item:
-            claims.append(item["text"])
-    phrases = _as_list(meta.get("phrases")) + _as_list(meta.get("named_phrases"))
-    phrases += harvest_banned_phrases([body])
-    return _unique(claims), _unique(phrases)
-
-
-def _unique(items: Sequence[str]) -> list[str]:
-    seen: set[str] = set()
-    kept: list[str] = []
-    for item in items:
-        if item.lower() not in seen:
-            seen.add(item.lower())
-            kept.append(item)
-    return kept
 
 
 def pattern_sentence(

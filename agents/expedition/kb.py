@@ -130,13 +130,13 @@ def parse_index(text: str, source: str = INDEX_NAME) -> Index:
             break
     if header_at is None:
         raise StepFailed(
-            f"{source} has no Markdown table whose header names 'file' and 'summary'; "
-            f"write the index as a table with columns {', '.join(REQUIRED_COLUMNS)}"
+            f"the index {source} has no Markdown table whose header names 'file' and "
+            f"'summary'; write it as a table with columns {', '.join(REQUIRED_COLUMNS)}"
         )
     missing = [name for name in REQUIRED_COLUMNS if name not in columns]
     if missing:
         raise StepFailed(
-            f"{source}: the index table lacks the column(s) {', '.join(missing)}; "
+            f"the index {source}: its table lacks the column(s) {', '.join(missing)}; "
             f"its header must name {', '.join(REQUIRED_COLUMNS)}"
         )
     rows: list[IndexRow] = []
@@ -181,17 +181,43 @@ def load_index(kb: Path) -> Index:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise StepFailed(
-            f"the knowledge base {kb} has no {INDEX_NAME}; point [expedition] kb (or --kb) "
-            "at the folder that holds it"
+            f"the knowledge base {kb} has no {INDEX_NAME}; point --kb (or [expedition] kb "
+            "in society.toml) at the folder that holds it"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise StepFailed(
-            f"cannot read {path} ({exc}); check its permissions and encoding"
+            f"the index {path} is not UTF-8 text (at byte offset {exc.start}); save it as "
+            "UTF-8 Markdown"
+        ) from None
+    except OSError as exc:
+        raise StepFailed(
+            f"cannot read the index {path} ({exc.strerror or exc}); check its permissions"
         ) from None
     index = parse_index(text, str(path))
     if not index.rows:
-        raise StepFailed(f"{path} has a table but no rows with a file; add rows to the index")
+        raise StepFailed(
+            f"the index {path} has a table but no rows with a file; add rows to the index"
+        )
     return index
+
+
+def check_kb(kb: Path) -> Index:
+    """The knowledge base's parsed index, or StepFailed saying what is wrong with it.
+
+    The check both the command (before it posts a run) and step 0 make, so
+    a knowledge-base problem is reported as one, never as a later step's.
+    """
+    if not kb.exists():
+        raise StepFailed(
+            f"the knowledge base {kb} does not exist; pass --kb with the folder that holds "
+            f"{INDEX_NAME}, or set [expedition] kb in society.toml"
+        )
+    if not kb.is_dir():
+        raise StepFailed(
+            f"the knowledge base {kb} is a file, not a folder; pass --kb (or set "
+            f"[expedition] kb in society.toml) with the folder that holds {INDEX_NAME}"
+        )
+    return load_index(kb)
 
 
 def resolve(kb: Path, file: str) -> Path | None:
@@ -278,11 +304,6 @@ def parse_document(file: str, text: str) -> Document:
     """Raise UnclosedFrontmatter when the fence never closes."""
     front, body = split_frontmatter(text)
     return Document(file, parse_frontmatter(front), body)
-
-
-def load_document(path: Path) -> Document:
-    """A file outside the index (a blaze); OSError or UnclosedFrontmatter say what is wrong."""
-    return parse_document(path.name, path.read_text(encoding="utf-8"))
 
 
 def check_file(kb: Path, file: str) -> str | None:

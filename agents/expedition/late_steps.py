@@ -31,9 +31,8 @@ from agents.expedition.brief import (
     render_brief,
 )
 from agents.expedition.config import ExpeditionConfig
-from agents.expedition.context import blaze_parts
-from agents.expedition.kb import UnclosedFrontmatter, load_document, read_document
-from agents.expedition.steps import config_of, context_of, data_of
+from agents.expedition.kb import read_document
+from agents.expedition.steps import config_of, context_of, data_of, read_blaze_step
 from agents.step import Reply, StepContext
 from room.errors import StepFailed
 from room.message import Message
@@ -111,14 +110,7 @@ def _blaze_phrases(context: dict[str, Any]) -> list[str]:
     """The blaze's named phrases: its frontmatter `phrases`, then its quoted and bold ones."""
     if not context.get("blaze_path"):
         return []
-    try:
-        document = load_document(Path(context["blaze_path"]))
-    except (OSError, UnclosedFrontmatter) as exc:
-        raise StepFailed(
-            f"cannot read the blaze file {context['blaze_path']} for banned phrases ({exc}); "
-            "restore it or run again without --blaze"
-        ) from None
-    return blaze_parts(document.meta, document.body)[1]
+    return read_blaze_step(Path(context["blaze_path"]))[1]
 
 
 def _write(path: Path, text: str) -> None:

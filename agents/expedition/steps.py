@@ -22,16 +22,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from agents.expedition.blaze import BlazeError, read_blaze
 from agents.expedition.config import ExpeditionConfig, resolve_path
-from agents.expedition.context import blaze_parts, make_context
-from agents.expedition.kb import (
-    INDEX_NAME,
-    UnclosedFrontmatter,
-    check_file,
-    load_document,
-    load_index,
-    resolve,
-)
+from agents.expedition.context import make_context
+from agents.expedition.kb import check_file, check_kb, load_index, resolve
 from agents.expedition.prompts import score_request, scotoma_request, termgen_request
 from agents.expedition.report import counted
 from agents.expedition.retrieve import retrieve
@@ -93,39 +87,32 @@ async def _judge(
         raise StepFailed(f"no valid {role} answer: {exc.message}") from exc
 
 
-def _read_blaze(path: Path) -> tuple[list[str], list[str]]:
+def read_blaze_step(path: Path) -> tuple[list[str], list[str]]:
+    """(claims, phrases) of the run's blaze; its problem, as the command would refuse it."""
     try:
-        document = load_document(path)
-    except OSError as exc:
-        raise StepFailed(
-            f"cannot read the blaze file {path} ({exc.strerror or exc}); fix the path or run "
-            "without --blaze"
-        ) from None
-    except UnclosedFrontmatter:
-        raise StepFailed(
-            f"the blaze file {path} opens a frontmatter fence (---) and never closes it; "
-            "add the closing --- line"
-        ) from None
-    return blaze_parts(document.meta, document.body)
+        blaze = read_blaze(path)
+    except BlazeError as exc:
+        raise StepFailed(exc.message) from None
+    return blaze.claims, blaze.phrases
 
 
 def build_context(message: Message, ctx: StepContext) -> Reply:
-    """Step 0: check the run's parameters, find the knowledge base, read the blaze."""
+    """Step 0: check the run's parameters, the knowledge base and its index, and the blaze.
+
+    The index is parsed here, not first in step 1, so a broken one fails
+    this step by name instead of surfacing as a termgen seat's failure.
+    """
     request = data_of(message)
     config = config_of(ctx)
     kb = resolve_path(ctx.home, request.get("kb"), config.kb)
-    if not (kb / INDEX_NAME).is_file():
-        raise StepFailed(
-            f"the knowledge base {kb} has no {INDEX_NAME}; set [expedition] kb in "
-            "society.toml or pass --kb with the folder that holds it"
-        )
+    check_kb(kb)
     briefs_dir = resolve_path(ctx.home, request.get("briefs"), config.briefs)
     claims: list[str] = []
     phrases: list[str] = []
     blaze_path = None
     if request.get("blaze"):
         path = ctx.home.path(str(request["blaze"])).resolve()
-        claims, phrases = _read_blaze(path)
+        claims, phrases = read_blaze_step(path)
         blaze_path = str(path)
     try:
         context = make_context(
@@ -145,8 +132,14 @@ def build_context(message: Message, ctx: StepContext) -> Reply:
 
 
 async def gen_terms(message: Message, ctx: StepContext) -> Reply:
-    """Step 1: terms from the model, through the fan-out gate, with one retry."""
+    """Step 1: terms from the model, through the fan-out gate, with one retry.
+
+    The index is read first: the local seat derives its terms from it, and a
+    seat wraps what goes wrong inside it as its own failure, retried and
+    reported as the seat's; a knowledge-base problem must be reported as one.
+    """
     context = context_of(message)
+    load_index(Path(context["kb"]))
     guidance = config_of(ctx).guidance.get("termgen", "")
     anchors = anchor_words(
         context["keyword_primary"], context["title"], context.get("blaze_phrases") or []

@@ -123,6 +123,7 @@ def new_home(tmp_path: Path) -> BackpassHome:
     make_repo(root / "memory" / "public", {"memory.md": PUBLIC_MD})
     make_repo(root / "memory" / "private", {"memory.md": PRIVATE_MD, "ledger.md": ""})
     (root / "traces").mkdir(parents=True)
+    (root / "state").mkdir()  # as `bullpen init` leaves it: the state file's folder exists
     shutil.copytree(PROMPTS, root / "prompts")
     return BackpassHome(root)
 

@@ -17,6 +17,7 @@ def demo_home(tmp_path: Path) -> BackpassHome:
     root = tmp_path / "home"
     root.mkdir()
     lay_down_demo(root)
+    (root / "state").mkdir()  # `bullpen init --demo` makes it, with the lurkers' cursors
     shutil.copytree(PROMPTS, root / "prompts")
     return BackpassHome(root)
 

@@ -138,6 +138,15 @@ class TestHashMarker:
         assert funnel["new_lines"] == 1 and funnel["corroborations"] == 0
         assert funnel["repeats"] == funnel["items_kept"] - 1  # one line per item and session
 
+    def test_an_empty_traces_folder_is_named_not_counted(self, bp_home: BackpassHome) -> None:
+        """No traces at all: the report says the folder has none and what counts as one."""
+        outcome = drive(bp_home.home, bp_home.params())
+        assert outcome.data["ok"] is True and outcome.data["no_traces"] is True
+        body = outcome.final.body
+        assert body.startswith(f"no traces in {bp_home.traces}: every regular file under it")
+        assert "all 0 traces" not in body
+        assert not bp_home.state.exists()
+
     def test_failed_trace_stays_pending(self, bp_home: BackpassHome) -> None:
         """A trace whose analysis fails is reported, makes the run not ok, and is pending next time."""
         bp_home.trace("alpha.md", ALPHA)
@@ -181,7 +190,6 @@ class TestWrites:
     def test_report_only_writes_nothing(self, bp_home: BackpassHome) -> None:
         """--report-only leaves both repositories (.git included) and the state file byte-identical."""
         bp_home.trace("alpha.md", ALPHA)
-        bp_home.state.parent.mkdir(parents=True)
         bp_home.state.write_text("# earlier state\n")
         before = {p: tree_digest(p) for p in (bp_home.public, bp_home.private)}
         state_before = bp_home.state.read_bytes()

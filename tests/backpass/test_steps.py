@@ -13,7 +13,7 @@ from agents.backpass import steps
 from agents.step import JudgmentRequest, StepContext
 from room.errors import StepFailed
 from room.message import MAX_DATA_BYTES, Message
-from tests.backpass.helpers import START_TS, BackpassHome, FakeJudge, drive, local_script
+from tests.backpass.helpers import START_TS, BackpassHome, FakeJudge, drive, git, local_script
 
 
 def _ask(data: dict[str, Any]) -> Message:
@@ -153,3 +153,53 @@ class TestChangedTrace:
         assert outcome.data["ok"] is True and outcome.funnel["items_kept"] == 1
         again = drive(bp_home.home, bp_home.params())
         assert again.funnel["traces_pending"] == 1  # grown since: pending again
+
+
+class TestStateFile:
+    def test_step_one_refuses_a_hand_edited_state_file(self, bp_home: BackpassHome) -> None:
+        """A state file that is not state lines fails step 1, naming it and the line; it is kept."""
+        bp_home.trace("a.md", "- It worked.\n")
+        bp_home.state.write_text("f" * 64 + "  /ok\ngarbage line here\n")
+        judge = FakeJudge()
+        outcome = drive(bp_home.home, bp_home.params(), judge)
+        assert outcome.data["ok"] is False
+        body = outcome.final.body
+        assert "step 1 (list) failed" in body and str(bp_home.state) in body
+        assert "line 2 is 'garbage line here'" in body
+        assert judge.history == []  # refused before any analysis
+        assert bp_home.state.read_text() == "f" * 64 + "  /ok\ngarbage line here\n"
+        assert [p.name for p in bp_home.state.parent.iterdir()] == ["backpass.sha256"]
+
+    def test_a_state_file_spoilt_mid_run_stops_before_any_branch(
+        self, bp_home: BackpassHome
+    ) -> None:
+        """Edited into garbage during the analyses: step 5 fails before any branch, the file kept."""
+        bp_home.trace("a.md", "- The rollback worked on the first try.\n")
+
+        def script(step: str, request: JudgmentRequest) -> Any:
+            if step == "analysis":
+                bp_home.state.write_text("garbage line here\n")
+            return local_script(step, request)
+
+        outcome = drive(bp_home.home, bp_home.params(), FakeJudge(script))
+        assert outcome.data["ok"] is False
+        assert "step 5 (synthesis) failed" in outcome.final.body
+        assert "line 1 is 'garbage line here'" in outcome.final.body
+        assert "branches were written" not in outcome.final.body
+        for repo in (bp_home.public, bp_home.private):
+            assert git(repo, "branch", "--list", "memory-backpass/*") == ""
+        assert bp_home.state.read_text() == "garbage line here\n"
+
+    def test_a_state_write_failure_without_branches_names_no_empty_list(
+        self, bp_home: BackpassHome
+    ) -> None:
+        """When no branch was needed and the state cannot be written, the message says so: no "()"."""
+        bp_home.trace("a.md", "Nothing marked in this one.\n")
+        (bp_home.state.parent / "backpass.sha256.lock").mkdir()  # the lock cannot be opened
+        outcome = drive(bp_home.home, bp_home.params())
+        assert outcome.data["ok"] is False
+        body = outcome.final.body
+        assert "()" not in body
+        assert (
+            f"no branch was needed, but the state file {bp_home.state} could not be updated" in body
+        )

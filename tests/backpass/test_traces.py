@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from agents.backpass.traces import (
+    StateFileError,
     TraceChanged,
+    check_state,
     format_state,
     parse_state,
     pending,
@@ -112,10 +114,83 @@ class TestStateFile:
         update_state(tmp_path / "none", {})
         assert not (tmp_path / "none").exists()
 
-    def test_foreign_lines_are_ignored(self) -> None:
-        """Comments and malformed lines in the state file are skipped, not fatal."""
-        text = "# note\nnot a hash  /x\n" + "f" * 64 + "  /ok\n" + "g" * 64 + "  /bad\n"
-        assert parse_state(text) == {"/ok": "f" * 64}
+    def test_comments_and_blank_lines_are_allowed(self) -> None:
+        """`#` comment lines and blank lines are not entries, as for `sha256sum -c`."""
+        text = "# note\n\n   \n" + "f" * 64 + "  /ok\n" + "\\" + "e" * 64 + " */a\\nb\n"
+        assert parse_state(text) == {"/ok": "f" * 64, "/a\nb": "e" * 64}
+
+    @pytest.mark.parametrize(
+        "bad",
+        [
+            "garbage line here",
+            "not a hash  /x",
+            "g" * 64 + "  /bad",  # not hex
+            "a_" + "b" * 62 + "  /bad",  # int() would take it
+            "f" * 63 + "  /short",
+            "f" * 64 + " /one space",
+            "f" * 64 + "  ",  # no path
+            "[society]",
+        ],
+    )
+    def test_a_line_that_is_not_state_is_refused(self, bad: str) -> None:
+        """Any other line makes the text not a state file; the error names the line and its number."""
+        text = "f" * 64 + "  /ok\n# fine\n" + bad + "\n" + "e" * 64 + "  /later\n"
+        with pytest.raises(StateFileError, match=r"line 3 ") as caught:
+            parse_state(text)
+        assert bad[:30] in str(caught.value)
+
+
+class TestCheckState:
+    def test_a_file_that_is_not_a_state_file_is_refused_untouched(self, tmp_path: Path) -> None:
+        """society.toml as the state file: refused, naming it and its first bad line; nothing written."""
+        society = _write(tmp_path / "society.toml", '[society]\noperator = "op"\n')
+        before = sorted(tmp_path.iterdir())
+        with pytest.raises(StateFileError) as caught:
+            check_state(society)
+        message = str(caught.value)
+        assert str(society) in message and "line 1" in message and "[society]" in message
+        assert "point --state" in message and "Nothing was written" in message
+        assert society.read_text() == '[society]\noperator = "op"\n'
+        assert sorted(tmp_path.iterdir()) == before  # no .lock, no temp file
+
+    def test_update_refuses_a_foreign_file_and_leaves_no_lock(self, tmp_path: Path) -> None:
+        """update_state checks the file before it locks or writes anything beside it."""
+        notes = _write(tmp_path / "notes.txt", "garbage line here\n")
+        with pytest.raises(StateFileError, match="line 1"):
+            update_state(notes, {"/a": "1" * 64})
+        assert notes.read_text() == "garbage line here\n"
+        assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+    def test_a_folder_is_refused(self, tmp_path: Path) -> None:
+        """A folder as the state file is refused with the fix, not an IsADirectoryError."""
+        with pytest.raises(StateFileError, match=r"is a folder.*backpass\.sha256"):
+            check_state(tmp_path)
+
+    def test_a_missing_folder_is_refused(self) -> None:
+        """A state file in a folder that does not exist is refused up front."""
+        with pytest.raises(StateFileError, match=r"/proc/nope.*does not exist"):
+            check_state(Path("/proc/nope/state"))
+
+    def test_a_non_regular_file_is_refused(self, tmp_path: Path) -> None:
+        """A device or a dangling link is not a state file: replacing it would be wrong."""
+        with pytest.raises(StateFileError, match="not a regular file"):
+            check_state(Path("/dev/null"))
+        (tmp_path / "link").symlink_to(tmp_path / "gone")
+        with pytest.raises(StateFileError, match="not a regular file"):
+            check_state(tmp_path / "link")
+
+    def test_a_first_run_and_an_empty_file_are_fine(self, tmp_path: Path) -> None:
+        """No state file yet, or an empty one, is an empty state."""
+        assert check_state(tmp_path / "state") == {}
+        assert check_state(_write(tmp_path / "empty", "")) == {}
+
+    def test_update_keeps_comments_and_the_mode(self, tmp_path: Path) -> None:
+        """Rewriting the file keeps its comment lines (first) and its permissions."""
+        state = _write(tmp_path / "state", "# kept\n" + "1" * 64 + "  /a\n")
+        state.chmod(0o644)
+        update_state(state, {"/b": "2" * 64})
+        assert state.read_text() == "# kept\n" + "1" * 64 + "  /a\n" + "2" * 64 + "  /b\n"
+        assert state.stat().st_mode & 0o777 == 0o644
 
 
 class TestSnapshot:

@@ -22,6 +22,7 @@ from agents.expedition.pipeline import Expedition
 from agents.home import Home
 from agents.pipeline import KEY, Ask, Report, Run
 from agents.step import AnswerT, Judgment, JudgmentRequest, Reply, StepContext
+from room.client import RoomClient
 from room.errors import StepFailed
 from room.message import Message
 
@@ -205,3 +206,47 @@ def step_context(home: Home, judge: Any = local_judge, nick: str = "step") -> St
 def ask(data: dict[str, Any], *, to: str = "step", thread: str = THREAD) -> Message:
     """An ask from the foreman carrying `data`, as a step receives it."""
     return message(1, FOREMAN, to, "ask", "step", data=data, thread=thread)
+
+
+class FakeClient:
+    """The room as a list; `on_say` lets a test answer a post with the foreman's next report."""
+
+    def __init__(self, lines: list[Message], on_say: dict[str, Message] | None = None) -> None:
+        self.lines = list(lines)
+        self.on_say = on_say or {}
+        self.said: list[dict[str, Any]] = []
+
+    async def __aenter__(self) -> FakeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    follow = RoomClient.follow  # the real long-poll loop, over this fake's read
+
+    async def read(
+        self, after: int, limit: int = 100, *, thread: str | None = None, wait: float = 0
+    ) -> tuple[list[dict[str, Any]], int]:
+        found = [m.to_dict() for m in self.lines if m.seq > after and m.thread == thread][:limit]
+        if not found and wait:
+            await asyncio.sleep(0.01)  # a long poll that times out empty, shortened
+        return found, max([after, *(m["seq"] for m in found)])
+
+    async def say(self, to: str, body: str, **fields: Any) -> dict[str, Any]:
+        seq = len(self.lines) + 1
+        posted = message(
+            seq,
+            "avery",
+            to,
+            fields.get("type", "chat"),
+            body,
+            data=fields.get("data"),
+            in_reply_to=fields.get("in_reply_to"),
+            thread=fields.get("thread"),
+        )
+        self.lines.append(posted)
+        self.said.append({"to": to, "body": body, **fields})
+        reaction = self.on_say.get(body)
+        if reaction is not None:
+            self.lines.append(reaction.model_copy(update={"seq": seq + 1, "id": f"m{seq + 1:04d}"}))
+        return posted.to_dict()

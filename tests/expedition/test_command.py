@@ -16,61 +16,17 @@ from agents.expedition.command import (
     EXIT_OK,
     EXIT_TIMEOUT,
     EXIT_UNCLEAR,
+    EXIT_USAGE,
     Follower,
     Progress,
     answer_post,
     request_data,
 )
 from agents.home import Home
-from room.client import RoomClient
 from room.message import Message
-from tests.expedition.sim import message, write_home
+from tests.expedition.sim import FakeClient, message, write_home
 
 DIG = "=== DIG REPORT ===\n...\n=== END DIG REPORT ===\nReply to confirm, drop, or redirect any candidate before I build the brief."
-
-
-class FakeClient:
-    """The room as a list; `on_say` lets a test answer a post with the foreman's next report."""
-
-    def __init__(self, lines: list[Message], on_say: dict[str, Message] | None = None) -> None:
-        self.lines = list(lines)
-        self.on_say = on_say or {}
-        self.said: list[dict[str, Any]] = []
-
-    async def __aenter__(self) -> FakeClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-    follow = RoomClient.follow  # the real long-poll loop, over this fake's read
-
-    async def read(
-        self, after: int, limit: int = 100, *, thread: str | None = None, wait: float = 0
-    ) -> tuple[list[dict[str, Any]], int]:
-        found = [m.to_dict() for m in self.lines if m.seq > after and m.thread == thread][:limit]
-        if not found and wait:
-            await asyncio.sleep(0.01)  # a long poll that times out empty, shortened
-        return found, max([after, *(m["seq"] for m in found)])
-
-    async def say(self, to: str, body: str, **fields: Any) -> dict[str, Any]:
-        seq = len(self.lines) + 1
-        posted = message(
-            seq,
-            "avery",
-            to,
-            fields.get("type", "chat"),
-            body,
-            data=fields.get("data"),
-            in_reply_to=fields.get("in_reply_to"),
-            thread=fields.get("thread"),
-        )
-        self.lines.append(posted)
-        self.said.append({"to": to, "body": body, **fields})
-        reaction = self.on_say.get(body)
-        if reaction is not None:
-            self.lines.append(reaction.model_copy(update={"seq": seq + 1, "id": f"m{seq + 1:04d}"}))
-        return posted.to_dict()
 
 
 def foreman_report(seq: int, body: str, key: str, **data: Any) -> Message:
@@ -88,7 +44,7 @@ def room_until_dig() -> list[Message]:
             "scorer",
             "ask",
             "step 3 score: batch 1 of 2",
-            data={"key": "score/1"},
+            data={"key": "score/1", "step": 3},
             thread="exp-1",
         ),
         message(
@@ -98,6 +54,7 @@ def room_until_dig() -> list[Message]:
             "reply",
             "batch 1 of 2",
             data={"scores": [], "batch": 1, "of": 2, "seat": "local"},
+            in_reply_to="m0002",
             thread="exp-1",
         ),
         message(
@@ -139,8 +96,8 @@ class TestFollow:
     def test_progress_is_plain_lines_and_ignores_unverified(self, home: Home) -> None:
         """Progress names each step and batch count, with no escape codes, skipping forgeries."""
         _, _, err = follow(home, FakeClient(room_until_dig()))
-        assert "-> @scorer: step 3 score: batch 1 of 2" in err
-        assert err.count("step 3 score: 1 of 2 batches in") == 1
+        assert "-> @scorer: step 3/6 score: batch 1 of 2" in err
+        assert err.count("<- @scorer: step 3/6 score: 1 of 2 batches in") == 1
         assert "\x1b" not in err
 
     def test_yes_confirms_and_waits_for_the_brief(self, home: Home) -> None:
@@ -190,6 +147,33 @@ class TestConfirm:
         assert code == EXIT_OK and "/b/y.md" in out.getvalue()
         assert client.said[0]["in_reply_to"] == "m0006"
 
+    def test_confirm_of_an_unknown_thread_says_it_does_not_exist(
+        self, home: Home, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A thread with no ask to @foreman is not a run: say so, and how to find the thread."""
+        client = FakeClient(room_until_dig())
+        monkeypatch.setattr(home, "client", lambda *a, **k: client)
+        err = io.StringIO()
+        code = asyncio.run(command.confirm(home, "exp-nope", out=io.StringIO(), err=err))
+        assert code == EXIT_USAGE and client.said == []
+        said = err.getvalue()
+        assert "no expedition with the thread exp-nope" in said
+        assert "bullpen read --to foreman" in said and "no Dig Report yet" not in said
+
+    def test_confirm_of_another_pipelines_thread_says_which_it_is(
+        self, home: Home, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A thread that is a backpass run is not confirmed as an expedition."""
+        ask = message(
+            1, "avery", "foreman", "ask", "backpass", data={"pipeline": "backpass"}, thread="bp-1"
+        )
+        client = FakeClient([ask])
+        monkeypatch.setattr(home, "client", lambda *a, **k: client)
+        err = io.StringIO()
+        code = asyncio.run(command.confirm(home, "bp-1", out=io.StringIO(), err=err))
+        assert code == EXIT_USAGE and "is a backpass run, not an expedition" in err.getvalue()
+        assert client.said == []
+
     def test_confirm_without_a_report_fails(
         self, home: Home, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -227,6 +211,55 @@ class TestHelpers:
             {"confirm": True, "drop": ["row_2", "row_5"]},
         )
         assert answer_post(redirect="kilns") == ("redirect kilns", {"redirect": "kilns"})
+
+    def test_progress_says_which_step_of_how_many(self) -> None:
+        """Each ask and its reply carry `step N/6`, the whole run's count, not only batches."""
+        progress = Progress()
+        asked = message(
+            2,
+            "foreman",
+            "termgen",
+            "ask",
+            "step 1 terms: patience",
+            data={"key": "terms", "step": 1},
+        )
+        replied = message(
+            3,
+            "termgen",
+            "foreman",
+            "reply",
+            "12 terms, 8 fan out: rushed; cracked",
+            data={"terms": [], "seat": "local"},
+            in_reply_to="m0002",
+        )
+        assert progress.line(asked) == "-> @termgen: step 1/6 terms: patience"
+        assert progress.line(replied) == (
+            "<- @termgen: step 1/6: 12 terms, 8 fan out: rushed; cracked (seat local)"
+        )
+        failed = message(
+            4,
+            "termgen",
+            "foreman",
+            "reply",
+            "[TERMGEN FAILED — no index]",
+            data={"failed": True},
+            in_reply_to="m0002",
+        )
+        assert progress.line(failed) == "<- @termgen: step 1/6: [TERMGEN FAILED — no index]"
+
+    def test_progress_stays_plain_in_a_pipe(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Control characters from a step's body never reach stderr: no escapes, TERM=dumb or not."""
+        monkeypatch.setenv("TERM", "dumb")
+        painted = message(
+            3,
+            "termgen",
+            "foreman",
+            "reply",
+            "\x1b[31mred\x1b[0m terms\x07\tdone\r",
+            data={},
+        )
+        line = Progress().line(painted)
+        assert line == "<- @termgen: red terms done"
 
     def test_progress_of_a_failed_step(self) -> None:
         """A failed step's flag is shown as it came."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from agents.expedition.brief import find_voice_anchor
@@ -11,11 +12,12 @@ from agents.expedition.excerpts import tell_pattern
 from agents.expedition.kb import read_document
 from agents.home import Home
 from room.errors import SeatError
-from tests.expedition.conftest import MakeKb
+from tests.expedition.conftest import DEMO_KB, MakeKb
 from tests.expedition.sim import Sim, write_home
 from tests.expedition.texts import document, index, paragraph
 
 TITLE, KEYWORD = "Waiting Is Part of the Work", "patience"
+DEMO_INDEX = DEMO_KB / "corpus_index.md"
 
 
 def dig(sim: Sim, **request: object) -> list:
@@ -130,6 +132,58 @@ class TestFailures:
             result.body.startswith("[STEP_0 FAILED — the knowledge base")
             and "[expedition] kb" in result.body
         )
+
+    def test_a_broken_index_fails_step_0_as_a_knowledge_base_error(
+        self, tmp_path: Path, make_kb: MakeKb
+    ) -> None:
+        """An index that is not a table ends the run at step 0, naming it; no model is asked."""
+        kb = make_kb({}, "# Index\n\nJust prose, no table.\n")
+        sim = Sim(write_home(tmp_path / "home", kb))
+        (result,) = dig(sim)
+        assert result.body.startswith("[STEP_0 FAILED — the index ")
+        assert str(kb / "corpus_index.md") in result.body and "Markdown table" in result.body
+        assert sim.requests == [] and sim.asks_to("termgen") == []
+        assert "seats.termgen" not in result.body
+
+    def test_an_index_broken_after_step_0_fails_step_1_without_asking_a_model(
+        self, tmp_path: Path
+    ) -> None:
+        """If the index breaks mid-run, step 1 reports the index's problem, not a seat's."""
+        kb = tmp_path / "kb"
+        kb.mkdir()
+        (kb / "corpus_index.md").write_text(DEMO_INDEX.read_text(), encoding="utf-8")
+        sim = Sim(write_home(tmp_path / "home2", kb))
+        sim.start(title=TITLE, keyword=KEYWORD)
+        (context_ask,) = sim.foreman()
+        sim.answer(context_ask)
+        (kb / "corpus_index.md").write_text("| a | b |\n|-|-|\n| 1 | 2 |\n", encoding="utf-8")
+        (result,) = sim.settle()
+        assert result.body.startswith("[STEP_1 FAILED — ")
+        assert "corpus_index.md" in result.body and "no valid termgen answer" not in result.body
+        assert sim.requests == []
+
+    @pytest.mark.parametrize(
+        ("content", "said"),
+        [
+            (b"\x00\xe3\x81\xff" * 4, "must be a UTF-8 Markdown file"),
+            ("---\nrole: lived\n---\nI waited.\n", "role: lived"),
+        ],
+        ids=["binary", "lived"],
+    )
+    def test_a_bad_blaze_posted_to_the_room_fails_step_0_naming_it(
+        self, demo_home: Home, tmp_path: Path, content: str | bytes, said: str
+    ) -> None:
+        """A run asked for in the room directly gets the same blaze check as the command."""
+        blaze = tmp_path / "blaze.md"
+        if isinstance(content, bytes):
+            blaze.write_bytes(content)
+        else:
+            blaze.write_text(content, encoding="utf-8")
+        sim = Sim(demo_home)
+        (result,) = dig(sim, blaze=str(blaze))
+        assert result.body.startswith("[STEP_0 FAILED — the blaze file ")
+        assert str(blaze) in result.body and said in result.body
+        assert "UnicodeDecodeError" not in result.body
 
     def test_every_file_missing_fails_step_2_naming_them(
         self, tmp_path: Path, make_kb: MakeKb

@@ -8,6 +8,7 @@ from agents.expedition.steps import gen_terms
 from agents.expedition.terms import WEAK_FLAG, anchor_words, check_terms, settle
 from agents.home import Home
 from room.errors import StepFailed
+from tests.expedition.conftest import DEMO_KB
 from tests.expedition.sim import ScriptedJudge, ask, step_context
 
 ANCHORS = anchor_words("patience", "Waiting Is Part of the Work", ["the watched pot"])
@@ -87,7 +88,7 @@ class TestStep:
             "title": "Waiting Is Part of the Work",
             "blaze_phrases": [],
             "blaze_claims": [],
-            "kb": str(demo_home.root),
+            "kb": str(DEMO_KB),  # step 1 reads the index before asking the seat
         }
 
     def test_retry_shows_the_failing_terms_then_proceeds_flagged(self, demo_home: Home) -> None:
