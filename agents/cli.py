@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -40,6 +41,30 @@ def _filters(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _seconds(text: str) -> float:
+    """A timeout: a finite number of seconds above 0 (argparse says which option was wrong)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0, like 30")
+    return value
+
+
+def _count(text: str) -> int:
+    """A seq or a number of lines: a whole number, 0 or more."""
+    if not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number, 0 or more")
+    return int(text)
+
+
+def _port(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
+    return int(text)
+
+
 def _lazy(target: str) -> Command:
     """Import a command's module only when it runs: a lurker should not pay for the hub."""
 
@@ -57,7 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="A society of small agents working through one append-only room.",
     )
     _home_option(parser)
-    parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="how much the log says (default info)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, target: str, help_text: str) -> argparse.ArgumentParser:
@@ -100,14 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--relaxed", action="store_true", help="post through the relaxed listener")
 
     p = add("read", "agents.commands:cmd_read", "print room lines as JSONL")
-    p.add_argument("--after", type=int, default=0, help="only lines after this seq")
-    p.add_argument("--last", type=int, help="only the last N lines")
+    p.add_argument("--after", type=_count, default=0, help="only lines after this seq")
+    p.add_argument("--last", type=_count, help="only the last N lines")
     p.add_argument("--limit", type=int, help="at most this many lines")
     _filters(p)
 
     p = add("tail", "agents.commands:cmd_tail", "follow the room as it grows")
-    p.add_argument("--after", type=int, help="start after this seq (default: the last 10 lines)")
-    p.add_argument("--last", type=int, default=10, help="show this many earlier lines first")
+    p.add_argument("--after", type=_count, help="start after this seq (default: the last 10 lines)")
+    p.add_argument("--last", type=_count, default=10, help="show this many earlier lines first")
     p.add_argument("--json", action="store_true", help="print JSONL instead of readable lines")
     _filters(p)
 
@@ -154,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="stdio (the agent starts the server; the default) or http (streamable HTTP at /mcp)",
     )
     p.add_argument("--host", default="127.0.0.1", help="http: the address to listen on")
-    p.add_argument("--port", type=int, default=8765, help="http: the port to listen on")
+    p.add_argument("--port", type=_port, default=8765, help="http: the port to listen on")
     p.add_argument(
         "--relaxed",
         action=argparse.BooleanOptionalAction,
@@ -178,12 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to write them (default $XDG_CONFIG_HOME/systemd/user, "
         "i.e. ~/.config/systemd/user)",
     )
-    p.add_argument("--nicks", nargs="*", help="only these nicks (default: all configured)")
+    p.add_argument("--nicks", nargs="+", help="only these nicks (default: all configured)")
 
     p = add("trust", "trust.check:cmd_trust", "check that trust works end to end")
     p.add_argument("action", choices=["check"])
     p.add_argument("--static", action="store_true", help="skip the live ping round trips")
-    p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for each pong")
+    p.add_argument("--timeout", type=_seconds, default=15.0, help="seconds to wait for each pong")
 
     p = add(
         "expedition",
@@ -198,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--monomyth", help="the monomyth stage to match")
     p.add_argument("--blaze", help="a blaze file (role: guidance) whose claims seed the search")
     p.add_argument("--yes", action="store_true", help="confirm the Dig Report as it is")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each turn")
+    p.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for each turn")
     turn = p.add_subparsers(dest="action", metavar="ACTION")
     c = turn.add_parser("confirm", help="answer a waiting run's Dig Report")
     _home_option(c)
@@ -212,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="rows to leave out (repeatable: --drop row_2 --drop row_5, or --drop row_2 row_5)",
     )
     c.add_argument("--redirect", help="search again with this added to the pattern")
-    c.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the brief")
+    c.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for the brief")
 
     p = add(
         "backpass",
@@ -223,11 +253,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--private", help="the private memory repository")
     p.add_argument("--traces", help="the folder of session transcripts")
     p.add_argument("--state", help="the state file of `sha256  path` lines")
-    p.add_argument("--report-only", action="store_true", help="analyse and report; write nothing")
-    p.add_argument("--concurrency", type=int, help="analyses in flight at once (default 4)")
-    p.add_argument("--timeout", type=float, help="hard limit in seconds on one trace's analysis")
     p.add_argument(
-        "--wait-timeout", type=float, default=4 * 3600.0, help="give up waiting after this long"
+        "--report-only",
+        action="store_true",
+        help="analyse and report; memory, ledger and state untouched",
+    )
+    p.add_argument("--concurrency", type=int, help="analyses in flight at once (default 4)")
+    p.add_argument("--timeout", type=_seconds, help="hard limit in seconds on one trace's analysis")
+    p.add_argument(
+        "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
     )
 
     p = add("demo", "agents.demo:cmd_demo", "run the whole society once in a temporary home")

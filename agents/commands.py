@@ -19,7 +19,7 @@ from agents.home import Home
 from agents.initialize import InitOptions, init_home
 from room import render, strictjson
 from room.client import read_file
-from room.errors import BadPost, CursorAhead, PostRejected, UsageError
+from room.errors import BadPost, ConfigError, CursorAhead, PostRejected, UsageError
 from room.log import Filter
 from room.message import check_nick, normalize_to
 from room.reader import RoomFile
@@ -30,6 +30,8 @@ from trust.audit import AuditResult, audit_file
 from trust.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     from room.service import HubSettings
 
 
@@ -140,6 +142,10 @@ def _filter(args: argparse.Namespace) -> Filter:
 
 
 def _use_file(home: Home, args: argparse.Namespace) -> bool:
+    """Read the room file here? Never when the room is a stream: a file left beside it
+    (say, after `bullpen import`) is not the room."""
+    if home.society.room.engine != "jsonl":
+        return False
     return not args.hub and home.room_path.exists()
 
 
@@ -152,8 +158,6 @@ async def _read(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
     flt = _filter(args)
-    _at_least(args.after, 0, "--after")
-    _at_least(args.last, 0, "--last")
     _at_least(args.limit, 1, "--limit")
     after = args.after
     if _use_file(home, args):
@@ -193,12 +197,18 @@ async def _tail(args: argparse.Namespace) -> int:
     home.require()
     flt = _filter(args)
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    start = Position(args.after)
-    if args.after is None:
-        start = Position(0)
-        if _use_file(home, args):
-            with RoomFile(home.room_path) as room:
-                start = Position(max(0, room.last_seq() - args.last))
+    if _use_file(home, args):
+        with RoomFile(home.room_path) as room:
+            head = room.last_seq()
+    else:
+        async with home.client(relaxed=args.relaxed) as client:
+            head = int((await client.health())["seq"])
+    if args.after is not None and args.after > head:
+        raise UsageError(
+            f"the room ends at seq {head}; --after must be at most that (tail then shows each "
+            "line as it arrives)"
+        )
+    start = Position(args.after if args.after is not None else max(0, head - args.last))
 
     def show(line: dict[str, Any]) -> None:
         if not flt.matches(line.get("from", ""), line.get("to", ""), line.get("thread")):
@@ -262,8 +272,25 @@ def cmd_audit(args: argparse.Namespace) -> int:
         checkpoint_path = checkpoint_file(path)
     if checkpoint_path is not None:
         trusted = table.hub_public_key if table is not None else None
-        checkpoint = checkpoints.load(checkpoint_path, trusted)
+        checkpoint = load_checkpoint(checkpoint_path, trusted, given=args.checkpoint is not None)
+        if checkpoint is None:
+            return 1
     return report_audit(audit_file(path, public_keys, checkpoint), checkpoint)
+
+
+def load_checkpoint(
+    path: Path, trusted: Ed25519PublicKey | None, *, given: bool
+) -> Checkpoint | None:
+    """The checkpoint to audit against; None (after saying why) when it cannot be trusted:
+    that is an audit failure (exit 1), while a --checkpoint path that is not there is a
+    usage error."""
+    if given and not path.exists():
+        raise UsageError(f"--checkpoint {path} does not exist; give the path of a checkpoint file")
+    try:
+        return checkpoints.load(path, trusted)
+    except ConfigError as exc:
+        err(f"FAILED: {exc.message}")
+        return None
 
 
 def report_audit(result: AuditResult, checkpoint: Checkpoint | None) -> int:
@@ -280,7 +307,10 @@ def report_audit(result: AuditResult, checkpoint: Checkpoint | None) -> int:
 def cmd_keys(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
-    check_nick(args.nick, "NICK")
+    try:
+        check_nick(args.nick, "NICK")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     path = home.trust.key_file(args.nick)
     if args.action == "new":
         key = keys.generate_private_key(path)

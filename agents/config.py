@@ -178,7 +178,7 @@ def _explain(exc: ValidationError, path: Path) -> str:
             section, "operating"
         )
         message = f"unknown key; check its spelling against docs/{doc}.md"
-    return f"{path}: {where}: {message}"
+    return f"{path}: {where}: {message}" if where else f"{path}: {message}"
 
 
 def load(path: Path) -> SocietyConfig:
@@ -195,3 +195,5 @@ def load(path: Path) -> SocietyConfig:
         return SocietyConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_explain(exc, path)) from None
+    except ConfigError as exc:  # the seat tables' own checks (agents.seats)
+        raise ConfigError(f"{path}: {exc.message}") from None

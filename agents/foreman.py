@@ -24,6 +24,7 @@ from agents.handlers import Failure, Outbox, OutPost
 from agents.pipeline import KEY, Ask, Pipeline, Report, Run
 from agents.relay import Relay
 from agents.step import StepContext
+from agents.wake import is_ping
 from room.message import Message, bare
 
 log = structlog.get_logger("agents.foreman")
@@ -70,6 +71,8 @@ class Foreman:
         try:
             run = Run(thread, foreman=ctx.nick, trusted=ctx.home.trust.trusted, now=now)
         except ValueError:
+            return Outbox()
+        if is_ping(run.start):  # the lurker answered it itself; it is no run
             return Outbox()
         name = pipeline_name(run.start)
         pipeline = PIPELINES.get(name)
@@ -161,8 +164,10 @@ class Foreman:
         self._bootstrapped = True
         recent = await ctx.read_to(ctx.nick, RECENT_WINDOW)
         for message in recent:
-            if message.type == "ask" and message.thread and message.verified:
+            opens_a_run = message.type == "ask" and not is_ping(message)
+            if opens_a_run and message.thread and message.verified:
                 self._open.add(message.thread)
+        log.info("looked for open runs", threads=len(self._open))
 
 
 handle = Foreman()

@@ -18,6 +18,7 @@ from pathlib import Path
 from agents import config as society
 from room.client import RoomClient
 from room.errors import ConfigError
+from room.logs import register_secret
 from trust import table as trust_table
 from trust.proof import KeySigner, SecretSigner, Signer
 from trust.secretfiles import read_secret_text
@@ -107,10 +108,16 @@ class Home:
             )
 
     def secret(self) -> bytes:
-        return read_secret_text(self.trust.secret_file, "shared secret file")
+        """The shared secret; from now on this process scrubs it from logs and posts."""
+        value = read_secret_text(self.trust.secret_file, "shared secret file")
+        register_secret(value)
+        return value
 
     def relaxed_token(self) -> bytes:
-        return read_secret_text(self.trust.relaxed_token_file, "relaxed token file")
+        """The relaxed listener's token, scrubbed from logs and posts like the secret."""
+        value = read_secret_text(self.trust.relaxed_token_file, "relaxed token file")
+        register_secret(value)
+        return value
 
     def signer_for(self, nick: str) -> Signer | None:
         """How `nick` proves itself from this home: its own key, the shared secret, or not at all."""

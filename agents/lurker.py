@@ -30,7 +30,7 @@ from agents.handlers import Failure, Outbox, Outcome, OutPost
 from agents.home import Home
 from agents.step import Judgment, JudgmentRequest, Reply, StepContext
 from agents.wake import is_ping, refusal, wake_set
-from room import pidlock
+from room import logs, pidlock
 from room.client import RoomClient, read_file
 from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
 from room.log import Filter
@@ -401,12 +401,17 @@ class Lurker:
         self.answered.add(message.id)
 
     async def _post(self, post: OutPost, answering: Message | None) -> dict[str, Any]:
-        """Post, waiting out a hub outage; never post a reply twice."""
+        """Post, waiting out a hub outage; never post a reply twice.
+
+        Every secret this process holds (its proof, a seat's API key) is
+        scrubbed first: a model or a program may echo one back, and the room
+        must never keep it.
+        """
         built = self.client.build(
             post.to,
-            post.body,
+            logs.scrub(post.body),
             type=post.type,
-            data=post.data,
+            data=logs.scrub(post.data),
             in_reply_to=post.in_reply_to,
             thread=post.thread,
         )

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.home import Home
+from room.chain import GENESIS, line_hash
 from room.client import RoomClient
 from room.errors import HubUnavailable, PostRejected
+from room.reader import RoomFile, seq_of
 
 EXIT_CONFIG = 78
 STOP_GRACE_S = 10.0
@@ -112,8 +114,8 @@ class Supervisor:
                     await asyncio.wait_for(self.hub.proc.wait(), 0.1)
         return False
 
-    async def _hub_already_there(self) -> bool:
-        """Whether a bullpen hub already answers on this home's strict address.
+    async def _hub_already_there(self) -> str | None:
+        """Why not to start, when a bullpen hub already answers on this home's strict address.
 
         Checked before starting anything: the new hub would fail to take the
         room or the port, but the readiness check would be answered by the
@@ -121,31 +123,55 @@ class Supervisor:
         twice, or beside the systemd units). Another program on the port is
         left to the new hub, whose log says it cannot listen.
         """
+        address = self.home.society.hub.strict
         async with RoomClient(self.home.society.hub.strict_url(), timeout=2.0) as client:
             try:
-                return "listener" in await client.health()
+                health = await client.health()
             except (HubUnavailable, PostRejected, ValueError):
-                return False
+                return None
+        if "listener" not in health:
+            return None
+        if not self._serves_our_room(health):
+            return (
+                f"a bullpen hub serving another room already listens on {address}: give this "
+                f"home other ports ([hub] strict and relaxed in {self.home.society_file})"
+            )
+        return (
+            f"this society's hub already answers on {address}: it is already up (another "
+            "`bullpen up`, or the systemd units). Stop that first, or run `bullpen up "
+            "--no-hub` to start only the lurkers beside that hub"
+        )
+
+    def _serves_our_room(self, health: dict[str, object]) -> bool:
+        """Whether /health's head is this home's room file's head (unknowable on a stream)."""
+        room = self.home.room_path
+        if self.home.society.room.engine != "jsonl":
+            return True
+        last = None
+        if room.exists():
+            with RoomFile(room) as reader:
+                last = reader.last_line()
+        if last is None:
+            return health.get("seq") == 0 and health.get("head") == GENESIS
+        return health.get("seq") == seq_of(last[1]) and health.get("head") == line_hash(last[1])
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
-        if self.hub is not None and await self._hub_already_there():
-            status(
-                f"a bullpen hub already answers on {self.home.society.hub.strict}: is this "
-                "society already up (another `bullpen up`, or the systemd units)? Stop it "
-                "first, or run `bullpen up --no-hub` to start only the lurkers beside that hub"
-            )
+        refusal = await self._hub_already_there() if self.hub is not None else None
+        if refusal is not None:
+            status(refusal)
             return 1
         if self.hub is not None:
             await self.hub.start(self.env)
             assert self.hub.proc is not None
             if not await self._hub_ready():
                 await self._terminate([self.hub])
-                status(f"the hub did not start (exit {self.hub.proc.returncode}); its log says:")
+                code = self.hub.proc.returncode
+                status(f"the hub did not start (exit {code}); its log says:")
                 print(self.hub.log_tail(), file=sys.stderr)
-                return 1
+                return EXIT_CONFIG if code == EXIT_CONFIG else 1  # 78 stops systemd too
             hub = self.home.society.hub
             status(
                 f"hub        pid {self.hub.proc.pid:<7} running  strict {hub.strict}"

@@ -24,23 +24,24 @@ def register_secret(value: bytes | str) -> None:
         _SECRETS.add(text)
 
 
-def _scrub(value: Any) -> Any:
+def scrub(value: Any) -> Any:
+    """`value` with every registered secret replaced, in strings at any depth."""
     if isinstance(value, str):
         for secret in _SECRETS:
             if secret in value:
                 value = value.replace(secret, REDACTED)
         return value
     if isinstance(value, dict):
-        return {k: _scrub(v) for k, v in value.items()}
+        return {k: scrub(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_scrub(v) for v in value]
+        return [scrub(v) for v in value]
     return value
 
 
 def _redact(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
     if not _SECRETS:
         return event
-    return {key: _scrub(value) for key, value in event.items()}
+    return {key: scrub(value) for key, value in event.items()}
 
 
 def configure(json: bool | None = None, level: str = "info") -> None:

@@ -6,6 +6,8 @@ from typing import Any
 
 from room.message import MAX_BODY_BYTES, MESSAGE_TYPES, NICK_PATTERN
 
+MAX_AFTER = 1 << 62  # the largest seq /read accepts in `after`
+
 _NONCE = {"type": "string", "minLength": 8, "maxLength": 64, "pattern": "^[A-Za-z0-9_-]+$"}
 _TOKEN = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$"}
 
@@ -104,7 +106,11 @@ def schema(listener: str) -> dict[str, Any]:
     security: list[dict[str, list[str]]] = [{"bearer": []}] if listener == "relaxed" else []
     auth = (401,) if listener == "relaxed" else ()
     query = [
-        {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+        {
+            "name": "after",
+            "in": "query",
+            "schema": {"type": "integer", "minimum": 0, "maximum": MAX_AFTER},
+        },
         {
             "name": "limit",
             "in": "query",

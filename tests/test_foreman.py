@@ -182,3 +182,24 @@ def test_ask_without_thread_fails_loud(society: Society, thread: None) -> None:
     ask = say(society, "@foreman", "relay", data={"pipeline": "relay", "to": ["echo"]})
     reply = wait_for(lambda: (replies_to(society, ask["id"]) or [None])[0], 20, "the reply")
     assert "needs a thread" in reply["body"]
+
+
+def test_a_restarted_foreman_does_not_answer_a_ping_again(society: Society) -> None:
+    """A ping is answered by the lurker itself; a foreman restarted after one must not take
+    its thread for a run and answer it a second time (with an unknown-pipeline failure)."""
+    text = (society.root / "society.toml").read_text()
+    (society.root / "society.toml").write_text(
+        text.replace("overdue_check_s = 5", "overdue_check_s = 0.2")
+    )
+    society.start_hub()
+    foreman = society.start_lurker("foreman")
+    ping = say(society, "@foreman", "ping", thread="check-1", data={"ping": True})
+    wait_for(lambda: replies_to(society, ping["id"]), 20, "the pong")
+    assert foreman.stop() == 0
+    society.procs.remove(foreman)
+    again = society.start_lurker("foreman")
+    wait_for(lambda: "looked for open runs" in again.output(), 20, "the restart's first tick")
+    # the tick that bootstraps also decides; watch a few more ticks (an observation window)
+    time.sleep(1.0)
+    assert [m["body"] for m in replies_to(society, ping["id"])] == ["pong"]
+    assert '"threads": 0' in again.output()

@@ -354,3 +354,28 @@ def test_a_nicks_own_seat_answers_its_judgments(society: Society, tmp_path: Path
     add_nick(society.root, "lost", handler="agents.examples:echo", seat="nowhere")
     done = run_cli(society.root, "lurk", "lost")
     assert done.returncode == 78 and "nowhere" in done.stderr and "mine" in done.stderr
+    assert f"{society_toml}: [nicks.lost]" in done.stderr, done.stderr  # names the file
+
+
+def test_a_key_a_model_echoes_back_never_reaches_the_room(society: Society) -> None:
+    """A server that answers with the seat's API key inside non-JSON text: the FAILED reply
+    says why, but the key is scrubbed before the post, as every secret the lurker holds is."""
+    from tests.fakes.fake_openai import FakeOpenAI
+
+    key = "sk-test-9f8e7d6c5b4a3921"
+    with FakeOpenAI({"verdict": f"not json at all, key Bearer {key}"}) as server:
+        society_toml = society.root / "society.toml"
+        society_toml.write_text(
+            society_toml.read_text()
+            + '\n[seats.remote]\nkind = "openai"\n'
+            + f'base_url = "{server.base_url}"\nmodel = "m"\napi_key_env = "BULLPEN_TEST_KEY"\n'
+        )
+        add_nick(
+            society.root, "asker", handler="tests.fakes.judging_step:judge_once", seat="remote"
+        )
+        society.start_hub()
+        society.start_lurker("asker", env={"BULLPEN_TEST_KEY": key})
+        ask = say(society, "@asker", "is it so?")
+        reply = wait_reply(society, ask["id"], 60)
+    assert "FAILED" in reply["body"] and "<redacted>" in reply["body"], reply
+    assert key not in society.room.read_text()

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from room.errors import BullpenError
+from trust import hubkey
 from trust.secretfiles import check_secret_file
 
 if TYPE_CHECKING:
@@ -153,6 +154,7 @@ def static_rows(home: Home) -> tuple[list[Row], list[str]]:
     trust, society = home.trust, home.society
     general: list[str] = []
     for problem in (
+        hubkey.problem(trust),
         check_secret_file(trust.secret_file, "shared secret file"),
         check_secret_file(trust.relaxed_token_file, "relaxed token file")
         if society.hub.relaxed

@@ -30,11 +30,13 @@ def generate_private_key(path: Path) -> Ed25519PrivateKey:
     return key
 
 
-def load_private_key(path: Path) -> Ed25519PrivateKey:
+def load_private_key(path: Path, fix: str | None = None) -> Ed25519PrivateKey:
     """A nick's key, `<key_dir>/<nick>.key`; a missing one is made with `bullpen keys new`.
 
-    (The hub's own key never reaches here missing: the hub makes it on first start.)
+    `fix` says what to do about a bad file when that is not `bullpen keys new`
+    (the hub's own key, trust/hubkey.py, which also never reaches here missing).
     """
+    fix = fix or f"make a new one with `bullpen keys new {path.stem}`"
     if not path.exists() and not path.is_symlink():
         nick = path.stem
         raise SecretFileError(
@@ -49,12 +51,13 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
         key = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError):
         raise SecretFileError(
-            f"the private key file {path} is not an unencrypted PEM private key; "
-            f"make a new one with `bullpen keys new NICK`",
+            f"the private key file {path} is not an unencrypted PEM private key; {fix}",
             path=str(path),
         ) from None
     if not isinstance(key, Ed25519PrivateKey):
-        raise SecretFileError(f"the private key file {path} is not an Ed25519 key", path=str(path))
+        raise SecretFileError(
+            f"the private key file {path} is not an Ed25519 key; {fix}", path=str(path)
+        )
     return key
 
 

@@ -27,7 +27,7 @@ from agents.home import Home
 from agents.mcp.check import door_problems
 from agents.mcp.server import build_server
 from room import logs
-from room.errors import ConfigError
+from room.errors import ConfigError, UsageError
 from trust.secretfiles import read_secret_text
 
 if TYPE_CHECKING:
@@ -104,6 +104,12 @@ def _serve_http(
     import uvicorn
 
     token_file = Path(args.token_file) if args.token_file else home.trust.relaxed_token_file
+    if args.token_file and not token_file.exists() and not token_file.is_symlink():
+        raise UsageError(
+            f"--token-file {token_file} does not exist; give the path of a 0600 file holding "
+            "the bearer token MCP clients must send, or leave --token-file out to use the "
+            "home's relaxed token"
+        )
     token = read_secret_text(token_file, "MCP endpoint token file")
     logs.register_secret(token)
     app = BearerGate(server.streamable_http_app(host=args.host), token)

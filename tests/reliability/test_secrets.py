@@ -92,13 +92,44 @@ def test_unsafe_secret_file_stops_the_hub(society: Society, which: str, problem:
     assert not [v for v in values if v.decode(errors="replace") in out]
 
 
+def _without_hub_public_key(society: Society) -> None:
+    trust = society.root / "trust.toml"
+    kept = [x for x in trust.read_text().splitlines() if not x.startswith("hub_public_key")]
+    trust.write_text("\n".join(kept) + "\n")
+
+
 def test_hub_key_is_made_private_when_missing(society: Society) -> None:
-    """A missing hub key is created 0600 on first start (O_EXCL, no link followed)."""
+    """With no hub_public_key to match, a missing hub key is created 0600 on first start
+    (O_EXCL, no link followed) and its public half is logged."""
     key = society.home.trust.hub_key_file
     key.unlink()
+    _without_hub_public_key(society)
     hub = society.start_hub()
     assert stat.S_IMODE(key.stat().st_mode) == 0o600 and key.stat().st_uid == os.geteuid()
     assert "made a new hub key" in hub.output() and "PRIVATE" not in hub.output()
+
+
+@pytest.mark.parametrize("change", ["missing", "another key", "garbage"])
+def test_a_hub_key_trust_toml_does_not_name_stops_the_hub(society: Society, change: str) -> None:
+    """Checkpoints signed by a key trust.toml does not name would never verify: the hub
+    refuses to start (78) and says how to fix it, and the trust check reports it too."""
+    from trust import keys
+
+    key = society.home.trust.hub_key_file
+    key.unlink()
+    if change == "another key":
+        keys.generate_private_key(key)
+    elif change == "garbage":
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, b"not a key\n")
+        os.close(fd)
+    hub = society.spawn("hub", "hub")
+    assert hub.proc.wait(20) == 78, hub.output()
+    out = hub.output()
+    assert "hub_public_key" in out and "bullpen keys new" not in out, out
+    assert not key.exists() or change != "missing"  # nothing made behind the operator's back
+    check = run_cli(society.root, "trust", "check", "--static")
+    assert check.returncode == 1 and "hub_public_key" in check.stdout + check.stderr
 
 
 def test_no_secret_anywhere_after_a_busy_session(society: Society, tmp_path: Path) -> None:

@@ -277,6 +277,15 @@ def test_cli_names_the_first_bad_seq(
             tmp_path / "no-home", "audit", str(room_file), "--checkpoint", str(mark_file)
         )
         assert done.returncode == 1 and f"FAILED at seq {bad}:" in done.stdout, (kind, done.stdout)
+    # a checkpoint that is not the hub's is an audit failure; one that is not there, a usage error
+    room_file.write_bytes(b"".join(line + b"\n" for line in lines))
+    forged = json.loads(mark_file.read_text()) | {"seq": mark.seq - 1}
+    mark_file.write_text(json.dumps(forged))
+    done = run_cli(tmp_path / "no-home", "audit", str(room_file), "--checkpoint", str(mark_file))
+    assert done.returncode == 1 and "not signed by the hub" in done.stderr, done.stderr
+    missing = str(tmp_path / "nowhere.checkpoint")
+    done = run_cli(tmp_path / "no-home", "audit", str(room_file), "--checkpoint", missing)
+    assert done.returncode == 2 and "--checkpoint" in done.stderr, done.stderr
 
 
 def test_hub_checkpoints_on_a_schedule_and_audit_uses_them(society: Society, rng: Seeded) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from room.chain import GENESIS, line_hash
-from tests.support import run_cli
+from tests.support import Society, run_cli
 
 
 def make_room(path: Path, n: int = 8) -> list[bytes]:
@@ -177,3 +178,31 @@ def test_a_fresh_home_audits_as_an_empty_room(tmp_path: Path) -> None:
     assert run_cli(home, "init", str(home)).returncode == 0
     done = run_cli(home, "audit")
     assert done.returncode == 0 and done.stdout.strip() == "ok: 0 lines", done.stderr
+
+
+@pytest.mark.parametrize("damage", ["emptied", "cut", "last line edited"])
+def test_the_hub_will_not_serve_a_room_its_checkpoint_contradicts(
+    society: Society, damage: str
+) -> None:
+    """A room cut short or rewritten below the hub's own last checkpoint: the hub refuses to
+    start (78) instead of serving it and overwriting the evidence with a new checkpoint."""
+    hub = society.start_hub()
+    with httpx.Client(base_url=society.strict_url, timeout=10) as client:
+        for n in range(5):
+            body = {"from": "stranger", "to": "@echo", "type": "chat", "body": f"m{n}"}
+            assert client.post("/say", json=body).status_code == 200
+    assert hub.stop() == 0
+    society.procs.remove(hub)
+    checkpoint = society.room.with_name("room.jsonl.checkpoint")
+    kept = checkpoint.read_bytes()
+    lines = society.room.read_bytes().splitlines(keepends=True)
+    if damage == "emptied":
+        society.room.write_bytes(b"")
+    elif damage == "cut":
+        society.room.write_bytes(b"".join(lines[:3]))
+    else:
+        society.room.write_bytes(b"".join(lines[:4]) + lines[4].replace(b"m4", b"mX"))
+    again = society.spawn("hub-again", "hub")
+    assert again.proc.wait(20) == 78, again.output()
+    assert "checkpoint" in again.output() and "audit --checkpoint" in again.output()
+    assert checkpoint.read_bytes() == kept  # the evidence is untouched

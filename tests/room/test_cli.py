@@ -256,3 +256,78 @@ def test_repeated_drop_options_add_up() -> None:
     )
     assert args.drop == ["row_1", "row_2", "row_4"]
     assert build_parser().parse_args(["expedition", "confirm", "exp-1"]).drop == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["keys", "new", "BadNick"],
+        ["mcp", "--as", "echo", "--transport", "http", "--port", "99999"],
+        ["trust", "check", "--timeout", "-1"],
+        ["expedition", "--title", "t", "--keyword", "k", "--timeout", "nan"],
+        ["backpass", "--wait-timeout", "0"],
+        ["units", "install", "--nicks"],
+        ["--log-level", "verbose", "read"],
+        ["read", "--after", "abc"],
+        ["tail", "--last", "-3"],
+    ],
+)
+def test_an_argument_a_command_cannot_use_is_exit_2(society: Society, args: list[str]) -> None:
+    """Refused before any work: exit 2, the option named, no traceback, nothing posted."""
+    done = run_cli(society.root, *args, timeout=30)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert not society.room.exists() or society.lines() == []
+
+
+def test_tail_after_the_end_of_the_room_says_so(society: Society) -> None:
+    """`tail --after N` past the room's end is a usage error, not a 'room truncated' alarm."""
+    society.start_hub()
+    run_cli(society.root, "say", "@echo", "one")
+    for extra in ([], ["--hub"]):
+        done = run_cli(society.root, "tail", "--after", "99", *extra, timeout=30)
+        assert done.returncode == 2 and "ends at seq 1" in done.stderr, done.stderr
+        assert "truncated" not in done.stderr
+
+
+def test_tail_through_the_hub_starts_with_the_last_lines(society: Society) -> None:
+    """Through the hub, as from the file, tail first shows the last --last lines, not the
+    whole room."""
+    society.start_hub()
+    with httpx.Client(base_url=society.strict_url, timeout=10) as client:
+        for n in range(15):
+            body = {"from": "stranger", "to": "@echo", "type": "chat", "body": f"m{n}"}
+            assert client.post("/say", json=body).status_code == 200
+    out = society.root / "tail.out"
+    with out.open("w") as sink:
+        tail = subprocess.Popen(
+            bullpen_argv(society.root, "tail", "--hub", "--json", "--last", "4"),
+            stdout=sink,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            wait_for(lambda: len(out.read_text().splitlines()) >= 4, 15, "tail's first lines")
+            run_cli(society.root, "say", "@echo", "fresh")
+            wait_for(lambda: "fresh" in out.read_text(), 15, "tail to follow")
+        finally:
+            os.killpg(tail.pid, 15)
+            tail.wait(10)
+    seqs = [json.loads(line)["seq"] for line in out.read_text().splitlines()]
+    assert seqs == [12, 13, 14, 15, 16]
+
+
+def test_a_missing_mcp_token_file_names_the_option(society: Society, tmp_path: Path) -> None:
+    """`mcp --token-file` that does not exist is the option's fault, not the home's."""
+    done = run_cli(
+        society.root,
+        "mcp",
+        "--as",
+        "echo",
+        "--transport",
+        "http",
+        "--token-file",
+        str(tmp_path / "nope"),
+    )
+    assert done.returncode == 2 and "--token-file" in done.stderr, done.stderr
+    assert "bullpen init" not in done.stderr
