@@ -11,7 +11,15 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from agents.backpass.config import BackpassConfig
 from agents.expedition.config import ExpeditionConfig
@@ -68,7 +76,9 @@ class HubConfig(_Strict):
 
     @field_validator("strict", "relaxed")
     @classmethod
-    def _address(cls, value: str | None) -> str | None:
+    def _address(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value == "" and info.field_name == "relaxed":
+            return None  # relaxed = "": this hub has no relaxed listener
         if value is not None:
             parse_address(value, "listener")
         return value

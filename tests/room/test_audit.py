@@ -181,11 +181,12 @@ def test_a_fresh_home_audits_as_an_empty_room(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", ["emptied", "cut", "last line edited"])
-def test_the_hub_will_not_serve_a_room_its_checkpoint_contradicts(
+def test_a_checkpoint_the_room_contradicts_is_kept_not_overwritten(
     society: Society, damage: str
 ) -> None:
-    """A room cut short or rewritten below the hub's own last checkpoint: the hub refuses to
-    start (78) instead of serving it and overwriting the evidence with a new checkpoint."""
+    """A room cut short or rewritten below the hub's last checkpoint: the hub still starts
+    (a torn tail must stay recoverable) but keeps that checkpoint aside, says so, and an
+    audit against it names the damage; the next checkpoint cannot overwrite the evidence."""
     hub = society.start_hub()
     with httpx.Client(base_url=society.strict_url, timeout=10) as client:
         for n in range(5):
@@ -199,10 +200,14 @@ def test_the_hub_will_not_serve_a_room_its_checkpoint_contradicts(
     if damage == "emptied":
         society.room.write_bytes(b"")
     elif damage == "cut":
-        society.room.write_bytes(b"".join(lines[:3]))
+        society.room.write_bytes(b"".join(lines[:3]) + lines[3][:20])
     else:
         society.room.write_bytes(b"".join(lines[:4]) + lines[4].replace(b"m4", b"mX"))
-    again = society.spawn("hub-again", "hub")
-    assert again.proc.wait(20) == 78, again.output()
-    assert "checkpoint" in again.output() and "audit --checkpoint" in again.output()
-    assert checkpoint.read_bytes() == kept  # the evidence is untouched
+    again = society.start_hub()
+    assert again.alive() and "WARNING" in again.output() and "checkpoint" in again.output()
+    aside = [p for p in society.room.parent.iterdir() if ".contradicted-" in p.name]
+    assert len(aside) == 1 and aside[0].read_bytes() == kept
+    assert again.stop() == 0
+    society.procs.remove(again)
+    done = run_cli(society.root, "audit", "--checkpoint", str(aside[0]))
+    assert done.returncode == 1 and "FAILED" in done.stdout, done.stdout + done.stderr

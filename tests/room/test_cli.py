@@ -331,3 +331,16 @@ def test_a_missing_mcp_token_file_names_the_option(society: Society, tmp_path: P
     )
     assert done.returncode == 2 and "--token-file" in done.stderr, done.stderr
     assert "bullpen init" not in done.stderr
+
+
+def test_relaxed_empty_runs_no_relaxed_listener(society: Society) -> None:
+    """`[hub] relaxed = ""` turns the relaxed listener off: the hub serves only strict."""
+    toml = society.root / "society.toml"
+    toml.write_text(
+        toml.read_text().replace(f'relaxed = "127.0.0.1:{society.relaxed_port}"', 'relaxed = ""')
+    )
+    assert society.home.society.hub.relaxed is None
+    society.start_hub()
+    assert httpx.get(f"{society.strict_url}/health", timeout=5).status_code == 200
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{society.relaxed_url}/health", timeout=5)

@@ -305,6 +305,7 @@ class TestBadInput:
             "limit=0",
             "limit=5000",
             "limit=%2B5",
+            "after=90233604601739135156224",
             "limit=%205",
             "wait=100",
             "to=Bad!",
