@@ -1,14 +1,18 @@
 """The room commands for a room on JetStream: export, import, and audit from the stream.
 
     bullpen export FILE    the stream, line by line, into a room.jsonl (exact bytes)
-    bullpen import FILE    a room.jsonl into the home's (empty) stream, checked as it goes
+    bullpen import FILE    a room.jsonl into the home's (empty) stream, audited before any of it
     bullpen audit          with [room] engine = "jetstream": the stream, checked like a file
 
 An exported file is a room: `bullpen audit FILE` checks it exactly as it
-checks a JSONL room, and a JSONL hub can serve it. Import refuses a file
-whose seq or chain is broken (nothing after the broken line is published),
-and continues an interrupted import when the stream holds a prefix of the
-same room (its last line matches the file's line at that seq).
+checks a JSONL room, and a JSONL hub can serve it. Import audits the whole
+file first (every line one the hub could have written, seqs and chain) and
+publishes nothing from a file that fails; it continues an interrupted import
+when the stream holds a prefix of the same room (its last line matches the
+file's line at that seq).
+
+NATS's own errors become ConfigError (exit 78) or LogError (exit 1) here,
+never a traceback (room/jsstream.py, nats_failure).
 """
 
 from __future__ import annotations
@@ -21,14 +25,23 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agents.commands import report_audit
+import nats.errors
+from nats.aio.client import Client as NATS
+
+from agents.commands import load_checkpoint, report_audit
 from agents.home import Home
 from room.chain import GENESIS, line_hash
-from room.errors import ConfigError, LogError, RoomCorrupt
-from room.jsstream import Publisher, StreamSettings, connect, ensure_stream, scan
+from room.errors import ConfigError, LogError, RoomCorrupt, UsageError
+from room.jsstream import (
+    Publisher,
+    StreamSettings,
+    connect,
+    ensure_stream,
+    nats_failure,
+    scan,
+)
 from room.message import parse_line
 from room.reader import RoomFile
-from trust import checkpoint as checkpoints
 from trust.audit import audit_file
 
 IMPORT_BATCH = 256
@@ -54,9 +67,11 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-async def export_stream(settings: StreamSettings, dest: Path) -> int:
+async def export_stream(
+    settings: StreamSettings, dest: Path, client: str = "bullpen-export"
+) -> int:
     """Write every line of the stream to `dest` (write, fsync, rename); return the count."""
-    nc = await connect(settings, "bullpen-export")
+    nc = await connect(settings, client)
     tmp = dest.with_name(dest.name + ".export-tmp")
     try:
         js = nc.jetstream()
@@ -89,85 +104,112 @@ async def export_stream(settings: StreamSettings, dest: Path) -> int:
         os.replace(tmp, dest)
         _fsync_dir(dest.parent)
         return count
+    except (nats.errors.Error, TimeoutError) as exc:
+        raise nats_failure(exc, settings, f"reading the stream {settings.stream!r}") from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         await nc.close()
 
 
-async def import_room(settings: StreamSettings, source: Path) -> tuple[int, int]:
-    """Publish `source`'s lines after whatever prefix of it the stream holds; (new, already)."""
+def check_import(source: Path) -> int:
+    """Audit the whole file before anything is published; its line count, or RoomCorrupt.
+
+    The same checks as `bullpen audit FILE` (every line one the hub could
+    have written, seq 1, 2, 3 …, the chain), without signatures: those are
+    the audit's to judge against trust.toml, not the import's.
+    """
     with RoomFile(source) as room:
         size = room.size()
         if size and room.pread(1, size - 1) != b"\n":
             raise RoomCorrupt(
-                f"{source} ends with a torn line; start a JSONL hub on it once (it moves the "
-                f"tail aside) or check it with `bullpen audit {source}`"
+                f"{source} ends with a torn line; nothing was imported. Start a JSONL hub on it "
+                f"once (it moves the tail aside) or check it with `bullpen audit {source}`"
             )
+    result = audit_file(source)
+    if not result.ok:
+        raise RoomCorrupt(
+            f"{source} is not a whole, unbroken room ({result.summary()}); nothing was "
+            f"imported. Check it with `bullpen audit {source}`"
+        )
+    return result.lines
+
+
+async def import_room(settings: StreamSettings, source: Path) -> tuple[int, int]:
+    """Publish `source`'s lines after whatever prefix of it the stream holds; (new, already)."""
+    check_import(source)
     nc = await connect(settings, "bullpen-import")
     try:
-        js = nc.jetstream(timeout=10.0)
-        info, _ = await ensure_stream(js, settings, create=True)
-        already = info.state.last_seq
-        stream_last = b""
-        if already:
-            stream_last = (await js.get_msg(settings.stream, already)).data or b""
-        publisher = Publisher(nc)
-        await publisher.start()
-        prev, expected = GENESIS, 1
-        batch: list[tuple[str, bytes, dict[str, str]]] = []
-        before_id: str | None = None
-        imported = 0
-        with RoomFile(source) as room:
-            for _, raw in room.lines_from(0):
-                problem = None
-                try:
-                    message = parse_line(raw)
-                except ValueError as exc:
-                    problem = f"the line after seq {expected - 1} does not parse ({exc})"
-                else:
-                    if message.seq != expected or message.prev != prev:
-                        problem = (
-                            f"seq {message.seq} does not follow seq {expected - 1} (its seq or "
-                            "prev is wrong)"
-                        )
-                if problem is not None:
-                    if batch:  # what came before the broken line is good: keep it
-                        imported += await _publish_batch(publisher, batch, expected - 1, settings)
-                    raise RoomCorrupt(
-                        f"{source}: {problem}; the lines before it were imported, nothing from "
-                        f"there on. Run `bullpen audit {source}`"
-                    )
-                if message.seq == already and raw != stream_last:
-                    raise LogError(
-                        f"the stream {settings.stream!r} already holds {already} lines, and its "
-                        f"last line differs from line {already} of {source}: it holds another "
-                        "room. Import into an empty stream (another [room] stream name)"
-                    )
-                prev, expected = line_hash(raw), expected + 1
-                if message.seq <= already:
-                    continue
-                headers = {
-                    "Nats-Msg-Id": message.id,
-                    "Nats-Expected-Last-Sequence": str(message.seq - 1),
-                }
-                if batch and before_id is not None:
-                    headers["Nats-Expected-Last-Msg-Id"] = before_id
-                before_id = message.id
-                batch.append((settings.subject(message.to, message.type), raw, headers))
-                if len(batch) >= IMPORT_BATCH:
-                    imported += await _publish_batch(publisher, batch, expected - 1, settings)
-                    batch = []
-            if expected - 1 < already:
-                raise LogError(
-                    f"the stream {settings.stream!r} holds {already} lines, more than {source} "
-                    f"({expected - 1}); it holds another room"
-                )
-            if batch:
-                imported += await _publish_batch(publisher, batch, expected - 1, settings)
-        return imported, already
+        return await _import(nc, settings, source)
+    except (nats.errors.Error, TimeoutError) as exc:
+        raise nats_failure(
+            exc, settings, f"importing into the stream {settings.stream!r}"
+        ) from None
     finally:
         await nc.close()
+
+
+async def _import(nc: NATS, settings: StreamSettings, source: Path) -> tuple[int, int]:
+    """Publish the audited file's lines after the prefix the stream already holds."""
+    js = nc.jetstream(timeout=10.0)
+    info, _ = await ensure_stream(js, settings, create=True)
+    already = info.state.last_seq
+    stream_last = b""
+    if already:
+        stream_last = (await js.get_msg(settings.stream, already)).data or b""
+    publisher = Publisher(nc)
+    await publisher.start()
+    prev, expected = GENESIS, 1
+    batch: list[tuple[str, bytes, dict[str, str]]] = []
+    before_id: str | None = None
+    imported = 0
+    with RoomFile(source) as room:
+        for _, raw in room.lines_from(0):
+            problem = None
+            try:
+                message = parse_line(raw)
+            except ValueError as exc:
+                problem = f"the line after seq {expected - 1} does not parse ({exc})"
+            else:
+                if message.seq != expected or message.prev != prev:
+                    problem = (
+                        f"seq {message.seq} does not follow seq {expected - 1} (its seq or "
+                        "prev is wrong)"
+                    )
+            if problem is not None:  # it passed the audit: the file changed since
+                raise RoomCorrupt(
+                    f"{source} changed while it was being imported: {problem}; {imported} "
+                    "lines were imported before it. Stop whatever writes to it, then run "
+                    "`bullpen import` again: it continues after them"
+                )
+            if message.seq == already and raw != stream_last:
+                raise LogError(
+                    f"the stream {settings.stream!r} already holds {already} lines, and its "
+                    f"last line differs from line {already} of {source}: it holds another "
+                    "room. Import into an empty stream (another [room] stream name)"
+                )
+            prev, expected = line_hash(raw), expected + 1
+            if message.seq <= already:
+                continue
+            headers = {
+                "Nats-Msg-Id": message.id,
+                "Nats-Expected-Last-Sequence": str(message.seq - 1),
+            }
+            if batch and before_id is not None:
+                headers["Nats-Expected-Last-Msg-Id"] = before_id
+            before_id = message.id
+            batch.append((settings.subject(message.to, message.type), raw, headers))
+            if len(batch) >= IMPORT_BATCH:
+                imported += await _publish_batch(publisher, batch, expected - 1, settings)
+                batch = []
+        if expected - 1 < already:
+            raise LogError(
+                f"the stream {settings.stream!r} holds {already} lines, more than {source} "
+                f"({expected - 1}); it holds another room"
+            )
+        if batch:
+            imported += await _publish_batch(publisher, batch, expected - 1, settings)
+    return imported, already
 
 
 async def _publish_batch(
@@ -200,7 +242,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     home.require()
     dest = Path(args.file)
     if dest.exists():
-        raise ConfigError(f"{dest} exists; export into a new file (nothing was overwritten)")
+        raise UsageError(f"{dest} exists; export into a new file (nothing was overwritten)")
     count = asyncio.run(export_stream(stream_settings(home), dest))
     print(f"exported {count} lines to {dest}", file=sys.stderr)
     return 0
@@ -244,10 +286,12 @@ def cmd_audit_stream(args: argparse.Namespace) -> int:
     checkpoint = None
     if checkpoint_path is not None:
         trusted = table.hub_public_key if table is not None else None
-        checkpoint = checkpoints.load(checkpoint_path, trusted)
+        checkpoint = load_checkpoint(checkpoint_path, trusted, given=args.checkpoint is not None)
+        if checkpoint is None:
+            return 1
     with tempfile.TemporaryDirectory(prefix="bullpen-audit-") as tmp:
         copy = Path(tmp) / "room.jsonl"
-        asyncio.run(export_stream(settings, copy))
+        asyncio.run(export_stream(settings, copy, client="bullpen-audit"))
         result = audit_file(copy, public_keys, checkpoint)
     print(f"stream {settings.stream} on {', '.join(settings.servers)}", file=sys.stderr)
     return report_audit(result, checkpoint)

@@ -4,6 +4,12 @@ A client posts as one nick and proves itself with that nick's signer (the
 shared secret or its own key) when it has one. A post is retried only when
 the hub could not be reached at all, since then it certainly was not stored;
 any other transport failure is reported, because the post may have landed.
+
+A post waits for the hub's own answer (up to POST_ANSWER_S), not just the
+client's timeout: a JetStream hub gives NATS 30 s, then answers 503 and
+exits, so nothing lands later (docs/scaling.md). A client that gave up
+sooner could not tell the poster when reading the room would settle
+whether the post was stored.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from room.reader import RoomFile, seq_of
 from trust.proof import Signer
 
 CONNECT_RETRIES = 5
+# Longer than a hub takes to answer a post at worst: the JetStream nonce store's 15 s, the
+# stream's 30 s deadline plus one 5 s attempt, and 5 s for its view to show the line.
+POST_ANSWER_S = 70.0
 
 
 def _rejection(response: httpx.Response) -> PostRejected:
@@ -60,6 +69,7 @@ class RoomClient:
         self._http = httpx.AsyncClient(
             base_url=self.url, headers=headers, timeout=httpx.Timeout(timeout)
         )
+        self._post_timeout = httpx.Timeout(timeout, read=max(timeout, POST_ANSWER_S))
 
     async def __aenter__(self) -> RoomClient:
         return self
@@ -108,7 +118,11 @@ class RoomClient:
             if self._signer is not None:
                 payload.update(self._signer.prove(post))  # fresh ts and nonce per attempt
             try:
-                response = await self._http.post("/say", content=strictjson.dumps(payload).encode())
+                response = await self._http.post(
+                    "/say",
+                    content=strictjson.dumps(payload).encode(),
+                    timeout=self._post_timeout,
+                )
             except httpx.ConnectError as exc:
                 if attempt == CONNECT_RETRIES:
                     raise HubUnavailable(
@@ -121,7 +135,8 @@ class RoomClient:
             except httpx.TransportError as exc:
                 raise HubUnavailable(
                     f"the hub at {self.url} did not answer the post ({type(exc).__name__}); "
-                    "it may or may not have been stored: read the room before posting again"
+                    "it may or may not have been stored: make sure the hub is running (a hub "
+                    "that stopped stores nothing more), then read the room before posting again"
                 ) from None
             return self._answer(response)
         raise AssertionError("unreachable")
@@ -131,8 +146,13 @@ class RoomClient:
             return response.json()  # type: ignore[no-any-return]
         if 400 <= response.status_code < 500:
             raise _rejection(response)
+        try:
+            said = response.json().get("message")
+        except (ValueError, AttributeError):
+            said = None
         raise HubUnavailable(
-            f"the hub at {self.url} answered {response.status_code}: {response.text[:500]}"
+            f"the hub at {self.url} answered {response.status_code}: "
+            f"{said if isinstance(said, str) else response.text[:500]}"
         )
 
     async def read(

@@ -32,6 +32,7 @@ from room import openapi
 from room.errors import BadPost, BadRequest, BullpenError, DurabilityError, PostRejected
 from room.log import Draft, Filter, RoomLog
 from room.message import check_nick, parse_request
+from room.openapi import MAX_AFTER
 from trust.gate import Gate
 
 log = structlog.get_logger("room.hub")
@@ -108,6 +109,9 @@ class ListenerApp:
         await response(scope, receive, send)
 
     async def say(self, request: Request) -> Response:
+        failed = self.hub.log.failed
+        if failed is not None:  # stopping for good: refuse before the gate spends a nonce
+            raise failed
         raw = await _body(request)
         post_request = parse_request(raw, screen=self.hub.gate.refuse_secrets)
         verified = await self.hub.gate.admit(post_request, self.relaxed)
@@ -135,15 +139,19 @@ class ListenerApp:
         return Response(payload, media_type="application/json")
 
     async def health(self, request: Request) -> Response:
+        """200 while the room can store a post; 503, saying why, while it cannot."""
         log = self.hub.log
-        failed = getattr(log, "failed", None)
-        body = {
-            "ok": failed is None,
+        failed = log.failed
+        problem = failed.message if failed is not None else log.unavailable
+        body: dict[str, Any] = {
+            "ok": problem is None,
             "listener": self.listener,
             "seq": log.head.seq,
             "head": log.head.hash,
         }
-        return JSONResponse(body, status_code=200 if failed is None else 503)
+        if problem is not None:
+            body["problem"] = problem
+        return JSONResponse(body, status_code=200 if problem is None else 503)
 
     async def schema(self, request: Request) -> Response:
         return JSONResponse(openapi.schema(self.listener))
@@ -188,7 +196,7 @@ async def _body(request: Request) -> bytes:
 
 
 _READ_PARAMS = {"after", "limit", "wait", "thread", "to", "from"}
-_DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII only: int() would also take "+5", " 5", "٥"
+_DIGITS = re.compile(r"[0-9]+")  # ASCII only: int() would also take "+5", " 5", "٥"
 
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
@@ -197,10 +205,10 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
         return default
     if not _DIGITS.fullmatch(text):
         raise BadRequest(f"{name} must be a whole number, got {text[:40]!r}")
-    value = int(text)
-    if not low <= value <= high:
-        raise BadRequest(f"{name} must be between {low} and {high}, got {value}")
-    return value
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(high)) or not low <= int(digits) <= high:
+        raise BadRequest(f"{name} must be between {low} and {high}, got {text[:40]}")
+    return int(digits)
 
 
 def _nick_param(text: str, name: str) -> str:
@@ -217,7 +225,7 @@ def _read_params(request: Request) -> tuple[int, int, float, Filter]:
             raise BadRequest(
                 f"unknown parameter {name[:40]!r}; /read takes {', '.join(sorted(_READ_PARAMS))}"
             )
-    after = _int_param(request, "after", 0, 0, 1 << 62)
+    after = _int_param(request, "after", 0, 0, MAX_AFTER)
     limit = _int_param(request, "limit", 100, 1, MAX_READ_LIMIT)
     wait_text = request.query_params.get("wait")
     wait = 0.0

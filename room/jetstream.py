@@ -25,6 +25,19 @@ message per line, and the stream sequence *is* the line's `seq`:
 Durability is the NATS servers' (docs/scaling.md): an acknowledged publish
 is on a quorum of replicas, and fsynced before the acknowledgement only
 when the servers run with `sync_interval: always` (nats-server >= 2.10).
+The hub warns at start-up when the server it reached is older.
+
+Fail-stop, like the JSONL engine's fsync failure: a post the servers did not
+confirm within `append_deadline_s` may or may not be stored, and the NATS
+client still holds it to send on reconnecting. The poster is told so (503),
+the hub drops what the client holds, stops acknowledging and exits (70), so
+nothing it was holding lands after the poster was told it may not have.
+While the servers are merely unreachable, /health says so (503) and posts
+wait for them, up to that deadline.
+
+Only hubs should publish to the stream. A message that is not a room line
+at its seq (a client past the gate) is logged, skipped by /read — whose
+last_seq still covers it — and fails `bullpen audit`.
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
+import nats.errors
 import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -53,28 +67,43 @@ from room.jsstream import (
     Publisher,
     StreamSettings,
     connect,
+    drop_unsent,
     ensure_stream,
+    nats_failure,
+    room_line,
     scan,
     stream_tip,
+    sync_warning,
+    why_not_a_line,
 )
 from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Stored, build_line
+from room.message import Message
 
 log = structlog.get_logger("room.jetstream")
 
 # How long a stored post waits for this hub's view to show it before it is answered anyway.
 CONFIRM_WAIT_S = 5.0
+# The hub's first connect waits longer than a command's: a hub that gives up sooner is
+# restarted by systemd (RestartSec=2) often enough to hit the unit's start limit (5 starts
+# in 120 s) and then stays down after NATS is back; 30 s keeps it under that limit.
+HUB_CONNECT_WAIT_S = 30.0
+# How often the hub asks the stream whether it answers, for /health.
+PROBE_EVERY_S = 2.0
+PROBE_TIMEOUT_S = 5.0
 
 
 class _Line:
-    __slots__ = ("id", "raw", "sender", "seq", "thread", "to")
+    """A stream message as this hub's view holds it; `message` is None for a non-room line."""
 
-    def __init__(self, seq: int, raw: bytes, obj: dict[str, Any]) -> None:
+    __slots__ = ("raw", "sender", "seq", "thread", "to", "valid")
+
+    def __init__(self, seq: int, raw: bytes, message: Message | None) -> None:
         self.seq = seq
         self.raw = raw
-        self.id = obj.get("id")
-        self.sender = obj.get("from", "")
-        self.to = obj.get("to", "")
-        self.thread = obj.get("thread")
+        self.valid = message is not None
+        self.sender = message.from_ if message is not None else ""
+        self.to = message.to if message is not None else ""
+        self.thread = message.thread if message is not None else None
 
     def stored(self) -> Stored:
         return Stored(self.seq, self.raw, self.sender, self.to, self.thread)
@@ -91,6 +120,11 @@ class _Pending:
     raw: bytes = b""
     stored_at: int = 0  # the seq JetStream acknowledged it at
     duplicate: bool = False  # stored by an earlier attempt, with that attempt's bytes
+
+
+def _left(todo: list[_Pending]) -> float:
+    """How long the most urgent post may still wait (a little at least, for one answer)."""
+    return max(0.25, min(p.deadline for p in todo) - time.monotonic())
 
 
 class JetStreamLog(RoomLog):
@@ -117,6 +151,8 @@ class JetStreamLog(RoomLog):
         self.nonces: Any = None  # a trust.streamnonces.StreamNonces, bound at open()
         self._last_view_change = time.monotonic()
         self.chain_breaks = 0
+        self._fatal: DurabilityError | None = None
+        self._stream_trouble: str | None = None  # the last probe's failure, None when it answered
 
     @property
     def head(self) -> Head:
@@ -124,7 +160,23 @@ class JetStreamLog(RoomLog):
 
     @property
     def failed(self) -> DurabilityError | None:
-        return None  # a stream that is briefly unavailable is not the hub's failure
+        """Set once a post could not be confirmed: the hub stops acknowledging and exits."""
+        return self._fatal
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why a post cannot be stored right now (NATS unreachable, the stream not answering)."""
+        if self._nc is not None and not self._nc.is_connected and not self._closing:
+            return (
+                f"the hub is not connected to the NATS servers ({', '.join(self.settings.servers)}) "
+                "and is reconnecting; posts wait for them, up to "
+                f"{self.settings.append_deadline_s:g} s"
+            )
+        return self._stream_trouble
+
+    def describe(self) -> dict[str, str]:
+        """Where the room is, for the hub's `hub listening` line."""
+        return {"stream": self.settings.stream, "servers": ", ".join(self.settings.servers)}
 
     @property
     def js(self) -> JetStreamContext:
@@ -137,7 +189,17 @@ class JetStreamLog(RoomLog):
         return self._nc
 
     async def open(self) -> OpenReport:
-        self._nc = await connect(self.settings, self._name)
+        """Connect, check the stream and catch up with it; raise ConfigError or LogError, never NATS's."""
+        self._nc = await connect(
+            self.settings,
+            self._name,
+            deadline_s=max(self.settings.connect_deadline_s, HUB_CONNECT_WAIT_S),
+        )
+        version = str(self._nc._server_info.get("version") or "unknown")  # the server's INFO
+        warning = sync_warning(version)
+        if warning is not None:
+            url = self._nc.connected_url
+            log.warning(warning, version=version, server=url.netloc if url else "")
         try:
             self._js = self._nc.jetstream(timeout=API_TIMEOUT_S)
             info, notes = await ensure_stream(self._js, self.settings)
@@ -151,11 +213,15 @@ class JetStreamLog(RoomLog):
             last = info.state.last_seq
             await self._start_follower(max(1, last - self.settings.cache_lines + 1))
             await self._until_view(last, 30.0)
+        except (nats.errors.Error, TimeoutError) as exc:
+            await self._nc.close()
+            raise nats_failure(exc, self.settings, "opening the room's stream") from None
         except BaseException:
             await self._nc.close()
             raise
         self._writer_task = asyncio.create_task(self._writer(), name="stream-writer")
         self._watchdog = asyncio.create_task(self._watch_follower(), name="stream-watchdog")
+        self._prober = asyncio.create_task(self._probe(), name="stream-probe")
         return OpenReport(self._view, notes)
 
     async def _check_stream(self, info: api.StreamInfo) -> None:
@@ -175,16 +241,24 @@ class JetStreamLog(RoomLog):
                 "to see where"
             )
         last = await self.js.get_msg(self.settings.stream, state.last_seq)
-        try:
-            seq = json.loads(last.data or b"{}").get("seq")
-        except ValueError:
-            seq = None
-        if seq != state.last_seq:
+        if room_line(state.last_seq, last.data or b"") is not None:
+            return
+        first = last if state.last_seq == 1 else await self.js.get_msg(self.settings.stream, 1)
+        opening = room_line(1, first.data or b"")
+        if opening is None or opening.prev != GENESIS:
             raise RoomCorrupt(
-                f"the last message of the stream {self.settings.stream!r} (stream seq "
-                f"{state.last_seq}) is not room line {state.last_seq}; this stream is not a "
-                "bullpen room. Run `bullpen audit` on it"
+                f"the stream {self.settings.stream!r} does not begin with a room's first line; "
+                "this stream is not a bullpen room. Check [room] stream in society.toml, and run "
+                "`bullpen audit` on it"
             )
+        # A room whose last message came from past the hub: serve it as a running hub
+        # would have, skipping that message, rather than refuse to start over it.
+        log.error(
+            "the stream's last message is not a room line: something other than a hub "
+            "published to the stream. /read skips it; run `bullpen audit`",
+            stream_seq=state.last_seq,
+            why=why_not_a_line(state.last_seq, last.data or b""),
+        )
 
     # -- following the stream ----------------------------------------------
 
@@ -209,19 +283,24 @@ class JetStreamLog(RoomLog):
         if seq <= self._view.seq:
             return  # delivered again after the consumer was reset
         raw = msg.data
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            obj = {}
-        if seq != self._view.seq + 1 or obj.get("seq") != seq or obj.get("prev") != self._view.hash:
+        message = room_line(seq, raw)
+        if message is None:
+            self.chain_breaks += 1
+            log.error(
+                "the stream holds a message that is not a room line; /read skips it. Something "
+                "other than a hub published to the stream: run `bullpen audit`",
+                stream_seq=seq,
+                why=why_not_a_line(seq, raw),
+            )
+        elif seq != self._view.seq + 1 or message.prev != self._view.hash:
             self.chain_breaks += 1
             log.error(
                 "the stream does not chain here; run `bullpen audit`",
                 stream_seq=seq,
-                line_seq=obj.get("seq"),
+                line_seq=message.seq,
                 after=self._view.seq,
             )
-        line = _Line(seq, raw, obj)
+        line = _Line(seq, raw, message)
         self._cache.append(line)
         if line.thread is not None and line.thread in self._threads:
             self._threads[line.thread].append(seq)
@@ -276,9 +355,30 @@ class JetStreamLog(RoomLog):
             except Exception as exc:
                 log.warning("restarting the stream follower failed; trying again", error=str(exc))
 
+    async def _probe(self) -> None:
+        """Ask the stream now and then whether it answers, so /health can say when it does not."""
+        js = self.nc.jetstream(timeout=PROBE_TIMEOUT_S)
+        while not self._closing:
+            await asyncio.sleep(PROBE_EVERY_S)
+            if not self.nc.is_connected:
+                continue  # `unavailable` says so already
+            try:
+                await js.stream_info(self.settings.stream)
+            except Exception as exc:
+                trouble = nats_failure(exc, self.settings, "asking the stream for its state")
+                if self._stream_trouble is None:
+                    log.warning("the stream does not answer", error=trouble.message)
+                self._stream_trouble = trouble.message
+                continue
+            if self._stream_trouble is not None:
+                log.info("the stream answers again")
+            self._stream_trouble = None
+
     # -- appending -----------------------------------------------------------
 
     async def append(self, draft: Draft) -> Stored:
+        if self._fatal is not None:
+            raise self._fatal
         if self._closing or self._kick is None:
             raise DurabilityError("the room is closing; post again once the hub is back")
         loop = asyncio.get_running_loop()
@@ -297,7 +397,7 @@ class JetStreamLog(RoomLog):
     async def _writer(self) -> None:
         assert self._kick is not None
         tip = self._view
-        while True:
+        while self._fatal is None:
             await self._kick.wait()
             self._kick.clear()
             if not self._queue:
@@ -314,17 +414,43 @@ class JetStreamLog(RoomLog):
                 for pending in batch + self._queue:
                     if not pending.future.done():
                         pending.future.set_exception(
-                            DurabilityError("the hub is stopping; post again once it is back")
+                            DurabilityError(
+                                "the hub stopped before the NATS servers confirmed the post; it "
+                                "may or may not have been stored: read the room once a hub is "
+                                "back before posting again"
+                            )
                         )
                 raise
-            except Exception as exc:  # never leave a poster waiting on a dead writer
-                log.exception("appending to the stream failed")
-                for pending in batch:
-                    if not pending.future.done():
-                        pending.future.set_exception(
-                            DurabilityError(f"appending to the stream failed ({exc}); post again")
-                        )
-                tip = self._view
+            except Exception as exc:  # some of the batch may be published, or buffered to be
+                log.error("appending to the stream failed; stopping", exc_info=exc)
+                self._fail_stop(
+                    f"appending to the stream failed unexpectedly ({type(exc).__name__}: {exc})",
+                    batch,
+                )
+
+    def _fail_stop(self, why: str, batch: list[_Pending]) -> None:
+        """Stop for good: a post may be stored or not, and nothing held back may land later.
+
+        Drops what the NATS client still holds to send, answers every waiting
+        poster, and tells the hub (on_fatal), which stops serving and exits 70.
+        """
+        if self._fatal is not None:
+            return
+        self._fatal = DurabilityError(
+            f"{why}; it may or may not have been stored. The hub stopped accepting posts and "
+            "exits without sending anything it still held, so nothing lands later: once a hub "
+            "is back, read the room before posting again"
+        )
+        dropped = drop_unsent(self._nc) if self._nc is not None else 0
+        log.error("a post was not confirmed; stopping", why=why, unsent_bytes_dropped=dropped)
+        for pending in batch + self._queue:
+            if not pending.future.done():
+                pending.future.set_exception(self._fatal)
+        self._queue = []
+        if self._kick is not None:
+            self._kick.set()
+        if self.on_fatal is not None:
+            self.on_fatal(self._fatal)
 
     async def _store(self, batch: list[_Pending], tip: Head) -> Head:
         """Publish a batch until every line is stored (or out of time); return the new tip."""
@@ -333,9 +459,14 @@ class JetStreamLog(RoomLog):
         todo = batch
         delay = 0.05
         while todo:
-            todo = [p for p in todo if not self._expired(p)]
-            if not todo:
-                break
+            late = [p for p in todo if time.monotonic() >= p.deadline]
+            if late:
+                self._fail_stop(
+                    f"the NATS servers did not store the post within "
+                    f"{self.settings.append_deadline_s:g} s",
+                    todo,
+                )
+                return tip
             done, tip, trouble = await self._attempt(todo[: self.settings.pipeline], tip)
             for pending in done:
                 self._confirm_later(pending)
@@ -348,26 +479,17 @@ class JetStreamLog(RoomLog):
                 delay = 0.05
                 log.info("another hub took the next seq; re-stamping", lines=len(todo))
             else:
-                await asyncio.sleep(delay)
+                await asyncio.sleep(min(delay, _left(todo)))
                 delay = min(delay * 2, 1.0)
             try:
-                tip = await stream_tip(self.js, self.settings)
-            except Exception as exc:
-                log.warning("cannot read the stream's last line yet", error=str(exc))
-        return tip
-
-    def _expired(self, pending: _Pending) -> bool:
-        if time.monotonic() < pending.deadline:
-            return False
-        if not pending.future.done():
-            pending.future.set_exception(
-                DurabilityError(
-                    f"the NATS servers did not store the post within "
-                    f"{self.settings.append_deadline_s:g} s; it may or may not have been stored: "
-                    "read the room before posting again"
+                tip = await asyncio.wait_for(
+                    stream_tip(self.js, self.settings), min(API_TIMEOUT_S, _left(todo))
                 )
-            )
-        return True
+            except Exception as exc:
+                log.warning(
+                    "cannot read the stream's last line yet", error=str(exc) or type(exc).__name__
+                )
+        return tip
 
     async def _attempt(
         self, todo: list[_Pending], tip: Head
@@ -393,7 +515,9 @@ class JetStreamLog(RoomLog):
                 )
             )
         # asyncio.wait, not wait_for: a timeout must leave the answers that did come.
-        _, late = await asyncio.wait(futures, timeout=self.settings.publish_timeout_s)
+        _, late = await asyncio.wait(
+            futures, timeout=min(self.settings.publish_timeout_s, _left(todo))
+        )
         answers: list[Any] = [f.result() if f.done() else None for f in futures]
         if late:
             self._publisher.forget(list(late))
@@ -511,6 +635,8 @@ class JetStreamLog(RoomLog):
             for entry in self._cache:
                 if entry.seq > head:
                     break
+                if not entry.valid:
+                    continue  # logged when it arrived; `bullpen audit` reports it
                 if entry.seq > after and flt.matches(entry.sender, entry.to, entry.thread):
                     lines.append(entry.raw)
                     if len(lines) == limit:
@@ -528,8 +654,15 @@ class JetStreamLog(RoomLog):
         async for seq, raw in scan(self.js, self.settings, after + 1, head, subject):
             if needles and not all(n in raw for n in needles):
                 continue
-            obj = json.loads(raw)
-            if not flt.matches(obj.get("from", ""), obj.get("to", ""), obj.get("thread")):
+            message = room_line(seq, raw)
+            if message is None:
+                log.warning(
+                    "skipping a stream message that is not a room line",
+                    stream_seq=seq,
+                    why=why_not_a_line(seq, raw),
+                )
+                continue
+            if not flt.matches(message.from_, message.to, message.thread):
                 continue
             lines.append(raw)
             if len(lines) == limit:
@@ -542,9 +675,9 @@ class JetStreamLog(RoomLog):
         seqs = self._threads.get(thread)
         if seqs is None:
             found = await self._scan(0, 1 << 62, Filter(thread=thread), head)
-            seqs = [json.loads(raw)["seq"] for raw in found.lines]
+            seqs = [json.loads(raw)["seq"] for raw in found.lines]  # room lines: scan checked
             # Lines the follower added while the scan ran are in the cache.
-            seqs += [c.seq for c in self._cache if c.seq > head and c.thread == thread]
+            seqs += [c.seq for c in self._cache if c.seq > head and c.valid and c.thread == thread]
             self._threads[thread] = seqs
             while len(self._threads) > self.settings.thread_index_size:
                 self._threads.popitem(last=False)
@@ -553,13 +686,18 @@ class JetStreamLog(RoomLog):
         lines: list[bytes] = []
         for seq in [s for s in seqs if after < s <= head]:
             raw = await self._line_for(seq)
-            obj = json.loads(raw)
-            if not flt.matches(obj.get("from", ""), obj.get("to", ""), obj.get("thread")):
+            message = room_line(seq, raw)
+            if message is None or not flt.matches(message.from_, message.to, message.thread):
                 continue
             lines.append(raw)
             if len(lines) == limit:
                 return ReadResult(lines, seq)
         return ReadResult(lines, head)
+
+    async def line_at(self, seq: int) -> bytes | None:
+        if not 1 <= seq <= self._view.seq:
+            return None
+        return await self._line_for(seq)
 
     async def _line_for(self, seq: int) -> bytes:
         line = self._cached(seq)
@@ -577,14 +715,19 @@ class JetStreamLog(RoomLog):
                 await asyncio.wait_for(self._writer_task, self.settings.append_deadline_s + 5)
             except (TimeoutError, asyncio.CancelledError):
                 self._writer_task.cancel()
+                await asyncio.gather(self._writer_task, return_exceptions=True)
             self._writer_task = None
-        watchdog = getattr(self, "_watchdog", None)
-        if watchdog is not None:
-            watchdog.cancel()
-            await asyncio.gather(watchdog, return_exceptions=True)
+        for task in (getattr(self, "_watchdog", None), getattr(self, "_prober", None)):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self._nc is not None:
-            with contextlib.suppress(Exception):
-                await self._nc.drain()
+            if self._fatal is not None or not self._nc.is_connected:
+                # Whatever is still buffered was never confirmed to a poster: never send it.
+                drop_unsent(self._nc)
+            else:
+                with contextlib.suppress(Exception):
+                    await self._nc.drain()
             with contextlib.suppress(Exception):
                 await self._nc.close()
             self._nc = None

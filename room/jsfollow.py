@@ -15,6 +15,10 @@ given but had not finished comes again at once, and the lurker's dedupe —
 it collects its own replies after the point it resumes from — keeps a
 redelivered message from being answered twice. Idle, a follower holds one long-poll
 fetch open on the server: no polling loop.
+
+A message that is not a room line at its seq (published past the hub) is
+logged and skipped; it counts as done, so it is acknowledged with the lines
+around it and never stays pending on the consumer.
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ from nats.js.client import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from room.errors import LogError
-from room.jsstream import StreamSettings, connect
-from room.message import Message, parse_line
+from room.jsstream import StreamSettings, connect, room_line, why_not_a_line
+from room.message import Message
 from room.tail import Position
 
 log = structlog.get_logger("room.jsfollow")
@@ -69,6 +73,7 @@ class StreamFollower:
         self._batch = batch
         self._yielded = 0  # the highest seq handed to the lurker in this run
         self._unacked: list[tuple[int, Msg]] = []
+        self._skipped: set[int] = set()  # seqs not handed to the lurker: done once reached
         self._nc: NATS | None = None
 
     async def _bind(self) -> tuple[NATS, JetStreamContext.PullSubscription, int]:
@@ -147,12 +152,14 @@ class StreamFollower:
                     self._unacked.append((seq, msg))
                     if seq <= self._yielded:
                         continue  # redelivered while still being handled: never twice
-                    try:
-                        message = parse_line(msg.data)
-                    except ValueError as exc:
+                    message = room_line(seq, msg.data)
+                    if message is None:
                         log.error(
-                            "skipping a line that is not a room message", seq=seq, error=str(exc)
+                            "skipping a stream message that is not a room line; run `bullpen audit`",
+                            seq=seq,
+                            why=why_not_a_line(seq, msg.data),
                         )
+                        self._skipped.add(seq)
                         self._yielded = seq
                         continue
                     self._yielded = seq
@@ -168,16 +175,26 @@ class StreamFollower:
                     await self._nc.close()
 
     async def _ack(self) -> None:
-        """Acknowledge (ack-all) the last delivered line the lurker is done with."""
+        """Acknowledge (ack-all) the last delivered line the lurker is done with.
+
+        Done: at or before the lurker's progress, or skipped with nothing
+        before it still being handled.
+        """
         if not self._unacked:
             return
         safe = self._progress()
-        done = [item for item in self._unacked if item[0] <= safe]
-        if not done:
+        pending = sorted(self._unacked, key=lambda item: item[0])
+        count = 0
+        for seq, _ in pending:
+            if seq > safe and seq not in self._skipped:
+                break
+            count += 1
+        if not count:
             return
-        self._unacked = [item for item in self._unacked if item[0] > safe]
-        _, last = max(done, key=lambda item: item[0])
-        await last.ack()
+        last_seq, last = pending[count - 1]
+        await last.ack()  # ack-all: every line up to it; kept for the next try if this fails
+        self._unacked = [item for item in self._unacked if item[0] > last_seq]
+        self._skipped = {seq for seq in self._skipped if seq > last_seq}
 
     async def _ack_loop(self) -> None:
         """While lines are being handled, acknowledge each soon after its handler finishes."""

@@ -242,6 +242,9 @@ class JsonlLog(RoomLog):
     def failed(self) -> DurabilityError | None:
         return self._failed
 
+    def describe(self) -> dict[str, str]:
+        return {"room": str(self.path)}
+
     async def open(self) -> OpenReport:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _take_lock(self.path)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from room import strictjson
+from room.errors import DurabilityError
 from room.ids import rfc3339_ms
 from room.message import Post
 
@@ -138,5 +139,24 @@ class RoomLog(abc.ABC):
     @abc.abstractmethod
     def head(self) -> Head:
         """The last stored line's seq and hash."""
+
+    async def line_at(self, seq: int) -> bytes | None:
+        """The exact bytes stored at `seq` (None past the end), whatever they hold."""
+        found = await self.read(seq - 1, 1, Filter())
+        return found.lines[0] if found.lines else None
+
+    @property
+    def failed(self) -> DurabilityError | None:
+        """The failure that stopped this log for good (the hub exits on it), or None."""
+        return None
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why no line can be stored right now, while the log waits to recover; None when it can."""
+        return None
+
+    def describe(self) -> dict[str, str]:
+        """Where the room is, for the hub's start-up line."""
+        return {}
 
     on_fatal: Callable[[BaseException], None] | None = None

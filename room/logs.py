@@ -44,6 +44,18 @@ def _redact(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
     return {key: scrub(value) for key, value in event.items()}
 
 
+class _Stderr:
+    """sys.stderr as it is when a line is written, not as it was when logging was set up:
+    whoever replaces sys.stderr later (a test runner capturing it, a redirect) still gets
+    the lines, and a stream closed since then is never written to."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure(json: bool | None = None, level: str = "info") -> None:
     """Set up structlog for this process; call once, early, from the CLI."""
     use_json = (not sys.stderr.isatty()) if json is None else json
@@ -63,7 +75,7 @@ def configure(json: bool | None = None, level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, stream=_Stderr(), format="%(name)s: %(message)s")

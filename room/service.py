@@ -1,15 +1,19 @@
 """Running a hub: open the log, load the gate, bind both listeners, serve, close.
 
 Exit codes: 0 after a clean stop; 1 when the hub could not start (the room
-is locked, a port is taken, the room is corrupt); 70 when it stopped because
-the disk failed under it; 78 for a configuration error (systemd units do not
-restart on it).
+is locked, a port is taken, the room is corrupt, the NATS servers are not
+reachable or not ready yet: systemd and `bullpen up` start it again); 70 when
+it stopped because the room could not store a post (a failed fsync, a post
+the NATS servers did not confirm); 78 for a configuration error (systemd
+units do not restart on it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,11 +22,12 @@ import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from room import fileio, logs
+from room.chain import line_hash
 from room.errors import BullpenError, ConfigError, DurabilityError
 from room.hub import Hub, Listener, bind, serve
 from room.jsonl import JsonlLog
-from room.log import RoomLog
-from trust import checkpoint, keys
+from room.log import Filter, RoomLog
+from trust import checkpoint, hubkey
 from trust.gate import Gate
 from trust.nonces import NonceStore
 from trust.secretfiles import read_secret_text
@@ -97,16 +102,47 @@ class Checkpointer:
                 log.warning("could not write a checkpoint", error=str(exc), path=str(self.path))
 
 
-def _hub_key(trust: TrustTable) -> Ed25519PrivateKey:
-    """The hub's checkpoint key; made on first start if the home has none yet."""
-    if not trust.hub_key_file.exists() and not trust.hub_key_file.is_symlink():
-        key = keys.generate_private_key(trust.hub_key_file)
-        log.warning(
-            "made a new hub key; add its public half to trust.toml so audits can check checkpoints",
-            hub_public_key=keys.public_text(key),
-        )
-        return key
-    return keys.load_private_key(trust.hub_key_file)
+async def _keep_contradicted_checkpoint(
+    room_log: RoomLog, path: Path, key: Ed25519PrivateKey
+) -> str | None:
+    """Move aside a checkpoint the room contradicts (cut short or rewritten); say why.
+
+    The hub still starts: a tail torn at start-up may end below the last
+    checkpoint, and the room must stay usable. But the next checkpoint must
+    not overwrite the evidence, or the damaged room would audit clean; the
+    old one is kept beside the room for `bullpen audit --checkpoint`.
+    """
+    if not path.exists():
+        return None
+    problem = None
+    try:
+        mark = checkpoint.load(path, key.public_key())
+    except ConfigError as exc:
+        problem = exc.message
+    else:
+        head = room_log.head.seq
+        if mark.seq > head:
+            problem = (
+                f"the room ends at seq {head}, but the hub's last checkpoint recorded seq "
+                f"{mark.seq}: acknowledged lines were lost (a damaged disk, a cut) or the room "
+                "was replaced"
+            )
+        elif mark.seq:
+            found = await room_log.read(mark.seq - 1, 1, Filter())
+            if not found.lines or line_hash(found.lines[0]) != mark.head:
+                problem = (
+                    f"line {mark.seq} of the room is not the one the hub's last checkpoint "
+                    "recorded: the room was rewritten"
+                )
+    if problem is None:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    kept = path.with_name(f"{path.name}.contradicted-{stamp}")
+    os.replace(path, kept)
+    return (
+        f"{problem}. That checkpoint is kept as {kept}; check the room with "
+        f"`bullpen audit --checkpoint {kept}`, and restore it from a backup if lines are missing"
+    )
 
 
 def _say(text: str) -> None:
@@ -123,7 +159,7 @@ async def run_hub(settings: HubSettings) -> int:
             if settings.relaxed
             else None
         )
-        hub_key = _hub_key(trust)
+        hub_key = hubkey.load(trust)
     except ConfigError as exc:
         _say(f"bullpen hub: {exc.message}")
         return EXIT_CONFIG
@@ -138,6 +174,8 @@ async def run_hub(settings: HubSettings) -> int:
         report = await room_log.open()
     except BullpenError as exc:
         _say(f"bullpen hub: {exc.message}")
+        if isinstance(exc, ConfigError):
+            return EXIT_CONFIG
         return EXIT_DISK if isinstance(exc, DurabilityError) else EXIT_START
     try:
         nonces.open()
@@ -150,6 +188,10 @@ async def run_hub(settings: HubSettings) -> int:
         return EXIT_DISK
     for note in report.notes:
         _say(f"bullpen hub: {note}")
+    warning = await _keep_contradicted_checkpoint(room_log, checkpoint_file(settings.room), hub_key)
+    if warning:
+        log.warning("the room contradicts the last checkpoint", detail=warning)
+        _say(f"bullpen hub: WARNING: {warning}")
 
     try:
         listeners = [Listener("strict", bind(*settings.strict), relaxed=False)]
@@ -167,7 +209,7 @@ async def run_hub(settings: HubSettings) -> int:
 
     def ready() -> None:
         where = ", ".join(f"{item.name} {item.address}" for item in listeners)
-        log.info("hub listening", room=str(settings.room), seq=report.head.seq, listeners=where)
+        log.info("hub listening", **room_log.describe(), seq=report.head.seq, listeners=where)
 
     checkpointer = Checkpointer(settings.room, room_log, hub_key)
     ticker = asyncio.create_task(checkpointer.every(settings.checkpoint_interval_s))

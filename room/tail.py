@@ -116,7 +116,10 @@ class FileFollower:
                 message = parse_line(raw)
             except ValueError as exc:
                 log.error(
-                    "skipping a line that is not a room message", offset=start, error=str(exc)
+                    "skipping a line that is not a room message",
+                    seq=seq,
+                    offset=start,
+                    error=str(exc),
                 )
                 self._pos = Position(self._pos.seq, end)
                 continue
@@ -203,7 +206,16 @@ class HubFollower:
                     cursor_seq=self._seq,
                 )
             for obj in lines:
-                message = Message.model_validate(obj)
+                try:
+                    message = Message.model_validate(obj)
+                except ValueError as exc:  # a hub serves room lines only; never crash on one
+                    seq = obj.get("seq") if isinstance(obj, dict) else None
+                    log.warning(
+                        "skipping a line that is not a room message",
+                        seq=seq,
+                        error=str(exc).splitlines()[0],
+                    )
+                    continue
                 self._seq = max(self._seq, message.seq)
                 yield message, Position(message.seq)
             self._seq = max(self._seq, last)

@@ -81,7 +81,9 @@ class StreamNonces(NonceStore):
         delay = 0.05
         while True:
             try:
-                await self._kv.create(nonce, token)
+                # Bounded by the deadline, not the API's own (longer) timeout.
+                left = max(0.25, deadline - time.monotonic())
+                await asyncio.wait_for(self._kv.create(nonce, token), left)
                 return True
             except KeyWrongLastSequenceError:
                 try:

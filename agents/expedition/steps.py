@@ -139,7 +139,8 @@ async def gen_terms(message: Message, ctx: StepContext) -> Reply:
     reported as the seat's; a knowledge-base problem must be reported as one.
     """
     context = context_of(message)
-    load_index(Path(context["kb"]))
+    if context.get("kb"):  # step 0 puts it there; a hand-made context may not
+        load_index(Path(context["kb"]))
     guidance = config_of(ctx).guidance.get("termgen", "")
     anchors = anchor_words(
         context["keyword_primary"], context["title"], context.get("blaze_phrases") or []

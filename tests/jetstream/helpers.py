@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -13,7 +20,7 @@ from nats.aio.client import Client as NATS
 from nats.js.client import JetStreamContext
 
 from room.message import Post
-from tests.support import Society
+from tests.support import Society, bullpen_argv, wait_for
 from trust.proof import SecretSigner
 
 T = TypeVar("T")
@@ -57,3 +64,63 @@ def with_js(servers: list[str], action: Callable[[JetStreamContext], Awaitable[T
             await nc.close()
 
     return asyncio.run(run())
+
+
+@dataclass
+class Finished:
+    """One command run by `run_side_by_side`: its exit code, its stderr, and how long it took."""
+
+    code: int
+    stderr: str
+    seconds: float
+
+
+def run_side_by_side(
+    home: Path, commands: dict[str, list[str]], timeout: float
+) -> dict[str, Finished]:
+    """Run several `bullpen` commands at once; fail (after killing them) if any outlives `timeout`."""
+    started = time.monotonic()
+    logs = home / "side-by-side"
+    logs.mkdir(exist_ok=True)
+    running: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+    for name, args in commands.items():
+        out = logs / f"{name}.err"
+        with open(out, "wb") as err:
+            running[name] = (
+                subprocess.Popen(
+                    bullpen_argv(home, *args),
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                ),
+                out,
+            )
+    finished: dict[str, Finished] = {}
+    try:
+
+        def all_done() -> bool:
+            for name, (proc, out) in running.items():
+                if name not in finished and proc.poll() is not None:
+                    finished[name] = Finished(
+                        proc.returncode, out.read_text(errors="replace"), time.monotonic() - started
+                    )
+            return len(finished) == len(running)
+
+        wait_for(all_done, timeout, f"{sorted(set(running) - set(finished))} to exit")
+    finally:
+        for proc, _ in running.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    return finished
+
+
+def log_events(text: str) -> list[dict[str, Any]]:
+    """The JSON log lines in a process's output (other lines are skipped)."""
+    events = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                events.append(json.loads(line))
+    return events

@@ -58,9 +58,19 @@ class NatsNode:
     """One nats-server process; restartable on the same ports and store."""
 
     def __init__(
-        self, binary: str, root: Path, name: str, cluster: str | None, sync_always: bool
+        self,
+        binary: str,
+        root: Path,
+        name: str,
+        cluster: str | None,
+        sync_always: bool,
+        *,
+        jetstream: bool = True,
+        token: str | None = None,
     ) -> None:
         self.binary = binary
+        self.jetstream = jetstream
+        self.token = token
         self.name = name
         self.root = root / name
         self.root.mkdir(parents=True, exist_ok=True)
@@ -83,14 +93,19 @@ class NatsNode:
             f"server_name: {self.name}",
             f"listen: 127.0.0.1:{self.port}",
             f"http: 127.0.0.1:{self.monitor_port}",
-            "jetstream {",
-            f'  store_dir: "{self.root / "store"}"',
-            "  max_memory_store: 64MB",
-            "  max_file_store: 1GB",
         ]
-        if self.sync_always:
-            lines.append("  sync_interval: always")
-        lines.append("}")
+        if self.token:
+            lines.append(f'authorization {{ token: "{self.token}" }}')
+        if self.jetstream:
+            lines += [
+                "jetstream {",
+                f'  store_dir: "{self.root / "store"}"',
+                "  max_memory_store: 64MB",
+                "  max_file_store: 1GB",
+            ]
+            if self.sync_always:
+                lines.append("  sync_interval: always")
+            lines.append("}")
         if self.cluster:
             routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in self.routes)
             lines += [
@@ -149,13 +164,30 @@ class NatsNode:
 class NatsCluster:
     """One node, or several routed into one JetStream cluster, on loopback ports."""
 
-    def __init__(self, root: Path, size: int = 1, binary: str | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        size: int = 1,
+        binary: str | None = None,
+        *,
+        jetstream: bool = True,
+        token: str | None = None,
+    ) -> None:
         self.binary = binary or server_binary()
         self.version = server_version(self.binary)
         self.sync_always = syncs_always(self.version)
         cluster = f"bullpen-{os.getpid()}-{free_port()}" if size > 1 else None
         self.nodes = [
-            NatsNode(self.binary, root, f"n{i + 1}", cluster, self.sync_always) for i in range(size)
+            NatsNode(
+                self.binary,
+                root,
+                f"n{i + 1}",
+                cluster,
+                self.sync_always,
+                jetstream=jetstream,
+                token=token,
+            )
+            for i in range(size)
         ]
         for node in self.nodes:
             node.routes = [other.cluster_port for other in self.nodes if other is not node]

@@ -71,26 +71,36 @@ def test_import_audit_export_round_trip(tmp_path: Path, nats_server: Any) -> Non
     assert again.returncode == 1 and "another room" in again.stderr
 
 
-def test_import_refuses_a_broken_chain_and_publishes_nothing_after_it(
+def test_import_checks_the_whole_file_before_publishing_anything(
     tmp_path: Path, nats_server: Any
 ) -> None:
-    """An edited line stops the import at that line; the stream holds only what came before."""
+    """An edited line anywhere refuses the import up front: the stream gets no line at all."""
     society = Society(tmp_path / "home")
     society.start_hub()
     for n in range(12):
         post(society, "@echo", f"line {n}", kind="chat")
     society.stop_all()
     lines = society.room.read_bytes().split(b"\n")[:-1]
-    doctored = json.loads(lines[6])
-    doctored["body"] = "edited"
-    lines[6] = json.dumps(doctored, separators=(",", ":"), ensure_ascii=False).encode()
-    broken = tmp_path / "broken.jsonl"
-    broken.write_bytes(b"".join(line + b"\n" for line in lines))
-
     set_room_engine(society.root, nats_server.urls, "BROKEN", 1)
-    done = run_cli(society.root, "import", str(broken))
-    assert done.returncode == 1
-    assert "seq 8 does not follow seq 7" in done.stderr
-    exported = tmp_path / "what-landed.jsonl"
-    assert run_cli(society.root, "export", str(exported)).returncode == 0
-    assert exported.read_bytes().split(b"\n")[:-1] == lines[:7]
+    for where in (1, 6):  # seq 2 (the audit's case) and the middle
+        doctored = json.loads(lines[where])
+        doctored["body"] = "edited"
+        edited = list(lines)
+        edited[where] = json.dumps(doctored, separators=(",", ":"), ensure_ascii=False).encode()
+        broken = tmp_path / f"broken-{where}.jsonl"
+        broken.write_bytes(b"".join(line + b"\n" for line in edited))
+
+        done = run_cli(society.root, "import", str(broken))
+        assert done.returncode == 1, done.stderr
+        assert f"FAILED at seq {where + 1}" in done.stderr, done.stderr
+        assert "nothing was imported" in done.stderr
+        assert "Traceback" not in done.stderr
+        exported = tmp_path / f"what-landed-{where}.jsonl"
+        out = run_cli(society.root, "export", str(exported))
+        assert out.returncode == 1 and "there is no stream 'BROKEN'" in out.stderr, out.stderr
+        assert not exported.exists()
+
+    # The intact file still imports whole afterwards.
+    done = run_cli(society.root, "import", str(society.room))
+    assert done.returncode == 0, done.stderr
+    assert "imported 12 lines" in done.stderr
