@@ -59,6 +59,13 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _at_least_one(text: str) -> int:
+    value = _count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return value
+
+
 def _port(text: str) -> int:
     if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
@@ -132,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("read", "agents.commands:cmd_read", "print room lines as JSONL")
     p.add_argument("--after", type=_count, default=0, help="only lines after this seq")
     p.add_argument("--last", type=_count, help="only the last N lines")
-    p.add_argument("--limit", type=int, help="at most this many lines")
+    p.add_argument("--limit", type=_at_least_one, help="at most this many lines")
     _filters(p)
 
     p = add("tail", "agents.commands:cmd_tail", "follow the room as it grows")

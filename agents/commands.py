@@ -149,16 +149,10 @@ def _use_file(home: Home, args: argparse.Namespace) -> bool:
     return not args.hub and home.room_path.exists()
 
 
-def _at_least(value: int | None, low: int, option: str) -> None:
-    if value is not None and value < low:
-        raise UsageError(f"{option} must be {low} or more, got {value}")
-
-
 async def _read(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
     flt = _filter(args)
-    _at_least(args.limit, 1, "--limit")
     after = args.after
     if _use_file(home, args):
         if args.last is not None:

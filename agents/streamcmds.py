@@ -32,6 +32,7 @@ from agents.commands import load_checkpoint, report_audit
 from agents.home import Home
 from room.chain import GENESIS, line_hash
 from room.errors import ConfigError, LogError, RoomCorrupt, UsageError
+from room.fileio import fsync_dir
 from room.jsstream import (
     Publisher,
     StreamSettings,
@@ -57,14 +58,6 @@ def stream_settings(home: Home) -> StreamSettings:
             "(docs/scaling.md)"
         )
     return StreamSettings.from_options(room.engine_options(home.path))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 async def export_stream(
@@ -102,7 +95,7 @@ async def export_stream(
         finally:
             os.close(fd)
         os.replace(tmp, dest)
-        _fsync_dir(dest.parent)
+        fsync_dir(dest.parent)
         return count
     except (nats.errors.Error, TimeoutError) as exc:
         raise nats_failure(exc, settings, f"reading the stream {settings.stream!r}") from None

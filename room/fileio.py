@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 
 class FileIO:
@@ -72,3 +73,12 @@ def from_environment() -> FileIO:
             f"BULLPEN_FAULTS={spec!r} is not understood; use KIND@OP:N with KIND one of "
             "enospc, eio, short and OP one of write, fsync"
         ) from None
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in `path` durable: fsync the folder itself."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -139,7 +139,6 @@ class JetStreamLog(RoomLog):
         self._ids = IdClock()
         self._queue: list[_Pending] = []
         self._kick: asyncio.Event | None = None
-        self._appended: asyncio.Event | None = None
         self._writer_task: asyncio.Task[None] | None = None
         self._follower: Any = None
         self._cache: deque[_Line] = deque(maxlen=settings.cache_lines)
@@ -209,7 +208,6 @@ class JetStreamLog(RoomLog):
             self._publisher = Publisher(self._nc)
             await self._publisher.start()
             self._kick = asyncio.Event()
-            self._appended = asyncio.Event()
             last = info.state.last_seq
             await self._start_follower(max(1, last - self.settings.cache_lines + 1))
             await self._until_view(last, 30.0)
@@ -268,7 +266,11 @@ class JetStreamLog(RoomLog):
             self._view = Head(start - 1, line_hash(before.data or b""))
         else:
             self._view = Head(0, GENESIS)
-        self._follower = await self.js.subscribe(
+        self._follower = await self._subscribe_from(start)
+
+    async def _subscribe_from(self, start: int) -> Any:
+        """An ordered push consumer handing every line from `start` on to `_on_line`."""
+        return await self.js.subscribe(
             self.settings.subjects,
             stream=self.settings.stream,
             cb=self._on_line,
@@ -310,9 +312,7 @@ class JetStreamLog(RoomLog):
             for future in self._confirm.pop(waiting):
                 if not future.done():
                     future.set_result(None)
-        assert self._appended is not None
-        woken, self._appended = self._appended, asyncio.Event()
-        woken.set()
+        self._wake_readers()
 
     async def _until_view(self, seq: int, timeout: float) -> None:
         if self._view.seq >= seq:
@@ -342,15 +342,7 @@ class JetStreamLog(RoomLog):
             try:
                 with contextlib.suppress(Exception):
                     await self._follower.unsubscribe()
-                self._follower = await self.js.subscribe(
-                    self.settings.subjects,
-                    stream=self.settings.stream,
-                    cb=self._on_line,
-                    ordered_consumer=True,
-                    idle_heartbeat=1.0,
-                    deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
-                    config=api.ConsumerConfig(opt_start_seq=self._view.seq + 1),
-                )
+                self._follower = await self._subscribe_from(self._view.seq + 1)
                 self._last_view_change = time.monotonic()
             except Exception as exc:
                 log.warning("restarting the stream follower failed; trying again", error=str(exc))
@@ -613,16 +605,6 @@ class JetStreamLog(RoomLog):
         return None
 
     # -- reading ---------------------------------------------------------------
-
-    async def wait_for_lines(self, after: int, timeout: float) -> bool:
-        if self._view.seq > after:
-            return True
-        assert self._appended is not None
-        try:
-            await asyncio.wait_for(self._appended.wait(), timeout)
-        except TimeoutError:
-            return False
-        return self._view.seq > after
 
     async def read(self, after: int, limit: int, flt: Filter) -> ReadResult:
         head = self._view.seq

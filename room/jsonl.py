@@ -31,7 +31,7 @@ import structlog
 from room import pidlock
 from room.chain import GENESIS, line_hash
 from room.errors import DurabilityError, RoomCorrupt, RoomLocked
-from room.fileio import FileIO
+from room.fileio import FileIO, fsync_dir
 from room.ids import IdClock
 from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Stored, build_line
 from room.message import Message, parse_line
@@ -63,14 +63,6 @@ def _take_lock(room: Path) -> int:
         ) from None
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def move_aside(room: Path, fd: int, keep: int, size: int, why: str, io: FileIO) -> Path:
     """Copy bytes [keep, size) to a new side file, then cut the room back to `keep`."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -91,7 +83,7 @@ def move_aside(room: Path, fd: int, keep: int, size: int, why: str, io: FileIO) 
         os.fsync(side_fd)
     finally:
         os.close(side_fd)
-    _fsync_dir(room.parent)
+    fsync_dir(room.parent)
     io.truncate(fd, keep)
     io.fsync(fd)
     log.warning("room tail moved aside", side_file=str(side), bytes=size - keep, reason=why)
@@ -231,7 +223,6 @@ class JsonlLog(RoomLog):
         self._closing = False
         self._writer_task: asyncio.Task[None] | None = None
         self._kick: asyncio.Event | None = None
-        self._appended: asyncio.Event | None = None
         self._reader: RoomFile | None = None
 
     @property
@@ -265,7 +256,6 @@ class JsonlLog(RoomLog):
             raise
         self._reader = RoomFile(self.path)
         self._kick = asyncio.Event()
-        self._appended = asyncio.Event()
         self._writer_task = asyncio.create_task(self._writer(), name="room-writer")
         return OpenReport(self._head, notes)
 
@@ -345,9 +335,7 @@ class JsonlLog(RoomLog):
             self._cache.append(_Cached(line))
             if line.thread is not None and line.thread in self._threads:
                 self._threads[line.thread].append(line.seq)
-        assert self._appended is not None
-        woken, self._appended = self._appended, asyncio.Event()
-        woken.set()
+        self._wake_readers()
 
     def _fail(self, exc: BaseException, batch: list[tuple[Draft, asyncio.Future[Stored]]]) -> None:
         try:
@@ -385,16 +373,6 @@ class JsonlLog(RoomLog):
         self._queue = []
         if self.on_fatal is not None:
             self.on_fatal(self._failed)
-
-    async def wait_for_lines(self, after: int, timeout: float) -> bool:
-        if self._head.seq > after:
-            return True
-        assert self._appended is not None
-        try:
-            await asyncio.wait_for(self._appended.wait(), timeout)
-        except TimeoutError:
-            return False
-        return self._head.seq > after
 
     async def read(self, after: int, limit: int, flt: Filter) -> ReadResult:
         head, end = self._head.seq, self._size

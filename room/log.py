@@ -10,6 +10,7 @@ the same interface without the hub or the gate changing.
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -127,9 +128,25 @@ class RoomLog(abc.ABC):
     async def read(self, after: int, limit: int, flt: Filter) -> ReadResult:
         """Lines with seq > after that match, at most `limit` of them."""
 
-    @abc.abstractmethod
+    _appended: asyncio.Event | None = None  # set, then replaced, each time lines are stored
+
+    def _wake_readers(self) -> None:
+        """Lines were stored: wake every `wait_for_lines` (an engine calls this)."""
+        woken, self._appended = self._appended, asyncio.Event()
+        if woken is not None:
+            woken.set()
+
     async def wait_for_lines(self, after: int, timeout: float) -> bool:
         """Wait until the room holds a line beyond `after`; False on timeout."""
+        if self.head.seq > after:
+            return True
+        if self._appended is None:
+            self._appended = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._appended.wait(), timeout)
+        except TimeoutError:
+            return False
+        return self.head.seq > after
 
     @abc.abstractmethod
     async def close(self) -> None:

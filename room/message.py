@@ -287,7 +287,6 @@ def check_stored(raw: bytes) -> Message:
     if not isinstance(obj, dict):
         raise ValueError("a room line must be a JSON object")
     try:
-        _AuditedLine.model_validate(obj)
+        return _AuditedLine.model_validate(obj)  # a Message, validated once
     except ValidationError as exc:
         raise ValueError(_explain(exc)) from None
-    return Message.model_validate(obj)

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,16 +36,10 @@ ENGINES = ("jsonl", "jetstream")
 
 
 def _nats_or_skip(root: Path, size: int) -> Any:
-    """Start nats-server; skip when it is not installed, except in CI, which installs it."""
-    from tests.jetstream.servers import NatsCluster, NatsMissing
+    """A started nats-server cluster (tests/jetstream/servers.py says when it skips)."""
+    from tests.jetstream.servers import make_cluster
 
-    try:
-        cluster = NatsCluster(root, size)
-    except NatsMissing as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"{exc} (CI must install it: see .ci/run)")
-        pytest.skip(str(exc))
-    return cluster.start()
+    return make_cluster(root, size).start()
 
 
 @pytest.fixture(scope="session")

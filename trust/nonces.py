@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from room.errors import DurabilityError
+from room.fileio import fsync_dir
 
 COMPACT_BYTES = 4 * 1024 * 1024
 
@@ -66,11 +67,7 @@ class NonceStore:
         finally:
             os.close(fd)
         os.replace(tmp, self._journal)
-        folder = os.open(self._journal.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(folder)  # the rename itself must survive a power loss
-        finally:
-            os.close(folder)
+        fsync_dir(self._journal.parent)  # the rename itself must survive a power loss
         if self._fd is not None:
             os.close(self._fd)
         self._fd = os.open(self._journal, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)

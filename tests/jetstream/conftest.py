@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.jetstream.servers import NatsCluster, NatsMissing
+from tests.jetstream.servers import NatsCluster, make_cluster
 
 
 @pytest.fixture
@@ -18,12 +17,7 @@ def own_nats(tmp_path: Path) -> Iterator[Callable[..., NatsCluster]]:
     made: list[NatsCluster] = []
 
     def start(size: int = 1, *, wait: bool = True, **options: Any) -> NatsCluster:
-        try:
-            cluster = NatsCluster(tmp_path / f"nats-{len(made)}", size, **options)
-        except NatsMissing as exc:
-            if os.environ.get("CI"):
-                pytest.fail(f"{exc} (CI must install it: see .ci/run)")
-            pytest.skip(str(exc))
+        cluster = make_cluster(tmp_path / f"nats-{len(made)}", size, **options)
         made.append(cluster)
         if wait:
             cluster.start()

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support import free_port, wait_for
 
@@ -235,3 +236,16 @@ class NatsCluster:
 def settle(seconds: float) -> None:
     """A plain pause, only where a test must let time pass (never to wait for a condition)."""
     time.sleep(seconds)
+
+
+def make_cluster(
+    root: Path, size: int, *, jetstream: bool = True, token: str | None = None
+) -> NatsCluster:
+    """A cluster not yet started; the test skips when nats-server is not installed, except
+    in CI, which installs it (.ci/run) and so fails instead."""
+    try:
+        return NatsCluster(root, size, jetstream=jetstream, token=token)
+    except NatsMissing as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"{exc} (CI must install it: see .ci/run)")
+        pytest.skip(str(exc))

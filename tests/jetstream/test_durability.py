@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.jetstream.helpers import with_js
-from tests.jetstream.servers import NatsCluster, NatsMissing, settle
+from tests.jetstream.servers import NatsCluster, make_cluster, settle
 from tests.support import REPO, StreamSociety, wait_for
 from trust.audit import audit_file
 
@@ -30,14 +30,7 @@ POSTER = str(REPO / "tests" / "tools" / "poster.py")
 @pytest.fixture
 def cluster(tmp_path: Path) -> Any:
     """A 3-node cluster of its own: these tests kill its nodes."""
-    import os
-
-    try:
-        made = NatsCluster(tmp_path / "nats", 3)
-    except NatsMissing as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"{exc} (CI must install it: see .ci/run)")
-        pytest.skip(str(exc))
+    made = make_cluster(tmp_path / "nats", 3)
     made.start()
     try:
         yield made
