@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents.step import Reply, StepContext
+from agents.runtime.step import Reply, StepContext
 from room.message import Message
 
 

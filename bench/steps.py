@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from agents.step import Reply, StepContext
+from agents.runtime.step import Reply, StepContext
 from room.message import Message
 
 

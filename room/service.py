@@ -57,8 +57,8 @@ def build_log(settings: HubSettings) -> tuple[RoomLog, NonceStore]:
         room_log = JsonlLog(settings.room, before_sync=[nonces.flush], io=fileio.from_environment())
         return room_log, nonces
     if settings.engine == "jetstream":
-        from room.jetstream import JetStreamLog
-        from room.jsstream import StreamSettings
+        from room.jetstream.engine import JetStreamLog
+        from room.jetstream.stream import StreamSettings
         from trust.streamnonces import StreamNonces
 
         settings.room.parent.mkdir(parents=True, exist_ok=True)  # the checkpoint lives there

@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
+from agents.cli.init import InitOptions, init_home
 from agents.home import Home
-from agents.initialize import InitOptions, init_home
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -219,7 +219,7 @@ def add_nick(
     if privileged:
         text = text.rstrip("\n") + f'\n{nick} = "secret"\n'
     trust.write_text(text)
-    from agents.cursor import Cursor
+    from agents.runtime.cursor import Cursor
     from room.tail import Position
 
     Cursor(root / "state" / nick / "cursor").save(Position(0, 0))
@@ -297,7 +297,7 @@ class StreamSociety(Society):
         """The stream's lines, written to `<home>/stream-export.jsonl` now."""
         import asyncio
 
-        from agents.streamcmds import export_stream, stream_settings
+        from agents.cli.stream import export_stream, stream_settings
         from room.errors import LogError
 
         dest = self.root / "stream-export.jsonl"

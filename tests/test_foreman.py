@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agents.home import Home
-from agents.lurker import Lurker
+from agents.runtime.lurker import Lurker
 from room.message import Message
 from tests.support import Society, add_nick, wait_for
 from tests.test_lurker import replies_to, say

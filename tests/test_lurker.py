@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.wake import refusal, wake_set
+from agents.runtime.wake import refusal, wake_set
 from room.message import Message, Post
 from tests.support import Society, add_nick, run_cli, wait_for
 from trust.proof import SecretSigner

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agents import units
+from agents.cli import units
 from agents.home import Home
 from room.errors import ConfigError
 from tests.mcp.helpers import add_key_nick
@@ -134,7 +134,7 @@ def home_elsewhere(society: Society, root: Path, section: str = "", **paths: str
     real = society.home
     config = real.society
     if section:
-        changed = getattr(config, section).model_copy(update=paths)
+        changed = {**getattr(config, section), **paths}  # a pipeline's section is a table
         config = config.model_copy(update={section: changed})
     home = Home(root)
     home.society = config  # cached properties: an instance attribute is what they return

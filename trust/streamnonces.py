@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from nats.js.client import JetStreamContext
     from nats.js.kv import KeyValue
 
-    from room.jsstream import StreamSettings
+    from room.jetstream.stream import StreamSettings
 
 log = structlog.get_logger("trust.streamnonces")
 

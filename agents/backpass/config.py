@@ -72,18 +72,15 @@ class BackpassConfig(BaseModel):
     @classmethod
     def from_home(cls, home: Home) -> BackpassConfig:
         """The home's `[backpass]` section, checked; a ConfigError says what to fix."""
-        section: Any = home.society.backpass
-        if isinstance(section, BackpassConfig):
-            return section
         try:
-            return cls.model_validate(section or {})
+            return cls.model_validate(home.society.backpass)
         except ValidationError as exc:
             first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "backpass"
+            where = ".".join(("backpass", *(str(p) for p in first["loc"])))
             message = first["msg"].removeprefix("Value error, ")
             if first["type"] == "extra_forbidden":
                 message = "unknown key; the keys are listed in docs/backpass.md"
-            raise ConfigError(f"{home.society_file}: [backpass] {where}: {message}") from None
+            raise ConfigError(f"{home.society_file}: {where}: {message}") from None
 
     def run_params(self, home: Home, *, report_only: bool = False, **overrides: Any) -> RunParams:
         """This configuration with `overrides` (None ones ignored) and every path absolute."""

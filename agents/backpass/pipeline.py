@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from agents.backpass.config import RunParams
 from agents.backpass.funnel import Funnel, counted
-from agents.pipeline import Action, Ask, Report, Run
+from agents.foreman.pipeline import Action, Ask, Report, Run
 from room.message import Message
 
 __all__ = ["NICKS", "Backpass"]

@@ -27,7 +27,7 @@ from pathlib import Path
 from agents.backpass.fill import TemplateError, fill, missing, placeholders
 from agents.backpass.ledger import Entry
 from agents.backpass.memory import Bullet
-from agents.step import JudgmentRequest
+from agents.runtime.step import JudgmentRequest
 from room.errors import StepFailed
 
 __all__ = [

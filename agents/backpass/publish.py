@@ -48,7 +48,7 @@ from agents.backpass.memory import Bullet, apply_edits, bullets
 from agents.backpass.prompts import load_template, synthesis_request
 from agents.backpass.schemas import Edit, bind_synthesis
 from agents.backpass.traces import StateFileError, check_state, update_state
-from agents.step import Reply, StepContext
+from agents.runtime.step import Reply, StepContext
 from room.errors import SeatError, StepFailed
 
 __all__ = ["commit_message", "pr_body", "synthesize_and_publish"]

@@ -41,7 +41,7 @@ from agents.backpass.traces import (
     scan,
 )
 from agents.backpass.traces import sha256_bytes as sha256
-from agents.step import Reply, StepContext
+from agents.runtime.step import Reply, StepContext
 from room.errors import SeatError, StepFailed
 from room.message import Message
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.expedition.pipeline import DIG_REPORT, STEP_NUMBERS
 from agents.expedition.report import counted
-from agents.pipeline import KEY
+from agents.foreman.pipeline import KEY
 from room.message import Message, bare
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ third-person digest gate looks for. Paths are relative to the home.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -62,19 +62,22 @@ class ExpeditionConfig(BaseModel):
         return self
 
     @classmethod
+    def of(cls, home: Home) -> ExpeditionConfig:
+        """The home's `[expedition]` section as typed settings; a ConfigError says what to fix."""
+        try:
+            return cls.model_validate(home.society.expedition)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(("expedition", *(str(p) for p in first["loc"])))
+            message = first["msg"].removeprefix("Value error, ")
+            if first["type"] == "extra_forbidden":
+                message = "unknown key; check its spelling against docs/expedition.md"
+            raise ConfigError(f"{home.society_file}: {where}: {message}") from None
+
+    @classmethod
     def from_home(cls, home: Home) -> ExpeditionConfig:
-        """The home's `[expedition]` section, checked; a ConfigError says what to fix."""
-        section: Any = home.society.expedition
-        if isinstance(section, ExpeditionConfig):
-            config = section
-        else:
-            try:
-                config = cls.model_validate(section or {})
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "expedition"
-                message = first["msg"].removeprefix("Value error, ")
-                raise ConfigError(f"{home.society_file}: [expedition] {where}: {message}") from None
+        """The section, checked for running an expedition: it must name the operator."""
+        config = cls.of(home)
         if not config.operator_names:
             raise ConfigError(
                 f"{home.society_file}: [expedition] operator_names is empty; list how the "

@@ -33,7 +33,7 @@ from agents.expedition.brief import (
 from agents.expedition.config import ExpeditionConfig
 from agents.expedition.kb import read_document
 from agents.expedition.steps import config_of, context_of, data_of, read_blaze_step
-from agents.step import Reply, StepContext
+from agents.runtime.step import Reply, StepContext
 from room.errors import StepFailed
 from room.message import Message
 

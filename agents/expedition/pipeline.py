@@ -22,7 +22,7 @@ from agents.expedition.context import with_redirects
 from agents.expedition.report import Decision, Dig, is_dropped, parse_answer, unknown_drops
 from agents.expedition.scoring import batches, merge
 from agents.expedition.scotoma import chosen, top_rows
-from agents.pipeline import Action, Ask, Report, Run
+from agents.foreman.pipeline import Action, Ask, Report, Run
 from room.message import Message
 
 STEP_NUMBERS = {
@@ -86,7 +86,7 @@ def _flags(*datas: dict[str, Any]) -> list[str]:
 
 
 class Expedition:
-    """The corpus expedition pipeline (the Pipeline protocol of agents.pipeline)."""
+    """The corpus expedition pipeline (the Pipeline protocol of agents.foreman.pipeline)."""
 
     name = "expedition"
 

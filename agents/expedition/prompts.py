@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agents.expedition.terms import MAX_TERMS, MIN_FANOUT, MIN_TERMS
-from agents.step import JudgmentRequest
+from agents.runtime.step import JudgmentRequest
 
 RETURN_JSON = "Return ONLY valid JSON matching this schema. No prose, no markdown fences."
 

@@ -32,7 +32,7 @@ from agents.expedition.retrieve import retrieve
 from agents.expedition.scoring import scores_schema
 from agents.expedition.scotoma import scotoma_schema
 from agents.expedition.terms import TermsAnswer, anchor_words, check_terms, settle, shares_word
-from agents.step import Judgment, JudgmentRequest, Reply, StepContext
+from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
 from room.errors import SeatError, StepFailed
 from room.message import Message
 

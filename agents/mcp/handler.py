@@ -43,15 +43,16 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from agents.handlers import Failure, Handler, Outbox, Outcome, kill_group
 from agents.mcp.check import agent_argv
+from agents.runtime.outcome import Failure, Handler, Outbox, Outcome
+from agents.runtime.procgroup import kill_group
 from room.errors import BullpenError, ConfigError, HubUnavailable, StepFailed
 from room.message import Message
 
 if TYPE_CHECKING:
     from agents.config import NickConfig
     from agents.home import Home
-    from agents.step import StepContext
+    from agents.runtime.step import StepContext
 
 log = structlog.get_logger("agents.mcp.handler")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 from typing import ClassVar
 
-from agents.step import JudgmentRequest
+from agents.seats.request import JudgmentRequest
 from room.errors import SeatError
 
 

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, ClassVar
 import structlog
 
 from agents.seats.base import Seat
-from agents.step import JudgmentRequest
+from agents.seats.request import JudgmentRequest
 
 if TYPE_CHECKING:
-    from agents.seats.registry import CmdSeatConfig
+    from agents.seats.tables import CmdSeatConfig
 
 log = structlog.get_logger("agents.seats")
 

@@ -23,7 +23,7 @@ import structlog
 from agents.seats.base import Seat
 from agents.seats.jsonanswer import AnswerRejected, validate_answer
 from agents.seats.registry import SeatRegistry
-from agents.step import AnswerT, Judge, Judgment, JudgmentRequest
+from agents.seats.request import AnswerT, Judge, Judgment, JudgmentRequest
 from room.errors import ConfigError, SeatError
 
 __all__ = ["ATTEMPTS_PER_SEAT", "SeatJudge", "make_judge", "retry_prompt"]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from agents.seats.base import Seat
-from agents.step import JudgmentRequest
+from agents.seats.request import JudgmentRequest
 
 __all__ = ["LocalAnswer", "LocalSeat", "local_answers", "register_local", "unregister_local"]
 

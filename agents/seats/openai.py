@@ -23,12 +23,12 @@ import httpx
 import structlog
 
 from agents.seats.base import Seat
-from agents.step import JudgmentRequest
+from agents.seats.request import JudgmentRequest
 from room.errors import SeatError
 from room.logs import register_secret
 
 if TYPE_CHECKING:
-    from agents.seats.registry import OpenAISeatConfig
+    from agents.seats.tables import OpenAISeatConfig
 
 log = structlog.get_logger("agents.seats")
 

@@ -1,6 +1,6 @@
 """Helpers for the backpass tests: real git repositories in tmp dirs, a fake judge, a tiny foreman.
 
-The foreman here is a test double of the runtime's contract (agents/pipeline.py):
+The foreman here is a test double of the runtime's contract (agents/foreman/pipeline.py):
 it rebuilds a Run from the thread on every turn, posts the keys not yet posted
 while at most `in_flight_limit` asks await replies, and hands each ask to its
 step function, posting a FAILED reply when the step raises StepFailed.
@@ -25,9 +25,9 @@ from agents.backpass import steps
 from agents.backpass.config import BackpassConfig, RunParams
 from agents.backpass.local import LOCAL_ANSWERS
 from agents.backpass.pipeline import Backpass
+from agents.foreman.pipeline import Ask, Report, Run
 from agents.home import Home
-from agents.pipeline import Ask, Report, Run
-from agents.step import Judge, Judgment, JudgmentRequest, StepContext
+from agents.runtime.step import Judge, Judgment, JudgmentRequest, StepContext
 from room.errors import SeatError, StepFailed
 from room.message import Message
 

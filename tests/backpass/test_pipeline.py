@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.backpass.pipeline import Backpass
-from agents.pipeline import Ask, Report
+from agents.foreman.pipeline import Ask, Report
 from room.message import Message
 from tests.backpass.helpers import START_EPOCH, Thread
 

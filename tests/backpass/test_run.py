@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.backpass.ledger import open_entries, parse
-from agents.step import JudgmentRequest
+from agents.runtime.step import JudgmentRequest
 from tests.backpass.helpers import (
     DAY,
     BackpassHome,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agents.backpass import steps
-from agents.step import JudgmentRequest, StepContext
+from agents.runtime.step import JudgmentRequest, StepContext
 from room.errors import StepFailed
 from room.message import MAX_DATA_BYTES, Message
 from tests.backpass.helpers import START_TS, BackpassHome, FakeJudge, drive, git, local_script

@@ -8,7 +8,7 @@ from __future__ import annotations
 import configparser
 from pathlib import Path
 
-from agents import units
+from agents.cli import units
 from tests.support import Society
 
 

@@ -19,9 +19,9 @@ from typing import Any
 from agents.expedition import late_steps, steps
 from agents.expedition.local import LOCAL_ANSWERS
 from agents.expedition.pipeline import Expedition
+from agents.foreman.pipeline import KEY, Ask, Report, Run
 from agents.home import Home
-from agents.pipeline import KEY, Ask, Report, Run
-from agents.step import AnswerT, Judgment, JudgmentRequest, Reply, StepContext
+from agents.runtime.step import AnswerT, Judgment, JudgmentRequest, Reply, StepContext
 from room.client import RoomClient
 from room.errors import StepFailed
 from room.message import Message

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.expedition.pipeline import Expedition
-from agents.pipeline import Ask, Report
+from agents.foreman.pipeline import Ask, Report
 from room.message import Message
 from tests.expedition.sim import Sim, write_home
 

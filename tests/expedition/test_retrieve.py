@@ -7,7 +7,7 @@ import pytest
 from agents.expedition.kb import IndexRow
 from agents.expedition.retrieve import matched_terms, retrieve, structural_match
 from agents.expedition.steps import retrieve_candidates
-from agents.step import Reply
+from agents.runtime.step import Reply
 from room.errors import StepFailed
 from tests.expedition.conftest import MakeKb
 from tests.expedition.sim import ask, step_context, write_home

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from agents.step import JudgmentRequest, Reply, StepContext
+from agents.runtime.step import JudgmentRequest, Reply, StepContext
 from room.message import Message
 
 

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from room.client import RoomClient
-from room.jsfollow import consumer_name
+from room.jetstream.follow import consumer_name
 from room.log import Draft, build_line
 from room.message import parse_line, parse_request_obj
 from room.tail import HubFollower, Position

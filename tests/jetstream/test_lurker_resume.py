@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from room.jsfollow import consumer_name
+from room.jetstream.follow import consumer_name
 from tests.jetstream.helpers import post, read, with_js
 from tests.support import StreamSociety, add_nick, wait_for
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from nats.js.errors import ServiceUnavailableError
 
-from room.jsstream import sync_warning
+from room.jetstream.stream import sync_warning
 from tests.jetstream.helpers import Finished, log_events, run_side_by_side, with_js
 from tests.jetstream.servers import NatsCluster
 from tests.support import Society, StreamSociety, free_port, set_room_engine, wait_for

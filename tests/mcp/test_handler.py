@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from agents.config import NickConfig
-from agents.handlers import Failure, Outbox
 from agents.home import Home
 from agents.mcp.handler import (
     McpAgentHandler,
@@ -25,7 +24,8 @@ from agents.mcp.handler import (
     fill,
     render_prompt,
 )
-from agents.step import StepContext
+from agents.runtime.outcome import Failure, Outbox
+from agents.runtime.step import StepContext
 from room.message import Message
 from tests.mcp.helpers import AGENT, ask
 from tests.support import Society, add_nick, wait_for

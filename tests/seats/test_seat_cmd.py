@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from agents.runtime.step import JudgmentRequest
 from agents.seats import CmdSeat, CmdSeatConfig
-from agents.step import JudgmentRequest
 from room.errors import SeatError
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ import pytest
 import structlog
 from pydantic import BaseModel, Field
 
+from agents.runtime.step import Judgment, JudgmentRequest, StepContext
 from agents.seats import Seat, SeatRegistry, build_seats, make_judge
-from agents.step import Judgment, JudgmentRequest, StepContext
 from room.errors import ConfigError, SeatError, StepFailed
 
 if TYPE_CHECKING:
@@ -256,7 +256,7 @@ class TestDocumentedFlag:
     def test_docs_show_the_flag_a_failing_step_posts(self, tmp_path: Path) -> None:
         """docs/seats.md's failure example has the form the termgen lurker really posts."""
         from agents.expedition.steps import gen_terms
-        from agents.lurker import failure_body
+        from agents.runtime.lurker import failure_body
         from tests.expedition.sim import ask, write_home
 
         registry = SeatRegistry(

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from agents.runtime.step import JudgmentRequest
 from agents.seats import LocalSeat, local_answers, register_local, unregister_local
-from agents.step import JudgmentRequest
 from room.errors import SeatError
 
 Register = Callable[[str, Callable[[dict[str, Any]], dict[str, Any]]], None]

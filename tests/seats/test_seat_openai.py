@@ -13,8 +13,8 @@ import pytest
 import structlog
 from pydantic import BaseModel
 
+from agents.runtime.step import JudgmentRequest
 from agents.seats import OpenAISeat, OpenAISeatConfig, build_seats, make_judge
-from agents.step import JudgmentRequest
 from room.errors import SeatError
 
 if TYPE_CHECKING:

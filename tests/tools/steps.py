@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from agents.step import Reply, StepContext, StepFailed
+from agents.runtime.step import Reply, StepContext, StepFailed
 from room.message import Message
 
 

@@ -29,7 +29,7 @@ from room.reader import RoomFile, seq_of
 
 EXIT_CONFIG = 78
 STOP_GRACE_S = 10.0
-HUB_START_S = 40.0  # above the hub's own 30 s wait for NATS (room/jsstream.py)
+HUB_START_S = 40.0  # above the hub's own 30 s wait for NATS (room/jetstream/stream.py)
 STABLE_S = 30.0
 
 

@@ -1,8 +1,8 @@
 """The room's stream on NATS: its settings, the connection, the stream itself, reading it.
 
-Shared by the hub's log (room/jetstream.py), the lurkers' durable consumers
-(room/jsfollow.py), the nonce store (trust/streamnonces.py) and the
-export/import commands (agents/streamcmds.py).
+Shared by the hub's log (room/jetstream/engine.py), the lurkers' durable consumers
+(room/jetstream/follow.py), the nonce store (trust/streamnonces.py) and the
+export/import commands (agents/cli/stream.py).
 
 What NATS raises becomes a bullpen error here (`nats_failure`), once, for
 every caller: a ConfigError (exit 78) when only a person can fix it — no
@@ -36,7 +36,7 @@ from room.errors import BullpenError, ConfigError, LogError
 from room.log import Head
 from room.message import Message, parse_line
 
-log = structlog.get_logger("room.jsstream")
+log = structlog.get_logger("room.jetstream.stream")
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _PREFIX = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")

@@ -7,17 +7,20 @@ home is never touched.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
+import sys
 import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.config import parse_address
-from agents.cursor import Cursor
+from agents.home import Home
 from agents.packaged import defaults
-from room.errors import ConfigError
+from agents.runtime.cursor import Cursor
+from room.errors import ConfigError, UsageError
 from room.message import check_nick
 from room.tail import Position
 from trust import keys
@@ -160,3 +163,23 @@ def _lay_down(home: Path, options: InitOptions) -> None:
 
         _copy_tree("demo/kb", home / "kb")
         lay_down_demo(home)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    options = InitOptions(
+        operator=args.operator, strict=args.strict, relaxed=args.relaxed, demo=args.demo
+    )
+    if args.dir is None:  # `bullpen --home DIR init`, or BULLPEN_HOME, or the default
+        target = Home.at(args.home).root
+    elif args.home is not None and Path(args.home).expanduser().absolute() != (
+        Path(args.dir).expanduser().absolute()
+    ):
+        raise UsageError(
+            f"init was given two places: DIR {args.dir} and --home {args.home}; give one"
+        )
+    else:
+        target = Path(args.dir)
+    root = init_home(target, options)
+    print(f"bullpen home created at {root}", file=sys.stderr)
+    print(f"next: bullpen --home {root} up      (or: export BULLPEN_HOME={root})", file=sys.stderr)
+    return 0

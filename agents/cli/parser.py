@@ -1,9 +1,7 @@
-"""`bullpen`: parse the command line, call the command, turn errors into exit codes.
+"""The `bullpen` command line: every subcommand, its arguments, and where it runs.
 
-Library errors become CLI errors only here: a BullpenError prints its
-message (which says what to do) and exits 1, 2 for an argument the command
-cannot use (as argparse does), or 78 for configuration errors so that systemd
-units stop restarting on them.
+Each subcommand names its function as a `module:function` string that is
+imported only when it runs, so a lurker never pays for the hub's imports.
 """
 
 from __future__ import annotations
@@ -11,12 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
-import os
-import sys
-from collections.abc import Callable, Sequence
-
-from room import logs
-from room.errors import BullpenError, ConfigError, UsageError
+from collections.abc import Callable
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -105,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add(
         "init",
-        "agents.commands:cmd_init",
+        "agents.cli.init:cmd_init",
         "lay down a new home: config, trust table, secrets, room",
     )
     p.add_argument(
@@ -119,9 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--relaxed", default="127.0.0.1:8081", help="relaxed listener HOST:PORT")
     p.add_argument("--demo", action="store_true", help="add the sample knowledge base and memory")
 
-    add("hub", "agents.commands:cmd_hub", "run the hub: the room's only writer, on both listeners")
+    add("hub", "agents.cli.room:cmd_hub", "run the hub: the room's only writer, on both listeners")
 
-    p = add("say", "agents.commands:cmd_say", "post to the room and print the stored line")
+    p = add("say", "agents.cli.room:cmd_say", "post to the room and print the stored line")
     p.add_argument("to", help="the addressee, @nick or nick")
     p.add_argument("body", help="the text of the post")
     p.add_argument("--as", dest="as_nick", help="post as this nick (default: the operator)")
@@ -136,20 +129,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thread", help="the run this post belongs to")
     p.add_argument("--relaxed", action="store_true", help="post through the relaxed listener")
 
-    p = add("read", "agents.commands:cmd_read", "print room lines as JSONL")
+    p = add("read", "agents.cli.room:cmd_read", "print room lines as JSONL")
     p.add_argument("--after", type=_count, default=0, help="only lines after this seq")
     p.add_argument("--last", type=_count, help="only the last N lines")
     p.add_argument("--limit", type=_at_least_one, help="at most this many lines")
     _filters(p)
 
-    p = add("tail", "agents.commands:cmd_tail", "follow the room as it grows")
+    p = add("tail", "agents.cli.room:cmd_tail", "follow the room as it grows")
     p.add_argument("--after", type=_count, help="start after this seq (default: the last 10 lines)")
     p.add_argument("--last", type=_count, default=10, help="show this many earlier lines first")
     p.add_argument("--json", action="store_true", help="print JSONL instead of readable lines")
     _filters(p)
 
     p = add(
-        "audit", "agents.commands:cmd_audit", "check a room's lines, seqs, chain and signatures"
+        "audit", "agents.cli.room:cmd_audit", "check a room's lines, seqs, chain and signatures"
     )
     p.add_argument("path", nargs="?", help="a room.jsonl (default: this home's room)")
     p.add_argument("--checkpoint", help="a signed checkpoint file to check the room against")
@@ -157,24 +150,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add(
         "export",
-        "agents.streamcmds:cmd_export",
+        "agents.cli.stream:cmd_export",
         "write this home's JetStream room to a room.jsonl file (exact line bytes)",
     )
     p.add_argument("file", help="the file to write (must not exist)")
 
     p = add(
         "import",
-        "agents.streamcmds:cmd_import",
+        "agents.cli.stream:cmd_import",
         "move a room.jsonl into this home's (empty) JetStream stream, checking seq and chain",
     )
     p.add_argument("file", help="the room.jsonl to import")
 
-    p = add("keys", "agents.commands:cmd_keys", "make or show a nick's own Ed25519 key")
+    p = add("keys", "agents.cli.room:cmd_keys", "make or show a nick's own Ed25519 key")
     p.add_argument("action", choices=["new", "show"])
     p.add_argument("nick")
 
     p = add(
-        "lurk", "agents.lurker:cmd_lurk", "run one nick's lurker: wake on what is addressed to it"
+        "lurk",
+        "agents.runtime.lurker:cmd_lurk",
+        "run one nick's lurker: wake on what is addressed to it",
     )
     p.add_argument("nick")
 
@@ -205,10 +200,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the home's relaxed token file)",
     )
 
-    p = add("up", "agents.up:cmd_up", "start the hub and every lurker of this home, until Ctrl-C")
+    p = add(
+        "up",
+        "agents.runtime.up:cmd_up",
+        "start the hub and every lurker of this home, until Ctrl-C",
+    )
     p.add_argument("--no-hub", action="store_true", help="start only the lurkers")
 
-    p = add("units", "agents.units:cmd_units", "render the systemd user units for this home")
+    p = add("units", "agents.cli.units:cmd_units", "render the systemd user units for this home")
     p.add_argument("action", choices=["install"])
     p.add_argument(
         "--dir",
@@ -271,43 +270,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
     )
 
-    p = add("demo", "agents.demo:cmd_demo", "run the whole society once in a temporary home")
+    p = add("demo", "agents.cli.demo:cmd_demo", "run the whole society once in a temporary home")
     p.add_argument("--keep", action="store_true", help="keep the temporary home afterwards")
     return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not hasattr(args, "home"):
-        args.home = None
-    logs.configure(level=args.log_level)
-    func: Command = args.func
-    try:
-        return func(args)
-    except (ConfigError, UsageError) as exc:
-        print(f"bullpen: {exc.message}", file=sys.stderr)
-        return exc.exit_code
-    except BullpenError as exc:
-        print(f"bullpen: {exc.message}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:  # `bullpen read | head`: the reader left, which is fine
-        _silence_stdout()
-        return 0
-    except OSError as exc:  # a path that is a folder, unreadable, on a full disk …
-        where = f": {exc.filename}" if exc.filename else ""
-        print(f"bullpen: {exc.strerror or exc}{where}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so Python's exit-time flush does not fail again."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

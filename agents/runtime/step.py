@@ -15,11 +15,10 @@ the seat that answered.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
+from agents.seats.request import AnswerT, Judge, Judgment, JudgmentRequest
 from room.errors import StepFailed
 from room.message import Message
 
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from agents.home import Home
 
 __all__ = [
+    "AnswerT",
     "Judge",
     "Judgment",
     "JudgmentRequest",
@@ -36,8 +36,6 @@ __all__ = [
     "StepFailed",
 ]
 
-AnswerT = TypeVar("AnswerT", bound=BaseModel)
-
 
 @dataclass(frozen=True)
 class Reply:
@@ -45,53 +43,6 @@ class Reply:
 
     body: str
     data: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class JudgmentRequest:
-    """One bounded model call.
-
-    `prompt` is self-contained and its first line is `step: <step>`; remote
-    seats see only it. `payload` holds the same inputs as structured data,
-    for the built-in local seat, which computes its answer from them.
-    """
-
-    step: str
-    prompt: str
-    payload: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        first = self.prompt.split("\n", 1)[0].strip()
-        if first != f"step: {self.step}":
-            raise ValueError(f"a prompt's first line must be 'step: {self.step}', not {first!r}")
-
-
-@dataclass(frozen=True)
-class Judgment(Generic[AnswerT]):
-    """A validated answer and who gave it."""
-
-    answer: AnswerT
-    seat: str  # the [seats.<name>] table that answered
-    kind: str  # local, openai or cmd
-    role: str  # the role asked for
-    fallback_used: bool = False
-    attempts: int = 1
-
-    def provenance(self) -> dict[str, Any]:
-        """What a step's reply data says about the model call."""
-        return {
-            "seat": self.seat,
-            "seat_kind": self.kind,
-            "role": self.role,
-            "fallback_used": self.fallback_used,
-            "attempts": self.attempts,
-        }
-
-
-class Judge(Protocol):
-    async def __call__(
-        self, role: str, request: JudgmentRequest, schema: type[AnswerT]
-    ) -> Judgment[AnswerT]: ...
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The room commands a person uses: init, hub, say, read, tail, audit, keys.
+"""The room commands a person uses: hub, say, read, tail, audit, keys.
 
 Each takes parsed arguments and returns an exit code; the CLI module only
 parses and dispatches. Output that another program may read (stored lines,
@@ -14,49 +14,21 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agents.cli.auditing import err, load_checkpoint, report_audit
 from agents.config import parse_address
 from agents.home import Home
-from agents.initialize import InitOptions, init_home
 from room import render, strictjson
 from room.client import read_file
-from room.errors import BadPost, ConfigError, CursorAhead, PostRejected, UsageError
+from room.errors import BadPost, CursorAhead, PostRejected, UsageError
 from room.log import Filter
 from room.message import check_nick, normalize_to
 from room.reader import RoomFile
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
-from trust import checkpoint as checkpoints
 from trust import keys
-from trust.audit import AuditResult, audit_file
-from trust.checkpoint import Checkpoint
+from trust.audit import audit_file
 
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
     from room.service import HubSettings
-
-
-def err(text: str) -> None:
-    print(f"bullpen: {text}", file=sys.stderr, flush=True)
-
-
-def cmd_init(args: argparse.Namespace) -> int:
-    options = InitOptions(
-        operator=args.operator, strict=args.strict, relaxed=args.relaxed, demo=args.demo
-    )
-    if args.dir is None:  # `bullpen --home DIR init`, or BULLPEN_HOME, or the default
-        target = Home.at(args.home).root
-    elif args.home is not None and Path(args.home).expanduser().absolute() != (
-        Path(args.dir).expanduser().absolute()
-    ):
-        raise UsageError(
-            f"init was given two places: DIR {args.dir} and --home {args.home}; give one"
-        )
-    else:
-        target = Path(args.dir)
-    root = init_home(target, options)
-    print(f"bullpen home created at {root}", file=sys.stderr)
-    print(f"next: bullpen --home {root} up      (or: export BULLPEN_HOME={root})", file=sys.stderr)
-    return 0
 
 
 def hub_settings(home: Home) -> HubSettings:
@@ -237,7 +209,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     if args.path is None and home.society_file.exists() and home.society.room.engine == "jetstream":
-        from agents.streamcmds import cmd_audit_stream  # the room is a stream: audit that
+        from agents.cli.stream import cmd_audit_stream  # nats is imported only for a stream
 
         return cmd_audit_stream(args)
     path = Path(args.path) if args.path else None
@@ -270,32 +242,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if checkpoint is None:
             return 1
     return report_audit(audit_file(path, public_keys, checkpoint), checkpoint)
-
-
-def load_checkpoint(
-    path: Path, trusted: Ed25519PublicKey | None, *, given: bool
-) -> Checkpoint | None:
-    """The checkpoint to audit against; None (after saying why) when it cannot be trusted:
-    that is an audit failure (exit 1), while a --checkpoint path that is not there is a
-    usage error."""
-    if given and not path.exists():
-        raise UsageError(f"--checkpoint {path} does not exist; give the path of a checkpoint file")
-    try:
-        return checkpoints.load(path, trusted)
-    except ConfigError as exc:
-        err(f"FAILED: {exc.message}")
-        return None
-
-
-def report_audit(result: AuditResult, checkpoint: Checkpoint | None) -> int:
-    """`ok: N lines` (or the first bad seq) on stdout, the rest for people on stderr."""
-    if checkpoint is not None and result.ok:
-        print(f"checkpoint: seq {checkpoint.seq} matches", file=sys.stderr)
-    note = result.signature_note()
-    if note:
-        print(note, file=sys.stderr)
-    print(result.summary())
-    return 0 if result.ok else 1
 
 
 def cmd_keys(args: argparse.Namespace) -> int:

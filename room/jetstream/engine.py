@@ -5,7 +5,7 @@ distributed engine, not a home-made cluster. One stream holds the room, one
 message per line, and the stream sequence *is* the line's `seq`:
 
 - Subjects: `<prefix>.to.<nick>.<type>`, so a lurker's durable consumer can
-  take only what is addressed to it (room/jsfollow.py).
+  take only what is addressed to it (room/jetstream/follow.py).
 - Several hubs on several hosts may append. Each publishes with
   `Nats-Expected-Last-Sequence` (the line's seq - 1), one line in flight at
   a time, so a line lands only at the seq it was stamped with, right after
@@ -60,7 +60,7 @@ from nats.js.client import JetStreamContext
 from room.chain import GENESIS, line_hash
 from room.errors import DurabilityError, RoomCorrupt
 from room.ids import IdClock
-from room.jsstream import (
+from room.jetstream.stream import (
     API_TIMEOUT_S,
     WRONG_LAST_MSG_ID,
     WRONG_LAST_SEQUENCE,
@@ -79,7 +79,7 @@ from room.jsstream import (
 from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Stored, build_line
 from room.message import Message
 
-log = structlog.get_logger("room.jetstream")
+log = structlog.get_logger("room.jetstream.engine")
 
 # How long a stored post waits for this hub's view to show it before it is answered anyway.
 CONFIRM_WAIT_S = 5.0

@@ -1,7 +1,7 @@
 """`bullpen lurk NICK`: one nick's tail loop.
 
 It follows the room (the local file when it is here, else the hub), acts on
-a message only when all five wake rules hold (agents.wake), runs the nick's
+a message only when all five wake rules hold (agents.runtime.wake), runs the nick's
 handler, and posts the reply through the hub with its own proof. Its cursor
 is saved after each handled message; on restart it first collects the ids
 it already answered after that cursor, so a crash between replying and
@@ -24,12 +24,12 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from agents import handlers
-from agents.cursor import Cursor
-from agents.handlers import Failure, Outbox, Outcome, OutPost
 from agents.home import Home
-from agents.step import Judgment, JudgmentRequest, Reply, StepContext
-from agents.wake import is_ping, refusal, wake_set
+from agents.runtime import handlers
+from agents.runtime.cursor import Cursor
+from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost
+from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
+from agents.runtime.wake import is_ping, refusal, wake_set
 from room import logs, pidlock
 from room.client import RoomClient, read_file
 from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
@@ -65,7 +65,7 @@ class Lurker:
         self.handler = handlers.load(self.config)
         self.cursor = Cursor(self.state / "cursor")
         self.client: RoomClient = home.client(nick, relaxed=self.config.relaxed)
-        self.log = structlog.get_logger("agents.lurker").bind(nick=nick)
+        self.log = structlog.get_logger("agents.runtime.lurker").bind(nick=nick)
         self.answered: set[str] = set()
         self._stop = asyncio.Event()
         self._slots = asyncio.Semaphore(self.config.concurrency)
@@ -81,6 +81,7 @@ class Lurker:
             read_thread=self.read_thread,
             read_to=self.read_to,
         )
+        self.handler.prepare(self.ctx)
 
     # -- what steps may use -------------------------------------------------
 
@@ -262,8 +263,8 @@ class Lurker:
         while not self._stop.is_set():
             source: AsyncIterator[tuple[Message, Position]]
             if self.home.society.room.engine == "jetstream":
-                from room.jsfollow import StreamFollower
-                from room.jsstream import StreamSettings
+                from room.jetstream.follow import StreamFollower
+                from room.jetstream.stream import StreamSettings
 
                 room = self.home.society.room
                 source = StreamFollower(  # its durable consumer is the cursor (docs/scaling.md)

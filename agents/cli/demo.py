@@ -24,8 +24,8 @@ from pathlib import Path
 
 import httpx
 
+from agents.cli.init import InitOptions, init_home
 from agents.home import Home
-from agents.initialize import InitOptions, init_home
 from room import render
 from room.client import RoomClient, read_file
 from room.errors import HubUnavailable, Unauthorized

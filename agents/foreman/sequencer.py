@@ -18,18 +18,16 @@ from datetime import datetime
 
 import structlog
 
-from agents.backpass.pipeline import Backpass
-from agents.expedition.pipeline import Expedition
-from agents.handlers import Failure, Outbox, OutPost
-from agents.pipeline import KEY, Ask, Pipeline, Report, Run
-from agents.relay import Relay
-from agents.step import StepContext
-from agents.wake import is_ping
+from agents.foreman.pipeline import KEY, Ask, Report, Run
+from agents.foreman.registry import PipelineRegistry
+from agents.runtime.outcome import Failure, Outbox, OutPost
+from agents.runtime.step import StepContext
+from agents.runtime.wake import is_ping
+from room.errors import ConfigError
 from room.message import Message, bare
 
 log = structlog.get_logger("agents.foreman")
 
-PIPELINES: dict[str, Pipeline] = {p.name: p for p in (Expedition(), Backpass(), Relay())}
 OVERDUE_GRACE_S = 10.0
 RECENT_WINDOW = 10_000
 
@@ -49,6 +47,10 @@ def pipeline_name(start: Message) -> str:
     return start.body.split(maxsplit=1)[0].lower() if start.body.strip() else ""
 
 
+def _failed(key: str, reason: str) -> Report:
+    return Report(key, f"[FOREMAN FAILED — {reason}]", {"failed": True}, final=True)
+
+
 class Foreman:
     """The foreman as a lurker handler: `__call__` on a wake, `tick` on a timer."""
 
@@ -56,6 +58,20 @@ class Foreman:
         self._lock = asyncio.Lock()  # one wake at a time: keys are checked, then posted
         self._open: set[str] = set()
         self._bootstrapped = False
+        self._registry: PipelineRegistry | None = None
+
+    def prepare(self, ctx: StepContext) -> None:
+        """Load every registered pipeline when the lurker starts: a broken `[pipelines]` entry
+        stops the foreman at once, and a wake imports nothing (it opens no file)."""
+        registry = self.registry(ctx)
+        for name in registry.names():
+            registry.get(name)
+
+    def registry(self, ctx: StepContext) -> PipelineRegistry:
+        """The built-in pipelines and this home's `[pipelines]`, one registry per process."""
+        if self._registry is None:
+            self._registry = PipelineRegistry(ctx.home.society.pipelines)
+        return self._registry
 
     async def __call__(self, message: Message, ctx: StepContext) -> Outbox | Failure:
         if not message.thread:
@@ -75,16 +91,15 @@ class Foreman:
         if is_ping(run.start):  # the lurker answered it itself; it is no run
             return Outbox()
         name = pipeline_name(run.start)
-        pipeline = PIPELINES.get(name)
+        registry = self.registry(ctx)
+        try:
+            pipeline = registry.get(name)
+        except ConfigError as exc:
+            return Outbox(self._posts(run, [_failed("broken-pipeline", exc.message)], 0))
         if pipeline is None:
-            known = ", ".join(sorted(PIPELINES))
-            report = Report(
-                "unknown-pipeline",
-                f"[FOREMAN FAILED — unknown pipeline {name!r}; known: {known}]",
-                {"failed": True},
-                final=True,
-            )
-            return Outbox(self._posts(run, [report], 0))
+            known = ", ".join(registry.names())
+            reason = f"unknown pipeline {name!r}; known: {known}"
+            return Outbox(self._posts(run, [_failed("unknown-pipeline", reason)], 0))
         if run.finished:
             self._open.discard(run.thread)
             return Outbox()

@@ -36,11 +36,11 @@ from nats.js.client import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from room.errors import LogError
-from room.jsstream import StreamSettings, connect, room_line, why_not_a_line
+from room.jetstream.stream import StreamSettings, connect, room_line, why_not_a_line
 from room.message import Message
 from room.tail import Position
 
-log = structlog.get_logger("room.jsfollow")
+log = structlog.get_logger("room.jetstream.follow")
 
 
 def consumer_name(nick: str) -> str:

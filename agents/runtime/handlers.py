@@ -1,8 +1,9 @@
-"""What a lurker runs when woken: a Python step or an external command.
+"""The handler kinds a lurker can run when woken, and the table it finds them in.
 
-Either way the result is an Outcome: a Reply to post, an Outbox of several
-posts (the foreman's asks and reports), or a Failure the lurker posts as
-`[<nick> FAILED — reason]`. A handler that raises, exits non-zero, prints
+`handler` is a Python step (`module:function`), `command` an external
+program (the message on stdin, the reply on stdout), `mcp_agent` an
+MCP-speaking agent (agents/mcp/handler.py). A new kind is a loader added to
+KINDS and a key of NickConfig. A handler that raises, exits non-zero, prints
 nothing usable or overruns its timeout is a Failure: never silence.
 """
 
@@ -13,72 +14,22 @@ import importlib
 import inspect
 import json
 import os
-import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
 from agents.config import NickConfig
-from agents.step import Reply, StepContext
+from agents.runtime.outcome import Failure, Handler, Outcome, as_outcome
+from agents.runtime.procgroup import kill_group
+from agents.runtime.step import Reply, StepContext
 from room.errors import BullpenError, ConfigError
 from room.message import Message
 
-log = structlog.get_logger("agents.handlers")
+log = structlog.get_logger("agents.runtime.handlers")
 
 STDERR_TAIL = 2000
-
-
-@dataclass(frozen=True)
-class OutPost:
-    """One post a handler wants made, as its own nick."""
-
-    to: str
-    body: str
-    type: str = "ask"
-    data: dict[str, Any] | None = None
-    in_reply_to: str | None = None
-    thread: str | None = None
-
-
-@dataclass(frozen=True)
-class Outbox:
-    """Several posts instead of one reply: how the foreman speaks."""
-
-    posts: list[OutPost] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Failure:
-    reason: str
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-Outcome = Reply | Outbox | Failure
-
-
-def _as_outcome(value: Any) -> Outcome:
-    if isinstance(value, Reply | Outbox | Failure):
-        return value
-    if isinstance(value, str):
-        return Reply(value)
-    if isinstance(value, dict) and isinstance(value.get("body"), str):
-        data = value.get("data")
-        return Reply(value["body"], data if isinstance(data, dict) else None)
-    return Failure(f"the step returned {type(value).__name__}, not a Reply")
-
-
-class Handler:
-    """Runs one message through the nick's work, within its timeout."""
-
-    async def run(self, message: Message, ctx: StepContext, timeout: float) -> Outcome:
-        raise NotImplementedError
-
-    def tick(self) -> Callable[[StepContext], Any] | None:
-        """A periodic hook (the foreman's overdue check), if the handler has one."""
-        return None
 
 
 class PythonStep(Handler):
@@ -99,6 +50,11 @@ class PythonStep(Handler):
     def tick(self) -> Callable[[StepContext], Any] | None:
         return getattr(self.func, "tick", None)
 
+    def prepare(self, ctx: StepContext) -> None:
+        prepare = getattr(self.func, "prepare", None)
+        if callable(prepare):
+            prepare(ctx)
+
     async def run(self, message: Message, ctx: StepContext, timeout: float) -> Outcome:
         try:
             if inspect.iscoroutinefunction(self.func) or inspect.iscoroutinefunction(
@@ -116,7 +72,7 @@ class PythonStep(Handler):
         except Exception as exc:
             log.exception("step raised", target=self.target, message_id=message.id)
             return Failure(f"{type(exc).__name__}: {exc}")
-        return _as_outcome(result)
+        return as_outcome(result)
 
 
 def _in_daemon_thread(func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
@@ -192,32 +148,36 @@ class CommandHandler(Handler):
             except ValueError:
                 obj = None
             if isinstance(obj, dict) and isinstance(obj.get("body"), str):
-                return _as_outcome(obj)
+                return as_outcome(obj)
         if not text:
             return Failure(f"{self.argv[0]} printed nothing", {"stderr": stderr})
         return Reply(text)
 
 
-async def kill_group(proc: asyncio.subprocess.Process) -> None:
-    """Stop the program we started and everything it started, and reap it."""
-    for sig, grace in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            await asyncio.wait_for(proc.wait(), grace)
-            break
-        except TimeoutError:
-            continue
+# Each handler kind is a key of [nicks.NICK] and the loader that builds it. The runtime reads
+# this table only; a kind's module is imported by the nick that uses it.
+KINDS: dict[str, str] = {
+    "handler": "agents.runtime.handlers:python_step",
+    "command": "agents.runtime.handlers:command_handler",
+    "mcp_agent": "agents.mcp.handler:load",
+}
+
+
+def python_step(config: NickConfig) -> Handler:
+    assert config.handler is not None
+    return PythonStep(config.handler)
+
+
+def command_handler(config: NickConfig) -> Handler:
+    assert config.command is not None
+    return CommandHandler(config.command, config.env)
 
 
 def load(config: NickConfig) -> Handler:
-    if config.mcp_agent is not None:
-        from agents.mcp import handler as mcp_handler  # loaded only by nicks that use it
-
-        return mcp_handler.load(config)
-    if config.handler is not None:
-        return PythonStep(config.handler)
-    assert config.command is not None
-    return CommandHandler(config.command, config.env)
+    """The handler of the one kind this nick's table sets (NickConfig checks it is one)."""
+    for key, target in KINDS.items():
+        if getattr(config, key) is not None:
+            module, _, name = target.partition(":")
+            loader: Callable[[NickConfig], Handler] = getattr(importlib.import_module(module), name)
+            return loader(config)
+    raise ConfigError(f"a nick's table sets none of {', '.join(KINDS)}")

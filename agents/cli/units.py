@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agents.backpass.config import PATH_KEYS as BACKPASS_PATHS
+from agents.backpass.config import BackpassConfig
+from agents.cli.init import _fill
+from agents.expedition.config import ExpeditionConfig
 from agents.home import Home
-from agents.initialize import _fill
 from agents.packaged import unit_templates
 from room.errors import ConfigError
 
@@ -105,8 +107,9 @@ def touched_paths(home: Home) -> list[Path]:
     found += [trust.secret_file, trust.relaxed_token_file, trust.hub_key_file, trust.key_dir]
     if config.room.credentials:
         found.append(home.path(config.room.credentials))
-    found += [home.path(config.expedition.kb), home.path(config.expedition.briefs)]
-    found += [home.path(str(getattr(config.backpass, key))) for key in BACKPASS_PATHS]
+    expedition, backpass = ExpeditionConfig.of(home), BackpassConfig.from_home(home)
+    found += [home.path(expedition.kb), home.path(expedition.briefs)]
+    found += [home.path(str(getattr(backpass, key))) for key in BACKPASS_PATHS]
     unique: list[Path] = []
     for path in found:
         path = path.resolve()

@@ -10,7 +10,7 @@ the overdue report and resuming from the thread — with no model or files.
 
 from __future__ import annotations
 
-from agents.pipeline import Action, Ask, Report, Run
+from agents.foreman.pipeline import Action, Ask, Report, Run
 
 
 def _targets(run: Run) -> list[str]:

@@ -12,7 +12,7 @@ when the stream holds a prefix of the same room (its last line matches the
 file's line at that seq).
 
 NATS's own errors become ConfigError (exit 78) or LogError (exit 1) here,
-never a traceback (room/jsstream.py, nats_failure).
+never a traceback (room/jetstream/stream.py, nats_failure).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from pathlib import Path
 import nats.errors
 from nats.aio.client import Client as NATS
 
-from agents.commands import load_checkpoint, report_audit
+from agents.cli.auditing import load_checkpoint, report_audit
 from agents.home import Home
 from room.chain import GENESIS, line_hash
 from room.errors import ConfigError, LogError, RoomCorrupt, UsageError
 from room.fileio import fsync_dir
-from room.jsstream import (
+from room.jetstream.stream import (
     Publisher,
     StreamSettings,
     connect,

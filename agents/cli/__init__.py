@@ -1,0 +1,53 @@
+"""`bullpen`: parse the command line, call the command, turn errors into exit codes.
+
+Library errors become CLI errors only here: a BullpenError prints its
+message (which says what to do) and exits 1, 2 for an argument the command
+cannot use (as argparse does), or 78 for configuration errors so that systemd
+units stop restarting on them. The parser is agents/cli/parser.py; each group
+of subcommands has its own module beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from agents.cli.parser import Command, build_parser
+from room import logs
+from room.errors import BullpenError, ConfigError, UsageError
+
+__all__ = ["build_parser", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "home"):
+        args.home = None
+    logs.configure(level=args.log_level)
+    func: Command = args.func
+    try:
+        return func(args)
+    except (ConfigError, UsageError) as exc:
+        print(f"bullpen: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except BullpenError as exc:
+        print(f"bullpen: {exc.message}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `bullpen read | head`: the reader left, which is fine
+        _silence_stdout()
+        return 0
+    except OSError as exc:  # a path that is a folder, unreadable, on a full disk …
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"bullpen: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so Python's exit-time flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

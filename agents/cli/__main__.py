@@ -1,0 +1,7 @@
+"""`python -m agents.cli`: the `bullpen` command from a checkout or a venv."""
+
+import sys
+
+from agents.cli import main
+
+sys.exit(main())

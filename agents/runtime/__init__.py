@@ -1,0 +1,2 @@
+"""What runs for one nick: the lurker loop, its handler kinds, the wake rules, the cursor,
+the step contract, and `bullpen up`'s supervisor."""

@@ -1,0 +1,96 @@
+"""The typed form of each seat kind's `[seats.<name>]` table.
+
+Each kind is a pydantic model with `extra="forbid"`, discriminated by
+`kind`, so a misspelt key is an error naming the table and the key. The
+seat classes take these as their configuration; the registry
+(agents/seats/registry.py) parses tables into them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["DEFAULT_TIMEOUT_S", "CmdSeatConfig", "LocalSeatConfig", "OpenAISeatConfig"]
+
+DEFAULT_TIMEOUT_S = 300.0
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class _SeatTable(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fallback: str | None = Field(
+        default=None, description="another [seats.<name>] table to ask when this one fails"
+    )
+
+
+class LocalSeatConfig(_SeatTable):
+    """Built in, deterministic, offline."""
+
+    kind: Literal["local"] = "local"
+
+
+class OpenAISeatConfig(_SeatTable):
+    """Any OpenAI-compatible chat-completions server."""
+
+    kind: Literal["openai"]
+    base_url: str = Field(description="up to and including /v1, e.g. http://127.0.0.1:8000/v1")
+    model: str = Field(min_length=1)
+    api_key_env: str | None = Field(
+        default=None, description="the NAME of the environment variable holding the key"
+    )
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
+    stop: list[str] = Field(default_factory=list)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    json_mode: bool | Literal["auto"] = "auto"
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://, e.g. http://127.0.0.1:8000/v1")
+        value = value.rstrip("/")
+        if value.endswith("/chat/completions"):
+            raise ValueError(
+                "must stop before /chat/completions (the seat adds it), e.g. http://HOST:8000/v1"
+            )
+        return value
+
+    @field_validator("json_mode", mode="before")
+    @classmethod
+    def _json_mode(cls, value: Any) -> Any:
+        if not (value is True or value is False or value == "auto"):
+            raise ValueError('must be true, false or "auto"')
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _api_key_env(cls, value: str | None) -> str | None:
+        # Never echo the value: someone may have pasted the key itself here.
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError(
+                "must be the NAME of an environment variable (like OPENAI_API_KEY), "
+                "not the key itself"
+            )
+        return value
+
+
+class CmdSeatConfig(_SeatTable):
+    """An external program: the prompt on stdin, the completion on stdout."""
+
+    kind: Literal["cmd"]
+    command: list[str] = Field(description="argv, like ['llm', '-m', 'mistral']")
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
+    env: dict[str, str] = Field(default_factory=dict, description="added to the environment")
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str]) -> list[str]:
+        if not value or not value[0]:
+            raise ValueError("must name a program first, like ['python3', 'model.py']")
+        return value
