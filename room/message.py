@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from room import strictjson
 from room.errors import BadPost, Unauthorized
@@ -57,6 +57,19 @@ def bare(address: str) -> str:
     return address.removeprefix("@")
 
 
+def stored_address(value: str) -> str:
+    """`to` as the hub stores it: always '@nick' (a poster may write a bare nick)."""
+    if not value.startswith("@"):
+        raise ValueError(f"to must be stored as '@nick', got {value[:40]!r}")
+    return normalize_to(value)
+
+
+# The field checks shared by what a poster sends and what an audit holds a stored line to.
+FromNick = Annotated[str, AfterValidator(lambda value: check_nick(value, "from"))]
+PostedAddress = Annotated[str, AfterValidator(normalize_to)]
+StoredAddress = Annotated[str, AfterValidator(stored_address)]
+
+
 class Signature(BaseModel):
     """An Ed25519 signature a nick made with its own key; it stays in the line."""
 
@@ -82,24 +95,14 @@ class Post(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    from_: str = Field(alias="from")
-    to: str
+    from_: FromNick = Field(alias="from")
+    to: PostedAddress
     type: MessageType
     body: str
     data: dict[str, Any] | None = None
     in_reply_to: str | None = None
     thread: str | None = None
     sig: Signature | None = None
-
-    @field_validator("from_")
-    @classmethod
-    def _from_is_nick(cls, value: str) -> str:
-        return check_nick(value, "from")
-
-    @field_validator("to")
-    @classmethod
-    def _to_is_address(cls, value: str) -> str:
-        return normalize_to(value)
 
     @field_validator("in_reply_to", "thread")
     @classmethod
@@ -236,14 +239,19 @@ def parse_request_obj(obj: Any) -> PostRequest:
     return PostRequest(post, proof)
 
 
-def parse_line(raw: bytes | str) -> Message:
-    """Parse one stored line; raise ValueError when it is not a room message."""
+def _line_object(raw: bytes | str) -> dict[str, Any]:
     try:
         obj = strictjson.loads(raw)
     except strictjson.JsonRejected as exc:
         raise ValueError(str(exc)) from None
     if not isinstance(obj, dict):
         raise ValueError("a room line must be a JSON object")
+    return obj
+
+
+def parse_line(raw: bytes | str) -> Message:
+    """Parse one stored line; raise ValueError when it is not a room message."""
+    obj = _line_object(raw)
     try:
         return Message.model_validate(obj)
     except ValidationError as exc:
@@ -259,18 +267,8 @@ class _AuditedLine(Message):
     id: str = Field(min_length=1)
     ts: str = Field(min_length=1)
     type: MessageType
-
-    @field_validator("from_")
-    @classmethod
-    def _from_is_nick(cls, value: str) -> str:
-        return check_nick(value, "from")
-
-    @field_validator("to")
-    @classmethod
-    def _to_is_stored_address(cls, value: str) -> str:
-        if not value.startswith("@"):
-            raise ValueError(f"to must be stored as '@nick', got {value[:40]!r}")
-        return normalize_to(value)
+    from_: FromNick = Field(alias="from")
+    to: StoredAddress
 
 
 def check_stored(raw: bytes) -> Message:
@@ -280,12 +278,7 @@ def check_stored(raw: bytes) -> Message:
     field, a type or an address the hub could not have written was forged or
     edited, even when someone rebuilt the chain over it.
     """
-    try:
-        obj = strictjson.loads(raw)
-    except strictjson.JsonRejected as exc:
-        raise ValueError(str(exc)) from None
-    if not isinstance(obj, dict):
-        raise ValueError("a room line must be a JSON object")
+    obj = _line_object(raw)
     try:
         return _AuditedLine.model_validate(obj)  # a Message, validated once
     except ValidationError as exc:
