@@ -13,7 +13,7 @@ import pytest
 from agents.home import Home
 from agents.runtime.lurker import Lurker
 from room.message import Message
-from tests.support import Society, add_nick, wait_for
+from tests.support import Society, add_nick, run_cli, wait_for
 from tests.test_lurker import replies_to, say
 
 
@@ -203,3 +203,52 @@ def test_a_restarted_foreman_does_not_answer_a_ping_again(society: Society) -> N
     time.sleep(1.0)
     assert [m["body"] for m in replies_to(society, ping["id"])] == ["pong"]
     assert '"threads": 0' in again.output()
+
+
+def _register(society: Society, **pipelines: str) -> None:
+    lines = "".join(f'{name} = "{target}"\n' for name, target in pipelines.items())
+    path = society.root / "society.toml"
+    path.write_text(path.read_text() + f"\n[pipelines]\n{lines}")
+
+
+def test_an_operators_pipeline_plugs_in_from_society_toml(society: Society) -> None:
+    """A `[pipelines]` entry is found by the run's first word, like a built-in pipeline."""
+    _register(society, shout="tests.tools.pipelines:Shout")
+    society.start_hub()
+    society.start_lurker("foreman")
+    society.start_lurker("echo")
+    say(society, "@foreman", "shout", thread="loud", data={"text": "quiet words"})
+    report = wait_for(lambda: final_report(society, "loud"), 20, "the shouted report")
+    assert report["body"] == "ECHO: QUIET WORDS"
+    assert report["data"]["shouted"] is True and report["verified"]
+
+
+def test_an_unknown_pipeline_lists_every_registered_one(society: Society) -> None:
+    """The failure for an unknown name lists the built-in pipelines and the operator's own."""
+    _register(society, shout="tests.tools.pipelines:Shout")
+    society.start_hub()
+    society.start_lurker("foreman")
+    say(society, "@foreman", "whisper", thread="which")
+    report = wait_for(lambda: final_report(society, "which"), 20, "the failure report")
+    assert report["body"] == (
+        "[FOREMAN FAILED — unknown pipeline 'whisper'; known: backpass, expedition, relay, shout]"
+    )
+
+
+def test_a_broken_registration_stops_the_foreman_at_start(society: Society) -> None:
+    """A `[pipelines]` class that is no pipeline is a configuration error (exit 78) naming it."""
+    _register(society, odd="tests.tools.pipelines:NotAPipeline")
+    result = run_cli(society.root, "lurk", "foreman", timeout=60)
+    assert result.returncode == 78
+    assert "pipeline 'odd' = 'tests.tools.pipelines:NotAPipeline' has no advance(run)" in (
+        result.stderr
+    )
+
+
+def test_a_misspelt_pipeline_section_stops_the_foreman_at_start(society: Society) -> None:
+    """Each pipeline checks its own section when the foreman starts: a misspelt key is exit 78."""
+    path = society.root / "society.toml"
+    path.write_text(path.read_text().replace("[backpass]\n", "[backpass]\nconcurency = 3\n", 1))
+    result = run_cli(society.root, "lurk", "foreman", timeout=60)
+    assert result.returncode == 78
+    assert "backpass.concurency: unknown key" in result.stderr

@@ -28,14 +28,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from agents.backpass.config import RunParams
+from agents.backpass.config import BackpassConfig, RunParams
 from agents.backpass.funnel import Funnel, counted
 from agents.foreman.pipeline import Action, Ask, Report, Run
 from room.message import Message
+
+if TYPE_CHECKING:
+    from agents.home import Home
 
 __all__ = ["NICKS", "Backpass"]
 
@@ -72,6 +75,10 @@ class Backpass:
     """The memory backpass pipeline (see the module docstring for the keys)."""
 
     name = "backpass"
+
+    def check(self, home: Home) -> None:
+        """Refuse a misspelt or out-of-range `[backpass]` key when the foreman starts."""
+        BackpassConfig.from_home(home)
 
     def __init__(self, nicks: Mapping[str, str] | None = None) -> None:
         self.nicks = {**NICKS, **(nicks or {})}

@@ -151,7 +151,7 @@ async def show_backpass(home: Home) -> None:
 
 
 async def show_trust_check(home: Home) -> None:
-    from trust.check import live_check, static_rows, table
+    from agents.cli.trustcheck import live_check, static_rows, table
 
     rows, general = static_rows(home)
     await live_check(home, rows, timeout=30)

@@ -216,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--nicks", nargs="+", help="only these nicks (default: all configured)")
 
-    p = add("trust", "trust.check:cmd_trust", "check that trust works end to end")
+    p = add("trust", "agents.cli.trustcheck:cmd_trust", "check that trust works end to end")
     p.add_argument("action", choices=["check"])
     p.add_argument("--static", action="store_true", help="skip the live ping round trips")
     p.add_argument("--timeout", type=_seconds, default=15.0, help="seconds to wait for each pong")

@@ -15,7 +15,7 @@ new to the runtime and earlier rounds stay in the thread as history.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.expedition.config import ExpeditionConfig
 from agents.expedition.context import with_redirects
@@ -24,6 +24,9 @@ from agents.expedition.scoring import batches, merge
 from agents.expedition.scotoma import chosen, top_rows
 from agents.foreman.pipeline import Action, Ask, Report, Run
 from room.message import Message
+
+if TYPE_CHECKING:
+    from agents.home import Home
 
 STEP_NUMBERS = {
     "context": 0,
@@ -89,6 +92,10 @@ class Expedition:
     """The corpus expedition pipeline (the Pipeline protocol of agents.foreman.pipeline)."""
 
     name = "expedition"
+
+    def check(self, home: Home) -> None:
+        """Refuse a misspelt or out-of-range `[expedition]` key when the foreman starts."""
+        ExpeditionConfig.of(home)
 
     def __init__(self, *, in_flight: int = 8, nicks: dict[str, str] | None = None) -> None:
         self._in_flight = in_flight

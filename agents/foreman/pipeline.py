@@ -149,3 +149,7 @@ class Pipeline(Protocol):
     def in_flight_limit(self, run: Run) -> int:
         """How many asks may await replies at once."""
         ...
+
+
+# A pipeline may also have `check(home)`: the foreman calls it when it starts, so the
+# pipeline refuses a bad society.toml section of its own before any run (optional).

@@ -61,11 +61,14 @@ class Foreman:
         self._registry: PipelineRegistry | None = None
 
     def prepare(self, ctx: StepContext) -> None:
-        """Load every registered pipeline when the lurker starts: a broken `[pipelines]` entry
-        stops the foreman at once, and a wake imports nothing (it opens no file)."""
+        """Load every registered pipeline when the lurker starts, and let each check its own
+        section: a broken `[pipelines]` entry or a misspelt `[backpass]` key stops the foreman
+        at once (exit 78), and a wake imports nothing (it opens no file)."""
         registry = self.registry(ctx)
         for name in registry.names():
-            registry.get(name)
+            check = getattr(registry.get(name), "check", None)
+            if callable(check):  # a pipeline checks its own society.toml section
+                check(ctx.home)
 
     def registry(self, ctx: StepContext) -> PipelineRegistry:
         """The built-in pipelines and this home's `[pipelines]`, one registry per process."""
