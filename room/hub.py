@@ -148,6 +148,7 @@ class ListenerApp:
             "listener": self.listener,
             "seq": log.head.seq,
             "head": log.head.hash,
+            "readers_waiting": log.readers_waiting,
         }
         if problem is not None:
             body["problem"] = problem

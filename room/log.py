@@ -129,6 +129,7 @@ class RoomLog(abc.ABC):
         """Lines with seq > after that match, at most `limit` of them."""
 
     _appended: asyncio.Event | None = None  # set, then replaced, each time lines are stored
+    readers_waiting = 0  # long-polls waiting now (shown by /health)
 
     def _wake_readers(self) -> None:
         """Lines were stored: wake every `wait_for_lines` (an engine calls this)."""
@@ -142,10 +143,13 @@ class RoomLog(abc.ABC):
             return True
         if self._appended is None:
             self._appended = asyncio.Event()
+        self.readers_waiting += 1
         try:
             await asyncio.wait_for(self._appended.wait(), timeout)
         except TimeoutError:
             return False
+        finally:
+            self.readers_waiting -= 1
         return self.head.seq > after
 
     @abc.abstractmethod

@@ -280,3 +280,36 @@ class TestBackpass:
         assert "FAILED traces" in done.stdout
         assert funnel_value(done.stdout, "failed") != "0"
         up.stop()
+
+    def test_the_real_foreman_keeps_analyses_in_flight_within_concurrency(
+        self, demo: Society, tmp_path: Path
+    ) -> None:
+        """With 5 traces, concurrency 2 and an analyst that could take 4 at once, the room never
+        shows more than 2 analysis asks awaiting replies, and shows 2 at some point."""
+        traces = demo.root / "traces"
+        for old in traces.rglob("*"):
+            if old.is_file():
+                old.unlink()
+        for n in range(5):
+            (traces / f"t{n}.md").write_text(f"Session {n}.\nThe deploy worked after the retry.\n")
+        item = {"text": "retrying works", "quote": "The deploy worked after the retry."}
+        answer = {"json": {"positive": [item], "negative": [], "gaps": []}, "sleep": 1}
+        env = backpass_script(tmp_path, answer)
+        for role in ("bulk", "synthesis"):
+            set_seat(demo.root, role, cmd_seat(role, FAKES / "fake_model.py", env))
+        assert demo.home.society.nicks["analyst"].concurrency == 4  # it could take more
+        up = start_up(demo)
+        done = run_cli(demo.root, "backpass", "--concurrency", "2", "--report-only", timeout=240)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert funnel_value(done.stdout, "analysed") == "5"
+        waiting: set[str] = set()
+        most = 0
+        for line in demo.lines():
+            key = str((line.get("data") or {}).get("key", ""))
+            if line["from"] == "foreman" and line["type"] == "ask" and key.startswith("analysis/"):
+                waiting.add(line["id"])
+            elif line["from"] == "analyst" and line["type"] == "reply":
+                waiting.discard(line.get("in_reply_to") or "")
+            most = max(most, len(waiting))
+        assert most == 2
+        up.stop()

@@ -216,7 +216,6 @@ class Outcome:
     final: Message
     thread: Thread
     judge: Judge
-    max_in_flight: int
 
     @property
     def data(self) -> dict[str, Any]:
@@ -260,10 +259,7 @@ async def drive_async(
     async def read_thread(_: str, __: int = 0) -> list[Message]:
         return list(thread.messages)
 
-    max_in_flight = 0
-
     async def main() -> Message:
-        nonlocal max_in_flight
         for _ in range(10_000):
             run = thread.run()
             limit = pipeline.in_flight_limit(run)
@@ -289,7 +285,6 @@ async def drive_async(
                     {**action.data, "key": action.key},
                 )
             waiting = thread.run().pending()
-            max_in_flight = max(max_in_flight, len(waiting))
             if not waiting:
                 raise AssertionError("the pipeline neither asked nor reported anything")
             ask = waiting[0]
@@ -301,4 +296,4 @@ async def drive_async(
         raise AssertionError("the run did not finish")
 
     final = await main()
-    return Outcome(final, thread, judge, max_in_flight)
+    return Outcome(final, thread, judge)

@@ -110,16 +110,6 @@ class TestFunnel:
         assert outcome.funnel["items_dropped"] == 0 and outcome.funnel["items_returned"] > 0
 
 
-class TestBound:
-    def test_analyses_in_flight_never_exceed_concurrency(self, bp_home: BackpassHome) -> None:
-        """With 5 traces and concurrency 2, at most 2 asks ever await replies at once."""
-        for n in range(5):
-            bp_home.trace(f"t{n}.md", f"- Attempt {n} worked.\n")
-        outcome = drive(bp_home.home, bp_home.params(concurrency=2))
-        assert outcome.data["ok"] and outcome.funnel["traces_analyzed"] == 5
-        assert outcome.max_in_flight == 2
-
-
 class TestHashMarker:
     def test_rerun_finds_nothing_then_a_grown_trace(self, bp_home: BackpassHome) -> None:
         """A rerun has nothing pending; a grown trace alone is pending again, and its items repeat."""

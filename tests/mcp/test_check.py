@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from agents.config import NickConfig
 from agents.home import Home
 from agents.mcp.check import door_problems, mcp_rows
 from tests.mcp.helpers import AGENT, add_key_nick
@@ -84,10 +83,6 @@ def test_the_step_needs_an_agent(home: Path) -> None:
     assert "names no agent" in problem and "mcp_agent" in problem
 
 
-@pytest.mark.skipif(
-    "mcp_agent" not in NickConfig.model_fields,
-    reason="the mcp_agent key is not in NickConfig yet (see the integration notes)",
-)
 def test_bullpen_trust_check_reports_mcp_problems(home: Path) -> None:
     """`bullpen trust check --static` lists an MCP nick's problem in its row and fails."""
     add_nick(home, "native", privileged=False, mcp_agent=AGENT_ARGV)

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from agents.config import NickConfig
 from agents.home import Home
 from agents.mcp.handler import (
     McpAgentHandler,
@@ -273,10 +272,6 @@ class TestHandlerKind:
             assert secret not in out and secret not in err
 
 
-@pytest.mark.skipif(
-    "mcp_agent" not in NickConfig.model_fields,
-    reason="the mcp_agent key is not in NickConfig yet (see the integration notes)",
-)
 def test_the_mcp_agent_key_end_to_end(society: Society) -> None:
     """`mcp_agent = [...]` under [nicks.X]: the lurker loads the handler kind itself."""
     add_nick(society.root, "native", mcp_agent=agent("reply"), timeout_s=60)

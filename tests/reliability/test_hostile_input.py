@@ -476,10 +476,20 @@ def test_a_burst_of_hostile_posts(hub: Society, answers: Answers) -> None:
     assert hub.healthy()
 
 
-def test_room_file_is_strict(hub: Society) -> None:
-    """Every line in the room parses strictly and splits on \\n only."""
+def test_room_file_is_strict(hub: Society, answers: Answers) -> None:
+    """Every line in the room parses strictly and splits on \\n only, whatever ran before."""
+    awkward = ["plain", "tab\tand\u2028line separator", "emoji \U0001f600", 'quote " and \\']
+    for body in awkward:  # lines of its own, so the check never runs over an empty room
+        post = {"from": "stranger", "to": "@echo", "type": "chat", "body": body}
+        status, _ = answers.send(
+            hub.strict_port, raw_request("POST", "/say", {}, json.dumps(post).encode())
+        )
+        assert status == 200
     raw = Path(hub.room).read_bytes()
-    for line in raw.split(b"\n")[:-1]:
+    lines = raw.split(b"\n")[:-1]
+    assert len(lines) >= len(awkward)
+    assert [parse_line(line).body for line in lines[-len(awkward) :]] == awkward
+    for line in lines:
         strictjson.loads(line)
         parse_line(line)
 

@@ -12,7 +12,7 @@ import pytest
 
 from room.message import Post
 from tests.conftest import ENGINES
-from tests.support import Society, run_cli, society_on
+from tests.support import Society, run_cli, society_on, wait_for
 from trust.proof import KeySigner, SecretSigner, hmac_hex, new_nonce, proof_bytes
 
 
@@ -420,8 +420,13 @@ class TestRead:
             result["answer"] = answer.json()
             result["took"] = time.monotonic() - started
 
+        def waiting() -> int:
+            return int(httpx.get(f"{hubbed.strict_url}/health").json()["readers_waiting"])
+
+        assert waiting() == 0
         thread = threading.Thread(target=reader)
         thread.start()
+        wait_for(lambda: waiting() == 1, 15, "the reader to be waiting in its long-poll")
         post(hubbed.strict_url, fields("stranger", body="noise"))
         post(hubbed.strict_url, fields("stranger", body="wanted", thread="poll"))
         thread.join(30)
