@@ -240,9 +240,12 @@ class JsonlLog(RoomLog):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _take_lock(self.path)
         try:
+            new = not self.path.exists()
             self._fd = os.open(
                 self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640
             )
+            if new:  # the room's name must survive a power loss before any line is acked
+                fsync_dir(self.path.parent)
             self._head, self._size, notes = recover(self.path, self._fd, self._io)
         except OSError as exc:
             self._release()

@@ -8,6 +8,13 @@ recovered room must be a prefix of what the hub wrote that keeps every
 fsynced byte and every acknowledged post, chains, and moves the remainder
 aside. Half the points start from a room already larger than the tail that
 recovery checks. CI runs 1,000 points; `pytest --soak` 20,000.
+
+A crash point is an operation the workload really makes: each point first runs
+its workload with the power on to count its writes and fsyncs, then replays it
+(the same drafts and scheduling choices) and fails the power at one of them,
+chosen uniformly. The writer syncs on a thread, so a replay can make fewer
+operations than the count; such a draw did not lose power, is not counted as a
+point, and is drawn again. Every counted point asserts that the power failed.
 """
 
 from __future__ import annotations
@@ -88,15 +95,44 @@ async def run_until_power_fails(
     return acked, io
 
 
-async def one_crash(work: Path, rng: Seeded, big: Path | None) -> dict[str, int | str]:
-    """Run one workload to one power failure, recover, and check what recovery kept."""
+MAX_DRAWS = 20  # a replay that keeps making fewer operations than its count is a bug
+
+
+def fresh(work: Path, big: Path | None) -> Path:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     room = work / "room.jsonl"
     if big is not None:
         shutil.copyfile(big, room)
-    crash_at = rng.randint(1, 30)
-    acked, io = await run_until_power_fails(room, rng, crash_at)
+    return room
+
+
+async def lose_power(
+    work: Path, rng: Seeded, big: Path | None, drafts: list[Draft] | None = None
+) -> tuple[Path, list[Stored], PowerLossIO, int, int]:
+    """Run the workload once with the power on to count its operations, then replay it and
+    fail the power at one of them, uniformly; (room, acked, io, crash_at, draws)."""
+    chooser = Seeded(rng.getrandbits(32))  # draws crash points without changing the workload
+    state = rng.getstate()
+    room = fresh(work, big)
+    _, counted = await run_until_power_fails(room, rng, None, drafts)
+    assert not counted.crashed and counted.ops > 0
+    for draw in range(1, MAX_DRAWS + 1):
+        rng.setstate(state)
+        room = fresh(work, big)
+        crash_at = chooser.randint(1, counted.ops)
+        acked, io = await run_until_power_fails(room, rng, crash_at, drafts)
+        if io.crashed:
+            return room, acked, io, crash_at, draw
+    raise AssertionError(
+        f"{MAX_DRAWS} replays never reached their crash point (seed {rng.seed_value})"
+    )
+
+
+async def one_crash(work: Path, rng: Seeded, big: Path | None) -> dict[str, int | str]:
+    """Run one workload to one power failure, recover, and check what recovery kept."""
+    room, acked, io, crash_at, draws = await lose_power(work, rng, big)
+    assert io.crashed  # every counted point lost power
     written = room.read_bytes()
     mode = rng.choice(MODES)
     image = disk_after_crash(written, io.durable, mode, rng)
@@ -125,7 +161,14 @@ async def one_crash(work: Path, rng: Seeded, big: Path | None) -> dict[str, int 
     await log.close()
     audit = audit_file(room)
     assert audit.ok, f"{audit.summary()} ({where})"
-    return {"mode": mode, "acked": len(acked), "moved": len(image) - len(recovered)}
+    return {
+        "mode": mode,
+        "acked": len(acked),
+        "moved": len(image) - len(recovered),
+        "unsynced": int(len(written) > io.durable),
+        "differed": int(image != written),
+        "redraws": draws - 1,
+    }
 
 
 @pytest.mark.soak
@@ -137,23 +180,28 @@ def test_power_loss_keeps_every_acknowledged_post(tmp_path: Path, soak: bool, rn
     assert big.stat().st_size > 2 * 1024 * 1024
     started = time.monotonic()
     modes: Counter[str] = Counter()
-    acked = moved_aside = 0
+    counts: Counter[str] = Counter()
 
     async def main() -> None:
-        nonlocal acked, moved_aside
         for _ in range(points):
             seen = await one_crash(tmp_path / "work", rng, big if rng.random() < 0.5 else None)
             modes[str(seen["mode"])] += 1
-            acked += int(seen["acked"])
-            moved_aside += int(seen["moved"]) > 0
+            counts["acked"] += int(seen["acked"])
+            counts["moved"] += int(seen["moved"]) > 0
+            for key in ("unsynced", "differed", "redraws"):
+                counts[key] += int(seen[key])
 
     asyncio.run(main())
+    assert counts["unsynced"] > points // 4  # the points reach unsynced data, not only syncs
     figures(
         "power_loss",
-        crash_points=points,
+        crash_points_that_lost_power=points,
+        with_unsynced_bytes=counts["unsynced"],
+        disk_image_differed=counts["differed"],
+        draws_that_did_not_reach_their_point=counts["redraws"],
         modes=dict(modes),
-        acknowledged_posts_checked=acked,
-        recoveries_that_moved_a_tail_aside=moved_aside,
+        acknowledged_posts_checked=counts["acked"],
+        recoveries_that_moved_a_tail_aside=counts["moved"],
         seconds=round(time.monotonic() - started, 1),
     )
 
@@ -207,16 +255,16 @@ def test_a_burst_of_big_posts_goes_out_in_bounded_writes(tmp_path: Path, rng: Se
 def test_power_loss_during_a_burst_of_big_posts(tmp_path: Path, soak: bool, rng: Seeded) -> None:
     """A burst of near-limit posts cut by a power failure still recovers to a valid prefix."""
     points = 1500 if soak else 150
+    unsynced = 0
 
     async def main() -> None:
+        nonlocal unsynced
         for point in range(points):
-            work = tmp_path / "work"
-            shutil.rmtree(work, ignore_errors=True)
-            work.mkdir()
-            room = work / "room.jsonl"
             drafts = [big_draft(n) for n in range(16)]
-            acked, io = await run_until_power_fails(room, rng, rng.randint(1, 8), drafts)
+            room, acked, io, _, _ = await lose_power(tmp_path / "work", rng, None, drafts)
+            assert io.crashed
             written = room.read_bytes()
+            unsynced += len(written) > io.durable
             room.write_bytes(
                 disk_after_crash(written, io.durable, "sectors", rng, rng.choice((0.001, 0.004)))
             )
@@ -232,6 +280,7 @@ def test_power_loss_during_a_burst_of_big_posts(tmp_path: Path, soak: bool, rng:
             assert audit_file(room).ok, where
 
     asyncio.run(main())
+    figures("power_loss_bursts", crash_points_that_lost_power=points, with_unsynced_bytes=unsynced)
 
 
 @pytest.mark.soak
