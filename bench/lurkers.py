@@ -7,7 +7,8 @@ Wake latency is measured from the moment the hub's acknowledgment reaches
 the poster to the moment the addressed lurker's handler starts (the handler
 writes the time down). A lurker tailing the file can see a line before its
 fsync completes, so single latencies may be negative; that is reported as
-measured. The baseline is a lurker that re-reads the file once a second.
+measured. The baseline is 20 lurkers that each re-read the file once a second, each post
+reaching them at a random phase of their cycle.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -72,11 +74,19 @@ def measure_latency(
     count: int,
     marks_file: Path,
     timeout: float,
+    phase: random.Random | None = None,
 ) -> tuple[list[float], list[float]]:
-    """(from the ack's arrival, from the post's sending) to the handler's start, in seconds."""
+    """(from the ack's arrival, from the post's sending) to the handler's start, in seconds.
+
+    With `phase`, each post waits a random 0-1 s first, so it reaches a once-a-second poller at
+    a random point of its cycle (without it, the next post would always follow the poller's
+    read at once, and wait nearly a whole second: an unfair baseline).
+    """
     latencies, from_send = [], []
     with httpx.Client(base_url=society.strict_url, timeout=10) as client:
         for n in range(count):
+            if phase is not None:
+                time.sleep(phase.random())  # a random phase against the poller's cycle
             nick = targets[n % len(targets)]
             payload = {"from": "operator", "to": f"@{nick}", "type": "ask", "body": f"wake {n}"}
             payload.update(signer.prove(Post.model_validate(payload)))
@@ -141,17 +151,23 @@ def main() -> int:
             for lurker in lurkers:
                 lurker.stop()
             naive_marks = Path(tmp) / "naive-marks"
-            naive = subprocess.Popen(
-                [
-                    sys.executable,
-                    str(REPO / "bench" / "naive_lurker.py"),
-                    str(society.room),
-                    "naive",
-                    str(naive_marks),
-                ]
-            )
+            pollers = [f"naive{n}" for n in range(len(NICKS))]
+            naive = [
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(REPO / "bench" / "naive_lurker.py"),
+                        str(society.room),
+                        nick,
+                        str(naive_marks),
+                    ]
+                )
+                for nick in pollers
+            ]
             try:
-                naive_latency, _ = measure_latency(society, signer, ["naive"], 20, naive_marks, 10)
+                naive_latency, _ = measure_latency(
+                    society, signer, pollers, 40, naive_marks, 10, phase=random.Random(1)
+                )
                 naive_ms = [v * 1000 for v in naive_latency]
                 rows.append(
                     ("baseline 1 s poller: wake p50", f"{percentile(naive_ms, 0.5):.0f} ms")
@@ -159,19 +175,21 @@ def main() -> int:
                 rows.append(
                     ("baseline 1 s poller: wake p99", f"{percentile(naive_ms, 0.99):.0f} ms")
                 )
-                before = cpu_seconds(naive.pid)
+                before = sum(cpu_seconds(p.pid) for p in naive)
                 started = time.monotonic()
                 time.sleep(idle_s)  # the idle window being measured
-                naive_share = (cpu_seconds(naive.pid) - before) / (time.monotonic() - started)
+                used = sum(cpu_seconds(p.pid) for p in naive) - before
+                naive_share = used / (time.monotonic() - started)
                 rows.append(
                     (
-                        "baseline: CPU of 20 idle pollers (20 × 1)",
-                        f"{naive_share * 20:.3%} of a core",
+                        f"baseline: CPU of 20 idle pollers over {idle_s:g} s",
+                        f"{naive_share:.3%} of a core",
                     )
                 )
             finally:
-                naive.kill()
-                naive.wait()
+                for poller in naive:
+                    poller.kill()
+                    poller.wait()
         finally:
             society.stop_all()
     print_table(rows)
