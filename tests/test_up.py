@@ -377,6 +377,21 @@ class TestTrustCheck:
         line = next(row for row in done.stdout.splitlines() if row.startswith("foreman"))
         assert "does not wake on replies" in line and "wake_replies = true" in line
 
+    @pytest.mark.parametrize("command", [("lurk", "foreman"), ("up",)])
+    def test_a_foreman_without_reply_waking_is_refused_at_start(
+        self, society: Society, command: tuple[str, ...]
+    ) -> None:
+        """`bullpen lurk foreman` and `bullpen up` refuse a foreman that would not wake on
+        replies (exit 78, the fix named), before anything starts."""
+        path = society.root / "society.toml"
+        path.write_text(path.read_text().replace("wake_replies = true", "wake_replies = false"))
+        done = run_cli(society.root, *command, timeout=60)
+        assert done.returncode == 78, done.stderr
+        assert (
+            "foreman runs an orchestrator" in done.stderr and "wake_replies = true" in done.stderr
+        )
+        assert not society.room.exists()  # no hub was started
+
     def test_loose_secret_fails(self, society: Society) -> None:
         """A group-readable secret is reported with the chmod that fixes it."""
         society.home.trust.secret_file.chmod(0o640)

@@ -54,6 +54,8 @@ def _failed(key: str, reason: str) -> Report:
 class Foreman:
     """The foreman as a lurker handler: `__call__` on a wake, `tick` on a timer."""
 
+    wakes_on_replies = True  # a lurker running it without wake_replies refuses to start
+
     def __init__(self) -> None:
         self._lock = asyncio.Lock()  # one wake at a time: keys are checked, then posted
         self._open: set[str] = set()

@@ -50,6 +50,9 @@ class PythonStep(Handler):
     def tick(self) -> Callable[[StepContext], Any] | None:
         return getattr(self.func, "tick", None)
 
+    def needs_replies(self) -> bool:
+        return bool(getattr(self.func, "wakes_on_replies", False))
+
     def prepare(self, ctx: StepContext) -> None:
         prepare = getattr(self.func, "prepare", None)
         if callable(prepare):

@@ -29,7 +29,7 @@ from agents.runtime import handlers
 from agents.runtime.cursor import Cursor
 from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost
 from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
-from agents.runtime.wake import is_ping, refusal, wake_set
+from agents.runtime.wake import is_ping, orchestrator_problem, refusal, wake_set
 from room import logs, pidlock
 from room.client import RoomClient, read_file
 from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
@@ -63,6 +63,9 @@ class Lurker:
         self.wake = wake_set(self.config.wake_replies or home.wake_replies_flagged(nick))
         self.trusted = home.trust.trusted
         self.handler = handlers.load(self.config)
+        problem = orchestrator_problem(nick, self.handler.needs_replies(), self.wake)
+        if problem is not None:
+            raise ConfigError(problem)
         self.cursor = Cursor(self.state / "cursor")
         self.client: RoomClient = home.client(nick, relaxed=self.config.relaxed)
         self.log = structlog.get_logger("agents.runtime.lurker").bind(nick=nick)

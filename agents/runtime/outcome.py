@@ -65,5 +65,9 @@ class Handler:
         """A periodic hook (the foreman's overdue check), if the handler has one."""
         return None
 
+    def needs_replies(self) -> bool:
+        """True for a handler that sequences other nicks and waits for their replies."""
+        return False
+
     def prepare(self, ctx: StepContext) -> None:
         """Load what the handler needs before its first wake (the foreman: its pipelines)."""

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.home import Home
+from agents.runtime import handlers
+from agents.runtime.wake import orchestrator_problem, wake_set
 from room.chain import GENESIS, line_hash
 from room.client import RoomClient
-from room.errors import HubUnavailable, PostRejected
+from room.errors import ConfigError, HubUnavailable, PostRejected
 from room.reader import RoomFile, seq_of
 
 EXIT_CONFIG = 78
@@ -246,4 +248,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     home.require()
     home.society  # noqa: B018 - load and validate before starting anything
     home.trust  # noqa: B018
+    for nick, config in home.society.nicks.items():  # an orchestrator that would deadlock
+        wake = wake_set(config.wake_replies or home.wake_replies_flagged(nick))
+        problem = orchestrator_problem(nick, handlers.load(config).needs_replies(), wake)
+        if problem is not None:
+            raise ConfigError(problem)
     return asyncio.run(Supervisor(home, with_hub=not args.no_hub).run())

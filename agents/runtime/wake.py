@@ -38,5 +38,17 @@ def refusal(message: Message, nick: str, wake: Set[str], trusted: Set[str]) -> s
     return None
 
 
+def orchestrator_problem(nick: str, needs_replies: bool, wake: Set[str]) -> str | None:
+    """Why a nick whose handler sequences others (the foreman) must not start: it would not
+    wake on the replies it waits for, so every run would deadlock after its first ask."""
+    if not needs_replies or "reply" in wake:
+        return None
+    return (
+        f"{nick} runs an orchestrator (it waits for replies) but does not wake on replies: every "
+        f"run would deadlock after its first ask. Set wake_replies = true under [nicks.{nick}] "
+        "in society.toml (or create the flag file .wakereplies in its state folder)"
+    )
+
+
 def is_ping(message: Message) -> bool:
     return message.type == "ask" and message.data == {"ping": True}
