@@ -19,12 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Funnel", "counted", "seat_label"]
-
-
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """`1 commit`, `2 commits`: a count and its noun, agreeing."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+__all__ = ["Funnel", "seat_label"]
 
 
 def seat_label(provenance: Mapping[str, Any]) -> str:

@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from agents.backpass.config import BackpassConfig, RunParams
-from agents.backpass.funnel import Funnel, counted
+from agents.backpass.funnel import Funnel
 from agents.foreman.pipeline import Action, Ask, Report, Run
+from agents.wording import counted
 from room.message import Message
 
 if TYPE_CHECKING:

@@ -32,7 +32,7 @@ from typing import Any
 
 from agents.backpass import ledger as ledgers
 from agents.backpass.config import RunParams
-from agents.backpass.funnel import Funnel, counted, seat_label
+from agents.backpass.funnel import Funnel, seat_label
 from agents.backpass.gitwork import (
     RepoInfo,
     Worktree,
@@ -49,6 +49,7 @@ from agents.backpass.prompts import load_template, synthesis_request
 from agents.backpass.schemas import Edit, bind_synthesis
 from agents.backpass.traces import StateFileError, check_state, update_state
 from agents.runtime.step import Reply, StepContext
+from agents.wording import counted
 from room.errors import SeatError, StepFailed
 
 __all__ = ["commit_message", "pr_body", "synthesize_and_publish"]

@@ -25,7 +25,6 @@ from typing import Any
 from agents.backpass import ledger as ledgers
 from agents.backpass import publish
 from agents.backpass.config import RunParams, run_dir
-from agents.backpass.funnel import counted
 from agents.backpass.gitwork import RepoInfo, inspect_repo, repos_from, show_file
 from agents.backpass.memory import bullets
 from agents.backpass.prompts import analysis_request, load_template, unknown_placeholders
@@ -42,6 +41,7 @@ from agents.backpass.traces import (
 )
 from agents.backpass.traces import sha256_bytes as sha256
 from agents.runtime.step import Reply, StepContext
+from agents.wording import counted
 from room.errors import SeatError, StepFailed
 from room.message import Message
 

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.expedition.pipeline import DIG_REPORT, STEP_NUMBERS
-from agents.expedition.report import counted
 from agents.foreman.pipeline import KEY
+from agents.wording import counted
 from room.message import Message, bare
 
 if TYPE_CHECKING:

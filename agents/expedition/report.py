@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.expedition.scotoma import PASS4_EMPTY_LINE
+from agents.wording import counted
 
 REPORT_OPEN = "=== DIG REPORT ==="
 REPORT_CLOSE = "=== END DIG REPORT ==="
@@ -22,11 +23,6 @@ _ROW_ID = re.compile(r"\brow_\d+\b")
 _CONFIRM = re.compile(r"^\s*(?:confirm(?:ed)?|yes|y|ok|okay|go|approve[d]?)\b", re.IGNORECASE)
 _DROP = re.compile(r"\bdrop\b(?P<rest>.*)", re.IGNORECASE | re.DOTALL)
 _REDIRECT = re.compile(r"\bredirect\b[\s:,-]*(?P<text>.*)", re.IGNORECASE | re.DOTALL)
-
-
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """`1 batch`, `3 batches`: a count and its noun, agreeing."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def _line(item: dict[str, Any], reason: str) -> str:

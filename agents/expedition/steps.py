@@ -27,12 +27,12 @@ from agents.expedition.config import ExpeditionConfig, resolve_path
 from agents.expedition.context import make_context
 from agents.expedition.kb import check_file, check_kb, load_index, resolve
 from agents.expedition.prompts import score_request, scotoma_request, termgen_request
-from agents.expedition.report import counted
 from agents.expedition.retrieve import retrieve
 from agents.expedition.scoring import scores_schema
 from agents.expedition.scotoma import scotoma_schema
 from agents.expedition.terms import TermsAnswer, anchor_words, check_terms, settle, shares_word
 from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
+from agents.wording import counted
 from room.errors import SeatError, StepFailed
 from room.message import Message
 
@@ -283,8 +283,9 @@ async def pick_scotoma(message: Message, ctx: StepContext) -> Reply:
     )
     judgment = await _judge(ctx, "scotoma", request, scotoma_schema([str(r["id"]) for r in rows]))
     answer = judgment.answer
-    body = f"{len(answer.deep_cuts)} deep cuts, {len(answer.direct_hits)} direct hits" + (
-        " (pass 4 empty)" if answer.pass4_empty else ""
+    body = (
+        f"{counted(len(answer.deep_cuts), 'deep cut')}, {counted(len(answer.direct_hits), 'direct hit')}"
+        + (" (pass 4 empty)" if answer.pass4_empty else "")
     )
     return Reply(
         body,

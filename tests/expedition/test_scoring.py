@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from pydantic import ValidationError
@@ -151,3 +151,25 @@ class TestScotoma:
         ]
         top = top_rows(merged, 8)
         assert len(top) == 8 and "tags" not in top[0]
+
+
+def test_the_scotoma_step_counts_in_the_singular_and_plural(demo_home: Any) -> None:
+    """Its reply reads `1 deep cut, 2 direct hits`, never `1 deep cuts`."""
+    import asyncio
+
+    from agents.expedition.steps import pick_scotoma
+    from tests.expedition.sim import ScriptedJudge, ask, step_context
+
+    rows = [
+        {"id": f"row_{n}", "summary": f"summary {n}", "keypoints": "", "embodies": 2}
+        for n in (1, 2, 3)
+    ]
+    answer = {
+        "deep_cuts": [{"id": "row_1", "connection": "waiting, never named"}],
+        "direct_hits": ["row_2", "row_3"],
+        "pass4_empty": False,
+    }
+    judge = ScriptedJudge({"scotoma": [answer]})
+    data = {"pattern": "patience", "keyword": "patience", "terms": ["wait"], "rows": rows}
+    reply = asyncio.run(pick_scotoma(ask(data), step_context(demo_home, judge)))
+    assert reply.body == "1 deep cut, 2 direct hits"
