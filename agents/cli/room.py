@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import shutil
 import sys
 from pathlib import Path
@@ -95,7 +96,29 @@ async def _say(args: argparse.Namespace) -> int:
             err(f"the hub rejected the post: {exc.message}")
             return 1
     print(strictjson.dumps(stored))
+    for warning in say_warnings(home, stored):
+        err(f"warning: {warning}")
     return 0
+
+
+def say_warnings(home: Home, stored: dict[str, Any]) -> list[str]:
+    """What the poster may not have meant: an addressee no lurker serves, an unverified post."""
+    warnings = []
+    addressee = str(stored["to"]).removeprefix("@")
+    nicks = home.society.nicks
+    if addressee not in nicks and addressee != home.society.operator:
+        near = difflib.get_close_matches(addressee, list(nicks), n=3, cutoff=0.6)
+        hint = f" (did you mean {', '.join('@' + n for n in near)}?)" if near else ""
+        warnings.append(
+            f"no [nicks.{addressee}] in {home.society_file}: no lurker of this home serves "
+            f"@{addressee}, so nothing here will answer{hint}"
+        )
+    if not stored.get("verified"):
+        warnings.append(
+            f"{stored['from']} is not privileged in {home.trust_file}: the post was stored with "
+            "verified: false, and no lurker acts on it"
+        )
+    return warnings
 
 
 def cmd_say(args: argparse.Namespace) -> int:

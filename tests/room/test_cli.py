@@ -113,6 +113,25 @@ class TestSayRead:
         relaxed = run_cli(society.root, "say", "@operator", "hi", "--as", "echo", "--relaxed")
         assert relaxed.returncode == 0 and json.loads(relaxed.stdout)["verified"] is True
 
+    def test_say_to_a_nick_no_lurker_serves_warns_with_near_names(self, society: Society) -> None:
+        """`say @ecoh` stores the post (exit 0) and warns that no [nicks.ecoh] exists, naming @echo."""
+        society.start_hub()
+        done = run_cli(society.root, "say", "@ecoh", "hello")
+        assert done.returncode == 0 and json.loads(done.stdout)["to"] == "@ecoh"
+        assert "warning: no [nicks.ecoh]" in done.stderr and "did you mean @echo?" in done.stderr
+        quiet = run_cli(society.root, "say", "@echo", "hello")
+        assert quiet.returncode == 0 and "warning" not in quiet.stderr
+
+    def test_say_as_an_unprivileged_nick_warns_the_post_is_unverified(
+        self, society: Society
+    ) -> None:
+        """--as a nick that is not privileged: stored unverified, and stderr says so."""
+        society.start_hub()
+        done = run_cli(society.root, "say", "@echo", "hello", "--as", "visitor")
+        assert done.returncode == 0 and json.loads(done.stdout)["verified"] is False
+        assert "warning: visitor is not privileged" in done.stderr
+        assert "verified: false" in done.stderr
+
     def test_rejection_prints_the_hubs_error_and_exits_1(self, society: Society) -> None:
         """A refused post prints the hub's reason and exits 1."""
         society.start_hub()
