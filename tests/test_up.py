@@ -417,8 +417,12 @@ class TestTrustCheck:
         assert elapsed < 10, f"took {elapsed:.1f} s"  # it used to retry ~5 s for every nick
         for nick in society.home.society.nicks:
             line = row_of(done.stdout, nick)
-            assert "hub unreachable" in line and "bullpen up" in line, line
+            assert "hub unreachable" in line and "bullpen up" not in line, line
         assert "no lurker" in row_of(done.stdout, "outsider")
+        # The cause and its fix are said once, below the table.
+        assert done.stdout.count("the hub is unreachable") == 1
+        assert "problem: not pinged, the hub is unreachable" in done.stdout
+        assert "bullpen up" in done.stdout
 
     def test_a_command_foreman_must_wake_on_replies(self, society: Society) -> None:
         """The nick the pipelines ask is an orchestrator whatever runs it: failure mode A."""

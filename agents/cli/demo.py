@@ -154,7 +154,9 @@ async def show_trust_check(home: Home) -> None:
     from agents.cli.trustcheck import live_check, static_rows, table
 
     rows, general = static_rows(home)
-    await live_check(home, rows, timeout=30)
+    cause = await live_check(home, rows, timeout=30)
+    if cause is not None:
+        general.append(cause)
     for line in table(rows).splitlines():
         say("  " + line)
     problems = [r.nick for r in rows if not r.ok] + general

@@ -220,16 +220,20 @@ async def hub_problem(home: Home) -> str | None:
     return None
 
 
-async def live_check(home: Home, rows: list[Row], timeout: float) -> None:
-    """Ping every lurker from the operator and check each pong's address and verified flag."""
+async def live_check(home: Home, rows: list[Row], timeout: float) -> str | None:
+    """Ping every lurker from the operator and check each pong's address and verified flag.
+
+    Returns the one cause that stopped every ping (the hub is unreachable), printed once
+    below the table rather than on every row.
+    """
     operator = home.society.operator
     lurkers = [row for row in rows if row.nick in home.society.nicks]
     problem = await hub_problem(home)
     if problem:
         for row in lurkers:
             row.live = HUB_UNREACHABLE
-            row.problems.append(problem)
-        return
+            row.problems.append("not pinged (see below)")
+        return problem
     thread = f"trust-check-{secrets.token_hex(4)}"
     async with home.client(operator) as client:
         asks = {}
@@ -274,6 +278,7 @@ async def live_check(home: Home, rows: list[Row], timeout: float) -> None:
                 f"no reply within {timeout:g} s: is its lurker running (bullpen up, or "
                 f"systemctl --user status bullpen-lurker@{row.nick})?"
             )
+    return None
 
 
 def table(rows: list[Row]) -> str:
@@ -307,7 +312,9 @@ def cmd_trust(args: argparse.Namespace) -> int:
     home.require()
     rows, general = static_rows(home)
     if not args.static and not general:
-        asyncio.run(live_check(home, rows, args.timeout))
+        cause = asyncio.run(live_check(home, rows, args.timeout))
+        if cause is not None:
+            general.append(cause)
     print(table(rows))
     for problem in general:
         print(f"problem: {problem}")
