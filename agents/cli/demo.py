@@ -232,13 +232,21 @@ async def run_demo(root: Path) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    base = Path(tempfile.mkdtemp(prefix="bullpen-demo-"))
+    """In a temporary home (deleted afterwards unless --keep), or in --home DIR, which must not
+    exist or be empty and is always kept: a folder the operator named is never deleted."""
+    if args.home is not None:
+        root, kept, base = Path(args.home).expanduser().absolute(), True, None
+    else:
+        base = Path(tempfile.mkdtemp(prefix="bullpen-demo-"))
+        root, kept = base / "home", bool(args.keep)
     try:
-        code = asyncio.run(run_demo(base / "home"))
+        code = asyncio.run(run_demo(root))
     finally:
-        if args.keep:
-            say(f"demo: the home is kept at {base / 'home'}")
-        else:
+        if not kept and base is not None:
             shutil.rmtree(base, ignore_errors=True)
-    say("demo: done" if code == 0 else "demo: finished with failures")
+    outcome = "done" if code == 0 else "finished with failures"
+    if kept:
+        say(f"demo: {outcome}; the home is kept at {root} (bullpen --home {root} tail)")
+    else:
+        say(f"demo: {outcome}; its temporary home is deleted (keep it with: bullpen demo --keep)")
     return code

@@ -270,6 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
     )
 
-    p = add("demo", "agents.cli.demo:cmd_demo", "run the whole society once in a temporary home")
+    p = add(
+        "demo",
+        "agents.cli.demo:cmd_demo",
+        "run the whole society once in a temporary home (or in --home DIR, which is kept)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the temporary home afterwards")
     return parser

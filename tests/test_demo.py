@@ -1,0 +1,33 @@
+"""`bullpen demo`, README's first command: the whole society once, and where its home goes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support import run_cli
+from trust.audit import audit_file
+
+
+def test_the_demo_runs_in_the_home_it_is_given_and_keeps_it(tmp_path: Path) -> None:
+    """`bullpen demo --home DIR` runs every step there, exits 0 and says the home is kept."""
+    home = tmp_path / "demo-home"
+    done = run_cli(home, "demo", timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last == f"demo: done; the home is kept at {home} (bullpen --home {home} tail)"
+    assert "FAILED" not in done.stdout
+    assert (home / "society.toml").is_file()
+    result = audit_file(home / "room" / "room.jsonl")
+    assert result.ok and result.lines > 20, result.summary()
+
+
+def test_the_demo_refuses_a_home_that_is_not_empty(tmp_path: Path) -> None:
+    """A --home that already holds files is refused (exit 78) and left exactly as it was."""
+    home = tmp_path / "busy"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    done = run_cli(home, "demo", timeout=120)
+    assert done.returncode == 78, done.stdout + done.stderr
+    assert "bullpen:" in done.stderr
+    assert sorted(p.name for p in home.iterdir()) == ["notes.txt"]
+    assert (home / "notes.txt").read_text() == "mine"
