@@ -213,7 +213,7 @@ class TestExpedition:
                 command.kill()
         assert command.returncode == 0, out + err
         assert "=== DIG REPORT ===" in out
-        assert "foreman exited with status" in up.output()
+        assert "foreman was killed by SIGKILL; restarting" in up.output()
         up.stop()
 
 

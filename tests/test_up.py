@@ -63,12 +63,12 @@ class TestUp:
         )
         os.kill(pid, signal.SIGKILL)
         wait_for(
-            lambda: (
-                "echo       pid" in up.output().split("exited", 1)[-1]
-                and "restarted" in up.output()
+            lambda: re.search(
+                r"echo was killed by SIGKILL; restarting.*\n.*up: echo +pid \d+ +restarted \(1\)",
+                up.output(),
             ),
             30,
-            "up to restart echo",
+            "up to say echo was killed by SIGKILL, and restart it",
         )
         ask = say(society, "@echo", "after the crash")
         assert wait_reply(society, ask["id"], 30)["body"] == "echo: after the crash"

@@ -48,6 +48,16 @@ def status(text: str) -> None:
     print(f"up: {text}", file=sys.stderr, flush=True)
 
 
+def ended(code: int) -> str:
+    """How a child ended, in words: `exited with status 3`, `was killed by SIGKILL`."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
 @dataclass
 class Child:
     name: str
@@ -95,6 +105,8 @@ class Supervisor:
         ]
         self.env = {**os.environ, "BULLPEN_HOME": str(home.root), "PYTHONUNBUFFERED": "1"}
         self._stopping = asyncio.Event()
+        # Names line up in the status lines however long a nick is.
+        self.width = max([len("hub"), 10, *(len(child.name) for child in self.lurkers)])
 
     def stop(self) -> None:
         self._stopping.set()
@@ -171,18 +183,20 @@ class Supervisor:
             if not await self._hub_ready():
                 await self._terminate([self.hub])
                 code = self.hub.proc.returncode
-                status(f"the hub did not start (exit {code}); its log says:")
+                status(f"the hub did not start (it {ended(code or 0)}); its log says:")
                 print(self.hub.log_tail(), file=sys.stderr)
                 return EXIT_CONFIG if code == EXIT_CONFIG else 1  # 78 stops systemd too
             hub = self.home.society.hub
             status(
-                f"hub        pid {self.hub.proc.pid:<7} running  strict {hub.strict}"
+                f"{'hub':<{self.width}} pid {self.hub.proc.pid:<7} running  strict {hub.strict}"
                 + (f", relaxed {hub.relaxed}" if hub.relaxed else "")
             )
         for child in self.lurkers:
             await child.start(self.env)
             assert child.proc is not None
-            status(f"{child.name:<10} pid {child.proc.pid:<7} running  log {child.log_path}")
+            status(
+                f"{child.name:<{self.width}} pid {child.proc.pid:<7} running  log {child.log_path}"
+            )
         status(f"{len(self.lurkers)} lurkers up; Ctrl-C stops everything")
         watchers = [asyncio.create_task(self._watch(c)) for c in self._children()]
         await self._stopping.wait()
@@ -215,7 +229,7 @@ class Supervisor:
             if time.monotonic() - child.started_at > STABLE_S:
                 child.backoff = 1.0
             status(
-                f"{child.name} exited with status {code}; restarting in {child.backoff:g} s "
+                f"{child.name} {ended(code)}; restarting in {child.backoff:g} s "
                 f"(log {child.log_path})"
             )
             try:
@@ -226,7 +240,9 @@ class Supervisor:
             child.backoff = min(child.backoff * 2, 30.0)
             child.restarts += 1
             await child.start(self.env)
-            status(f"{child.name:<10} pid {child.proc.pid:<7} restarted ({child.restarts})")
+            status(
+                f"{child.name:<{self.width}} pid {child.proc.pid:<7} restarted ({child.restarts})"
+            )
 
     async def _terminate(self, children: list[Child]) -> None:
         running = [c for c in children if c.proc is not None and c.proc.returncode is None]
