@@ -64,7 +64,9 @@ class Home:
     @cached_property
     def screen(self) -> HomeSecrets:
         """This home's secret set: what no prompt, post, commit or PR body may hold."""
-        return HomeSecrets(self.trust)
+        if not self.trust_file.exists():  # a bare folder (a backpass's only): secrets/ alone
+            return HomeSecrets(None, self.root / "secrets")
+        return HomeSecrets(self.trust, self.root / "secrets")
 
     @property
     def room_path(self) -> Path:

@@ -104,7 +104,7 @@ class Screen:
     @classmethod
     def of_trust(cls, trust: TrustTable) -> Screen:
         """Every secret file of the home trust.toml describes (see the module docstring)."""
-        return cls.of(_home_values(trust))
+        return cls.of(_values_of(_files(trust), _named(trust)))
 
     def find(self, content: bytes | str) -> str | None:
         """Which kind of secret `content` holds, or None."""
@@ -153,15 +153,19 @@ class HomeSecrets:
     are added; stat-ing a handful of files per use is cheap next to a model call.
     """
 
-    def __init__(self, trust: TrustTable) -> None:
+    def __init__(self, trust: TrustTable | None, secrets_dir: Path | None = None) -> None:
+        """`trust` names the secret files; a home without trust.toml (only a backpass's
+        folders, say) is screened by its `secrets_dir` and every PEM block alone."""
         self.trust = trust
+        self.secrets_dir = secrets_dir
         self._signature: tuple[Any, ...] | None = None
         self._screen = Screen()
 
     def screen(self) -> Screen:
-        signature = (_signature(self.trust), frozenset(logs.registered()))
+        files = _files(self.trust, self.secrets_dir)
+        signature = (_signature(files), frozenset(logs.registered()))
         if signature != self._signature:
-            self._screen = Screen.of_trust(self.trust)
+            self._screen = Screen.of(_values_of(files, _named(self.trust)))
             self._signature = signature
         return self._screen
 
@@ -172,7 +176,9 @@ class HomeSecrets:
         self.screen().check_json(value, where)
 
 
-def _named(trust: TrustTable) -> dict[Path, str]:
+def _named(trust: TrustTable | None) -> dict[Path, str]:
+    if trust is None:
+        return {}
     return {
         trust.secret_file: "the shared secret",
         trust.relaxed_token_file: "the relaxed token",
@@ -202,9 +208,12 @@ def _private(folder: Path) -> bool:
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o077
 
 
-def _files(trust: TrustTable) -> list[Path]:
+def _files(trust: TrustTable | None, secrets_dir: Path | None = None) -> list[Path]:
     found: list[Path] = list(_named(trust))
-    for folder in _folders(trust):
+    folders = _folders(trust) if trust is not None else []
+    if secrets_dir is not None and secrets_dir not in folders and _private(secrets_dir):
+        folders.append(secrets_dir)
+    for folder in folders:
         for root, dirs, names in os.walk(folder):  # never follows a link to a folder
             dirs.sort()
             for name in sorted(names):
@@ -234,10 +243,9 @@ def _read(path: Path) -> bytes | None:
         os.close(fd)
 
 
-def _home_values(trust: TrustTable) -> list[tuple[bytes | str | None, str]]:
-    named = _named(trust)
+def _values_of(files: list[Path], named: dict[Path, str]) -> list[tuple[bytes | str | None, str]]:
     out: list[tuple[bytes | str | None, str]] = []
-    for path in _files(trust):
+    for path in files:
         data = _read(path)
         if data is None:
             continue
@@ -251,9 +259,9 @@ def _home_values(trust: TrustTable) -> list[tuple[bytes | str | None, str]]:
     return out
 
 
-def _signature(trust: TrustTable) -> tuple[tuple[str, int, int, int], ...]:
+def _signature(files: list[Path]) -> tuple[tuple[str, int, int, int], ...]:
     out = []
-    for path in _files(trust):
+    for path in files:
         try:
             info = os.lstat(path)
         except OSError:
