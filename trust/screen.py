@@ -7,7 +7,8 @@ commit, a PR body, and (at the hub) every incoming request. The set is
 - every secret file of the home: every regular file in the folders that hold
   the files trust.toml names (`secrets/`, `secrets/keys/`), so a token file
   added there later (a read token, gateway caller tokens) is covered without
-  a list to keep up to date; a plain file's whole value and each word of it;
+  a list to keep up to date; a plain file's whole value and each word of it
+  as long as a token (32 bytes);
 - every private key among them in each form it can be pasted in: the PEM's
   base64 body, joined and line by line, and the raw key in hex and base64;
 - any PEM private key block (`-----BEGIN ... PRIVATE KEY-----` with key
@@ -30,12 +31,12 @@ import os
 import re
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from room import logs, strictjson
 from room.errors import SecretFound
+from trust.secretfiles import MIN_SECRET_BYTES
 from trust.table import TrustTable
 
 __all__ = ["MIN_SECRET", "HomeSecrets", "Screen", "key_material"]
@@ -49,6 +50,8 @@ PEM_HEADER = re.compile(rb"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)---
 PEM_BODY = re.compile(rb"[A-Za-z0-9+/]{16,}")
 PEM_LOOKAHEAD = 400
 PEM_BLOCK = "a PEM private key block"
+TOKEN_RUN = re.compile(rb"[A-Za-z0-9+/=_\-]+")
+_RUNS = bytes(0x78 if TOKEN_RUN.fullmatch(bytes([i])) else 0x20 for i in range(256))
 
 
 def key_material(pem: bytes) -> list[bytes]:
@@ -79,14 +82,24 @@ def _values(data: bytes) -> list[bytes]:
     if b"PRIVATE KEY" in data:
         return key_material(data)
     whole = data.strip()
-    return [whole, *whole.split()]
+    # Each word too, for a file of several tokens (`name token` lines), but only words as
+    # long as a token must be (32 bytes), so a caller's name never becomes a needle.
+    return [whole, *(word for word in whole.split() if len(word) >= MIN_SECRET_BYTES)]
 
 
-@dataclass(frozen=True)
 class Screen:
     """A fixed secret set: (value, what it is) pairs, plus every PEM private key block."""
 
-    needles: tuple[tuple[bytes, str], ...] = ()
+    def __init__(self, needles: tuple[tuple[bytes, str], ...] = ()) -> None:
+        self.needles = needles
+        # The hub screens every post: a value made of token characters only (hex, base64:
+        # all of bullpen's own) can be inside the text only if the text has a run of such
+        # characters at least as long; mapping every byte to "x" or " " (one C pass) and
+        # looking for that many x's rules it out for most prose at the cost of two scans.
+        self._token = tuple(item for item in needles if TOKEN_RUN.fullmatch(item[0]))
+        self._other = tuple(item for item in needles if not TOKEN_RUN.fullmatch(item[0]))
+        shortest = min((len(value) for value, _ in self._token), default=0)
+        self._run = b"x" * shortest if shortest else None
 
     @classmethod
     def of(cls, named: Iterable[tuple[bytes | str | None, str]]) -> Screen:
@@ -109,9 +122,13 @@ class Screen:
     def find(self, content: bytes | str) -> str | None:
         """Which kind of secret `content` holds, or None."""
         data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
-        for value, what in self.needles:
+        for value, what in self._other:
             if value in data:
                 return what
+        if self._run is not None and self._run in data.translate(_RUNS):
+            for value, what in self._token:
+                if value in data:
+                    return what
         if b"PRIVATE KEY" in data:
             for match in PEM_HEADER.finditer(data):
                 if PEM_BODY.search(data, match.end(), match.end() + PEM_LOOKAHEAD):
