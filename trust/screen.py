@@ -82,6 +82,8 @@ def _values(data: bytes) -> list[bytes]:
     if b"PRIVATE KEY" in data:
         return key_material(data)
     whole = data.strip()
+    if whole.startswith((b"ed25519:", b"ssh-", b"-----BEGIN PUBLIC KEY")):
+        return []  # a public half kept beside its key is meant to be shown
     # Each word too, for a file of several tokens (`name token` lines), but only words as
     # long as a token must be (32 bytes), so a caller's name never becomes a needle.
     return [whole, *(word for word in whole.split() if len(word) >= MIN_SECRET_BYTES)]
