@@ -207,9 +207,10 @@ def _named(trust: TrustTable | None) -> dict[Path, str]:
 
 def _folders(trust: TrustTable) -> list[Path]:
     """The folders whose every file is a secret: key_dir, and the folders of the named
-    files unless that is the home itself (which holds the room, not only secrets)."""
+    files unless that is the home itself (which holds the room, not only secrets); each
+    only when it is a private (0700) folder of ours, so a path set to /etc walks nothing."""
     home = trust.path.parent
-    folders = [trust.key_dir]
+    folders = [trust.key_dir] if _private(trust.key_dir) else []
     for path in _named(trust):
         folder = path.parent
         # a 0700 folder of secrets besides the home itself, never /etc or a shared one
