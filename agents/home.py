@@ -21,6 +21,7 @@ from room.errors import ConfigError
 from room.logs import register_secret
 from trust import table as trust_table
 from trust.proof import KeySigner, SecretSigner, Signer
+from trust.screen import HomeSecrets
 from trust.secretfiles import read_secret_text
 
 DEFAULT_HOME = Path("~/.config/bullpen")
@@ -59,6 +60,13 @@ class Home:
     def path(self, value: str) -> Path:
         candidate = Path(value).expanduser()
         return candidate if candidate.is_absolute() else self.root / candidate
+
+    @cached_property
+    def screen(self) -> HomeSecrets:
+        """This home's secret set: what no prompt, post, commit or PR body may hold."""
+        if not self.trust_file.exists():  # a bare folder (a backpass's only): secrets/ alone
+            return HomeSecrets(None, self.root / "secrets")
+        return HomeSecrets(self.trust, self.root / "secrets")
 
     @property
     def room_path(self) -> Path:

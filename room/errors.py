@@ -16,6 +16,7 @@
     ├── HubUnavailable           the hub could not be reached or answered 5xx
     ├── SeatError                a model seat failed to give a valid answer
     └── StepFailed               a step agent could not do its work; becomes a room flag
+        └── SecretFound          text bound to leave the home holds its secret material
 
 Every message is a full sentence that says what was wrong and what to do, and
 never contains a secret. `to_dict()` is the form a failure takes in a room
@@ -137,3 +138,13 @@ class StepFailed(BullpenError):
     """A step agent could not do its work; the lurker posts it as a FAILED flag."""
 
     code = "step_failed"
+
+
+class SecretFound(StepFailed):
+    """Text about to leave the home (a prompt, a post, a commit) holds secret material.
+
+    The message names where the text came from and what kind of secret it
+    held, never the secret; nothing was sent.
+    """
+
+    code = "secret_found"

@@ -20,6 +20,7 @@ import socket
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import structlog
 import uvicorn
@@ -98,7 +99,10 @@ class ListenerApp:
         try:
             if self.relaxed:  # the token first: without it, not even the routes are told
                 self.hub.gate.check_bearer(request.headers.get("authorization"))
-            self.hub.gate.refuse_secrets(scope["query_string"])
+            query = scope["query_string"]
+            self.hub.gate.refuse_secrets(query)
+            if b"%" in query:  # and as the hub reads it, percent escapes decoded
+                self.hub.gate.refuse_secrets(unquote_to_bytes(query))
             if route is None:
                 raise HTTPException(404)
             if scope["method"] != route[0]:

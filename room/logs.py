@@ -24,6 +24,11 @@ def register_secret(value: bytes | str) -> None:
         _SECRETS.add(text)
 
 
+def registered() -> frozenset[str]:
+    """Every secret this process registered (trust/screen.py screens them too)."""
+    return frozenset(_SECRETS)
+
+
 def scrub(value: Any) -> Any:
     """`value` with every registered secret replaced, in strings at any depth."""
     if isinstance(value, str):

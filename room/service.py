@@ -30,6 +30,7 @@ from room.log import Filter, RoomLog
 from trust import checkpoint, hubkey
 from trust.gate import Gate
 from trust.nonces import NonceStore
+from trust.screen import Screen
 from trust.secretfiles import read_secret_text
 from trust.table import TrustTable
 
@@ -205,7 +206,7 @@ async def run_hub(settings: HubSettings) -> int:
 
     fatal: list[BaseException] = []
     room_log.on_fatal = fatal.append
-    gate = Gate(trust, secret, token, nonces)
+    gate = Gate(trust, secret, token, nonces, screen=Screen.of_trust(trust))
 
     def ready() -> None:
         where = ", ".join(f"{item.name} {item.address}" for item in listeners)

@@ -358,8 +358,9 @@ def test_a_nicks_own_seat_answers_its_judgments(society: Society, tmp_path: Path
 
 
 def test_a_key_a_model_echoes_back_never_reaches_the_room(society: Society) -> None:
-    """A server that answers with the seat's API key inside non-JSON text: the FAILED reply
-    says why, but the key is scrubbed before the post, as every secret the lurker holds is."""
+    """A server that answers with the seat's API key inside non-JSON text: the retry prompt
+    that would quote it is screened (trust/screen.py), and the FAILED reply says so, without
+    the key, as for every secret the lurker holds."""
     from tests.fakes.fake_openai import FakeOpenAI
 
     key = "sk-test-9f8e7d6c5b4a3921"
@@ -377,5 +378,5 @@ def test_a_key_a_model_echoes_back_never_reaches_the_room(society: Society) -> N
         society.start_lurker("asker", env={"BULLPEN_TEST_KEY": key})
         ask = say(society, "@asker", "is it so?")
         reply = wait_reply(society, ask["id"], 60)
-    assert "FAILED" in reply["body"] and "<redacted>" in reply["body"], reply
+    assert "FAILED" in reply["body"] and "holds a secret this process holds" in reply["body"]
     assert key not in society.room.read_text()

@@ -22,6 +22,7 @@ from room.message import PostRequest
 from trust import keys
 from trust.nonces import NonceStore
 from trust.proof import hmac_hex, proof_bytes
+from trust.screen import Screen
 from trust.table import SECRET, TrustTable
 
 WINDOW_S = 120
@@ -36,6 +37,7 @@ class Gate:
         nonces: NonceStore,
         window_s: int = WINDOW_S,
         clock: Callable[[], float] = time.time,
+        screen: Screen | None = None,
     ) -> None:
         self.table = table
         self._secret = secret
@@ -43,20 +45,24 @@ class Gate:
         self._nonces = nonces
         self._window = window_s
         self._clock = clock
-        # Only secrets long enough that no honest post contains them by chance.
-        self._screened = [s for s in (secret, relaxed_token) if s is not None and len(s) >= 16]
+        # The home's whole secret set (trust/screen.py); without one, at least these two.
+        self._screen = screen or Screen.of(
+            [(secret, "the shared secret"), (relaxed_token, "the relaxed token")]
+        )
 
     def refuse_secrets(self, content: bytes) -> None:
-        """Refuse a request carrying the hub's own secret or token: the room stores no secret.
+        """Refuse a request carrying a secret of this home or any private key: the room
+        stores no secret.
 
         The message names neither which secret nor where, so the refusal
-        itself repeats nothing.
+        itself repeats nothing and tells a prober nothing.
         """
-        if any(secret in content for secret in self._screened):
+        if self._screen.find(content) is not None:
             raise BadPost(
-                "the request contains one of this hub's secrets (the shared secret or the "
-                "relaxed token); nothing was written. Remove it: the room must never hold a "
-                "secret, and a secret that was sent anywhere should be replaced"
+                "the request contains secret material (one of this hub's secrets or tokens, "
+                "a key of its home, or a PEM private key block); nothing was written. Remove "
+                "it and post again: the room must never hold a secret, and a secret that "
+                "was sent anywhere should be replaced"
             )
 
     def check_bearer(self, header: str | None) -> None:

@@ -100,17 +100,31 @@ def _problem(info: os.stat_result, path: Path) -> str | None:
 
 
 def check_secret_file(path: Path, what: str = "secret file") -> str | None:
-    """The problem with a secret file, or None when it is fine. Never raises."""
+    """The problem with a secret file (loose, a link, short ...), or None. Never raises."""
     try:
-        read_secret_file(path, what)
+        read_secret_text(path, what)
     except SecretFileError as exc:
         return exc.message
     return None
 
 
+MIN_SECRET_BYTES = 32
+
+
 def read_secret_text(path: Path, what: str = "secret file") -> bytes:
-    """A secret as bytes with surrounding whitespace removed; refuse an empty file."""
+    """A secret as bytes with surrounding whitespace removed; refuse an empty or short one.
+
+    A short secret can be guessed, and the screen (trust/screen.py) could not
+    tell it from honest text: 32 bytes at least (`bullpen init` writes 64).
+    """
     value = read_secret_file(path, what).strip()
-    if not value:
-        raise SecretFileError(f"the {what} {path} is empty; write a secret into it", path=str(path))
+    if len(value) < MIN_SECRET_BYTES:
+        state = "is empty" if not value else f"holds {len(value)} bytes"
+        raise SecretFileError(
+            f"the {what} {path} {state}, under the {MIN_SECRET_BYTES} a secret needs; make a "
+            f"new one: (umask 077 && python3 -c 'import secrets; print(secrets.token_hex(32))' "
+            f"> {path}.new) && mv {path}.new {path} (then restart the hub and the "
+            "lurkers, which read it at start)",
+            path=str(path),
+        )
     return value

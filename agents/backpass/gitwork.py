@@ -13,6 +13,8 @@ Safety rules, enforced here rather than hoped for:
   main worktree has checked out, `init.defaultBranch`, main, master), and a
   commit is only made on a branch under the backpass prefix;
 - nothing is ever pushed (there is no push in this module);
+- a commit whose message or files hold a secret of the home or a private key
+  (trust/screen.py) is refused before `git add`: SecretFound names the file;
 - a step that fails removes the worktrees and branches it created.
 """
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from room.errors import StepFailed
+from trust.screen import HomeSecrets, Screen
 
 __all__ = [
     "GitError",
@@ -291,9 +294,24 @@ def _needs_identity(repo: Path) -> bool:
     return name != 0 or email != 0
 
 
-def commit(worktree: Worktree, message: str, files: list[str], *, prefix: str) -> str | None:
-    """Commit `files` (paths relative to the worktree) on the worktree's branch; None if unchanged."""
+def commit(
+    worktree: Worktree,
+    message: str,
+    files: list[str],
+    *,
+    prefix: str,
+    screen: Screen | HomeSecrets | None = None,
+) -> str | None:
+    """Commit `files` (paths relative to the worktree) on the worktree's branch; None if unchanged.
+
+    Every file and the message pass `screen` first (with none given: still every PEM
+    private key block), so a secret is never in a commit, not even one discarded later."""
     path = worktree.path
+    screen = screen or Screen.of([])
+    screen.check(message, f"the commit message for {', '.join(files)} in {path}")
+    for name in files:
+        with contextlib.suppress(FileNotFoundError):  # a removed file has nothing to screen
+            screen.check((path / name).read_bytes(), f"the file {path / name} to commit")
     on = _maybe(path, "symbolic-ref", "--quiet", "--short", "HEAD")
     if (
         on != worktree.branch

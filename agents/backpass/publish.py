@@ -51,6 +51,7 @@ from agents.backpass.traces import StateFileError, check_state, update_state
 from agents.runtime.step import Reply, StepContext
 from agents.wording import counted
 from room.errors import SeatError, StepFailed
+from trust.screen import HomeSecrets
 
 __all__ = ["commit_message", "pr_body", "synthesize_and_publish"]
 
@@ -153,6 +154,7 @@ def write_branches(
     ledger_counts: str,
     edits: dict[str, list[Edit]],
     texts: dict[str, list[str]],
+    screen: HomeSecrets | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Branches and commits for tonight's ledger and edits; on failure nothing is left behind."""
     created: list[Worktree] = []
@@ -172,12 +174,20 @@ def write_branches(
                 assert ledger_text is not None
                 _write(worktree.path / params.ledger, ledger_text)
                 message = f"memory-backpass {date}: ledger\n\n{ledger_counts}"
-                sha = commit(worktree, message, [params.ledger], prefix=params.branch_prefix)
+                sha = commit(
+                    worktree, message, [params.ledger], prefix=params.branch_prefix, screen=screen
+                )
                 commits += [sha] if sha else []
             for edit, text in zip(edits[repo], texts[repo], strict=True):
                 _write(worktree.path / params.memory_file, text)
                 message = commit_message(date, edit)
-                sha = commit(worktree, message, [params.memory_file], prefix=params.branch_prefix)
+                sha = commit(
+                    worktree,
+                    message,
+                    [params.memory_file],
+                    prefix=params.branch_prefix,
+                    screen=screen,
+                )
                 commits += [sha] if sha else []
             results[repo] = {
                 "branch": branch,
@@ -193,6 +203,28 @@ def write_branches(
             discard(worktree)
         raise
     return results
+
+
+def _screen_outputs(
+    screen: HomeSecrets,
+    data: dict[str, Any],
+    params: RunParams,
+    date: str,
+    ledger_text: str,
+    edits: dict[str, list[Edit]],
+    texts: dict[str, list[str]],
+    summary: str,
+) -> None:
+    """Everything tonight would commit or put in the PR body, screened before the first
+    branch: a hit fails the step naming the file it came from, and nothing is committed."""
+    screen.check(ledger_text, f"the ledger {data['ledger_file']}")
+    screen.check(summary, "the synthesis summary (for the PR body)")
+    for repo in REPOS:
+        for n, (edit, text) in enumerate(zip(edits[repo], texts[repo], strict=True), start=1):
+            # Only the edit's number and op in the name: its text is what may hold the secret.
+            where = f"the {repo} {params.memory_file} after edit {n} ({edit.op})"
+            screen.check(text, where)
+            screen.check(commit_message(date, edit), f"the commit message of {repo} edit {n}")
 
 
 async def synthesize_and_publish(
@@ -255,6 +287,8 @@ async def synthesize_and_publish(
     for repo in REPOS:
         if texts[repo]:
             _write(folder / "preview" / f"{repo}-{params.memory_file}", texts[repo][-1])
+    screen = ctx.home.screen
+    _screen_outputs(screen, data, params, date, ledger_text, edits, texts, summary)
     branches: dict[str, dict[str, Any]] = {}
     succeeded = {str(t["path"]): str(t["sha256"]) for t in data.get("succeeded") or []}
     if not params.report_only:
@@ -278,6 +312,7 @@ async def synthesize_and_publish(
                 ledger_counts=counts,
                 edits=edits,
                 texts=texts,
+                screen=screen,
             )
             try:
                 await asyncio.to_thread(update_state, state, succeeded)
@@ -293,18 +328,17 @@ async def synthesize_and_publish(
                 ) from None
     body_path = folder / "PR_BODY.md"
     thread = folder.name
-    _write(
-        body_path,
-        pr_body(
-            date=date,
-            thread=thread,
-            funnel=funnel,
-            edits=described,
-            branches=branches,
-            summary=summary,
-            repos=repos,
-        ),
+    body_text = pr_body(
+        date=date,
+        thread=thread,
+        funnel=funnel,
+        edits=described,
+        branches=branches,
+        summary=summary,
+        repos=repos,
     )
+    screen.check(body_text, f"the PR body {body_path}")
+    _write(body_path, body_text)
     where = ", ".join(f"{repo} {b['branch']}" for repo, b in branches.items()) or "no branch"
     body = (
         f"step 5: {counted(funnel.edits, 'edit')} (public {funnel.edits_public}, private "

@@ -193,6 +193,10 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
     except OSError as exc:
         raise StepFailed(f"cannot read trace {session} ({path}): {exc.strerror or exc}") from None
     text = render(path, raw)
+    # Before a model sees it: a trace holding the home's secret or a private key fails here,
+    # named, and stays pending (the judge screens every prompt again, without the file's name).
+    ctx.home.screen.check(raw, f"trace {session} ({path})")
+    ctx.home.screen.check(text, f"trace {session} ({path}), as rendered for the model")
     if len(text) > params.max_trace_chars:
         raise StepFailed(
             f"trace {session} is {len(text)} characters, over max_trace_chars "

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from agents.home import Home
 from agents.runtime import handlers
 from agents.runtime.cursor import Cursor
-from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost
+from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost, screened
 from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
 from agents.runtime.wake import is_ping, orchestrator_problem, refusal, wake_set
 from room import logs, pidlock
@@ -97,7 +97,7 @@ class Lurker:
             # One registry per process: an openai seat remembers what its server supports.
             self._seats = build_seats(self.home.society.seats)
         seat = self.config.seat  # this nick's own seat, for whatever role it judges
-        judge = make_judge(self._seats, {role: seat} if seat else None)
+        judge = make_judge(self._seats, {role: seat} if seat else None, self.home.screen)
         return await judge(role, request, schema)
 
     async def read_thread(self, thread: str, through: int = 0) -> list[Message]:
@@ -362,6 +362,7 @@ class Lurker:
         self.cursor.save(self._safe())
 
     async def _deliver(self, message: Message, outcome: Outcome) -> None:
+        outcome = screened(outcome, self.home.screen, f"{self.nick}'s answer to {message.id}")
         if isinstance(outcome, Outbox):
             for post in outcome.posts:
                 await self._post(post, None)
@@ -408,9 +409,13 @@ class Lurker:
         """Post, waiting out a hub outage; never post a reply twice.
 
         Every secret this process holds (its proof, a seat's API key) is
-        scrubbed first: a model or a program may echo one back, and the room
+        scrubbed first, and what still holds secret material (trust/screen.py)
+        is SecretFound: a model or a program may echo one back, and the room
         must never keep it.
         """
+        self.home.screen.check_json(
+            {"body": post.body, "data": post.data}, f"a post by {self.nick}"
+        )
         built = self.client.build(
             post.to,
             logs.scrub(post.body),

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.runtime.step import Reply, StepContext
+from room.errors import SecretFound
 from room.message import Message
+from trust.screen import HomeSecrets, Screen
 
-__all__ = ["Failure", "Handler", "OutPost", "Outbox", "Outcome", "as_outcome"]
+__all__ = ["Failure", "Handler", "OutPost", "Outbox", "Outcome", "as_outcome", "screened"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,21 @@ def as_outcome(value: Any) -> Outcome:
         data = value.get("data")
         return Reply(value["body"], data if isinstance(data, dict) else None)
     return Failure(f"the step returned {type(value).__name__}, not a Reply")
+
+
+def screened(outcome: Outcome, screen: Screen | HomeSecrets, where: str) -> Outcome:
+    """The outcome, or a Failure naming the problem (never the secret) when what it would
+    post holds a secret of the home or a private key: the room never receives it."""
+    if isinstance(outcome, Failure):  # a failure may quote a program's stderr
+        parts: list[Any] = [{"body": outcome.reason, "data": outcome.details}]
+    else:
+        posts = outcome.posts if isinstance(outcome, Outbox) else [outcome]
+        parts = [{"body": post.body, "data": post.data} for post in posts]
+    try:
+        screen.check_json(parts, where)
+    except SecretFound as exc:
+        return Failure(exc.message, exc.to_dict())
+    return outcome
 
 
 class Handler:

@@ -10,6 +10,10 @@ then its fallback, and so on. When every seat has failed, SeatError says
 what each one did wrong; the caller posts it as the step's FAILED flag.
 No answer is ever made up and no seat stands in for another unannounced:
 the Judgment names the seat that answered.
+
+Every prompt passes the home's screen (trust/screen.py) right before it goes
+to a seat, retries included: a prompt holding a secret or a private key is
+SecretFound (a StepFailed: the step's FAILED flag) and no seat sees it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from agents.seats.jsonanswer import AnswerRejected, validate_answer
 from agents.seats.registry import SeatRegistry
 from agents.seats.request import AnswerT, Judge, Judgment, JudgmentRequest
 from room.errors import ConfigError, SeatError
+from trust.screen import HomeSecrets, Screen
 
 __all__ = ["ATTEMPTS_PER_SEAT", "SeatJudge", "make_judge", "retry_prompt"]
 
@@ -44,9 +49,15 @@ def retry_prompt(prompt: str, error: str) -> str:
 class SeatJudge:
     """Judge over a SeatRegistry; see the module docstring for the rules."""
 
-    def __init__(self, registry: SeatRegistry, roles: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        registry: SeatRegistry,
+        roles: Mapping[str, str] | None = None,
+        screen: Screen | HomeSecrets | None = None,
+    ) -> None:
         self.registry = registry
         self.roles = dict(roles or {})
+        self.screen = screen or Screen.of([])  # with no home: still every PEM private key
         for role, seat in self.roles.items():
             if seat not in registry:
                 raise ConfigError(
@@ -70,6 +81,9 @@ class SeatJudge:
             for try_number in range(1, ATTEMPTS_PER_SEAT + 1):
                 attempts += 1
                 started = time.monotonic()
+                self.screen.check(
+                    prompt_request.prompt, f"the prompt of step {request.step!r} for {seat}"
+                )
                 try:
                     text = await seat.complete(prompt_request)
                     answer = validate_answer(text, schema)
@@ -127,6 +141,11 @@ class SeatJudge:
         )
 
 
-def make_judge(registry: SeatRegistry, roles: dict[str, str] | None = None) -> Judge:
-    """A Judge over `registry`; `roles` sends a role to another seat table (role → table)."""
-    return SeatJudge(registry, roles)
+def make_judge(
+    registry: SeatRegistry,
+    roles: dict[str, str] | None = None,
+    screen: Screen | HomeSecrets | None = None,
+) -> Judge:
+    """A Judge over `registry`; `roles` sends a role to another seat table (role → table);
+    `screen` is the home's secret set every prompt is checked against."""
+    return SeatJudge(registry, roles, screen)

@@ -1,0 +1,57 @@
+"""What the secret screen (trust/screen.py) costs the hub per post, against the old gate.
+
+    python bench/screen.py
+
+A throwaway home from `bullpen init` plus three nick keys: the shared secret, the relaxed
+token and four private keys in each of their forms. The baseline, in the same run, is the
+gate before the screen: two values looked for with `in`. Each body is a post as the hub
+sees it (JSON), looked at once per measure; the hub looks twice (raw and decoded).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import timeit
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agents.cli.init import InitOptions, init_home
+from bench.table import print_table
+from trust import keys, table
+from trust.screen import Screen
+
+BODIES = {
+    "prose, 500 B": "The deploy worked after the retry, and the tests passed. " * 9,
+    "prose with a sha256": "the trace " * 40 + os.urandom(32).hex(),
+    "prose, 64 KiB": "The deploy worked after the retry, and the tests passed. " * 1150,
+}
+
+
+def per_call_us(check: object, body: bytes, number: int) -> float:
+    return timeit.timeit(lambda: check(body), number=number) / number * 1e6  # type: ignore[operator]
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "home"
+        init_home(root, InitOptions(strict="127.0.0.1:1", relaxed="127.0.0.1:2"))
+        for nick in ("alice", "bob", "carol"):
+            keys.generate_private_key(root / "secrets" / "keys" / f"{nick}.key")
+        screen = Screen.of_trust(table.load(root / "trust.toml"))
+    old = [os.urandom(32).hex().encode(), os.urandom(32).hex().encode()]
+    rows = [["body", "old gate (2 values)", f"screen ({len(screen.needles)} values + PEM)"]]
+    for label, text in BODIES.items():
+        body = json.dumps({"from": "x", "to": "@y", "type": "chat", "body": text}).encode()
+        number = 200 if len(body) > 10_000 else 5000
+        base = per_call_us(lambda b: any(v in b for v in old), body, number)
+        cost = per_call_us(screen.find, body, number)
+        rows.append([label, f"{base:.1f} µs", f"{cost:.1f} µs ({cost / base:.1f}×)"])
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()

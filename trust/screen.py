@@ -1,0 +1,290 @@
+"""The screen: nothing secret leaves the home, through any door.
+
+One piece of code knows the home's secret set and looks for it in text about
+to leave: a prompt for a model seat, a line for the room, a file for a
+commit, a PR body, and (at the hub) every incoming request. The set is
+
+- every secret file of the home: every regular file in the folders that hold
+  the files trust.toml names (`secrets/`, `secrets/keys/`), so a token file
+  added there later (a read token, gateway caller tokens) is covered without
+  a list to keep up to date; a plain file's whole value and each word of it
+  as long as a token (32 bytes);
+- every private key among them in each form it can be pasted in: the PEM's
+  base64 body, joined and line by line, and the raw key in hex and base64;
+- any PEM private key block (`-----BEGIN ... PRIVATE KEY-----` with key
+  text after it: PKCS#8, RSA, EC, OPENSSH, ENCRYPTED, PGP), the home's or not;
+- what this process registered with the log scrubber (a seat's API key).
+
+A value is matched raw and, for structured content, in the form the hub
+stores (JSON escapes decoded: `\\u0061` is `a`). Only values of at least
+MIN_SECRET bytes are screened: shorter ones would match honest text by chance.
+
+A hit raises SecretFound naming where the text came from and which kind of
+secret it held, never the secret or where in the text it was; the caller
+sends nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from room import logs, strictjson
+from room.errors import SecretFound
+from trust.secretfiles import MIN_SECRET_BYTES
+from trust.table import TrustTable
+
+__all__ = ["MIN_SECRET", "HomeSecrets", "Screen", "key_material"]
+
+MIN_SECRET = 16
+MAX_SECRET_FILE = 1024 * 1024  # a secrets folder holds small files; a bigger one is not a secret
+PEM_HEADER = re.compile(rb"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----")
+# Key text after the header: a run of base64 within the next few hundred bytes (headers
+# such as `Proc-Type: 4,ENCRYPTED` may come first). A header alone, as in documentation
+# about the format, is not a key.
+PEM_BODY = re.compile(rb"[A-Za-z0-9+/]{16,}")
+PEM_LOOKAHEAD = 400
+PEM_BLOCK = "a PEM private key block"
+TOKEN_RUN = re.compile(rb"[A-Za-z0-9+/=_\-]+")
+_RUNS = bytes(0x78 if TOKEN_RUN.fullmatch(bytes([i])) else 0x20 for i in range(256))
+
+
+def key_material(pem: bytes) -> list[bytes]:
+    """What of a PEM private key must never leave: its base64 body, joined and line by
+    line, and the raw key in hex and base64 (when it is a key `cryptography` can read)."""
+    lines = [line.strip() for line in pem.splitlines()]
+    body_lines = [
+        line for line in lines if line and not line.startswith(b"-----") and b":" not in line
+    ]
+    found = [b"".join(body_lines), *body_lines]
+    try:
+        from cryptography.hazmat.primitives import serialization
+
+        key = serialization.load_pem_private_key(pem, password=None)
+        raw = key.private_bytes(  # type: ignore[union-attr]
+            serialization.Encoding.Raw,
+            serialization.PrivateFormat.Raw,
+            serialization.NoEncryption(),
+        )
+        found += [raw.hex().encode(), raw.hex().upper().encode(), base64.b64encode(raw)]
+        found.append(base64.urlsafe_b64encode(raw).rstrip(b"="))
+    except (ValueError, TypeError, AttributeError):
+        pass  # not a key it can read (or not raw-exportable): the PEM body still counts
+    return found
+
+
+def _values(data: bytes) -> list[bytes]:
+    if b"PRIVATE KEY" in data:
+        return key_material(data)
+    whole = data.strip()
+    if whole.startswith((b"ed25519:", b"ssh-", b"-----BEGIN PUBLIC KEY")):
+        return []  # a public half kept beside its key is meant to be shown
+    # Each word too, for a file of several tokens (`name token` lines), but only words as
+    # long as a token must be (32 bytes), so a caller's name never becomes a needle.
+    return [whole, *(word for word in whole.split() if len(word) >= MIN_SECRET_BYTES)]
+
+
+class Screen:
+    """A fixed secret set: (value, what it is) pairs, plus every PEM private key block."""
+
+    def __init__(self, needles: tuple[tuple[bytes, str], ...] = ()) -> None:
+        self.needles = needles
+        # The hub screens every post: a value made of token characters only (hex, base64:
+        # all of bullpen's own) can be inside the text only if the text has a run of such
+        # characters at least as long; mapping every byte to "x" or " " (one C pass) and
+        # looking for that many x's rules it out for most prose at the cost of two scans.
+        self._token = tuple(item for item in needles if TOKEN_RUN.fullmatch(item[0]))
+        self._other = tuple(item for item in needles if not TOKEN_RUN.fullmatch(item[0]))
+        shortest = min((len(value) for value, _ in self._token), default=0)
+        self._run = b"x" * shortest if shortest else None
+
+    @classmethod
+    def of(cls, named: Iterable[tuple[bytes | str | None, str]]) -> Screen:
+        """A screen for these values (`what` names each kind, e.g. "the shared secret")."""
+        seen: dict[bytes, str] = {}
+        for value, what in named:
+            if value is None:
+                continue
+            raw = value.encode("utf-8") if isinstance(value, str) else value
+            if len(raw) >= MIN_SECRET and raw not in seen:
+                seen[raw] = what
+        # Longest first: a key's joined body is named before one of its lines.
+        return cls(tuple(sorted(seen.items(), key=lambda item: -len(item[0]))))
+
+    @classmethod
+    def of_trust(cls, trust: TrustTable) -> Screen:
+        """Every secret file of the home trust.toml describes (see the module docstring)."""
+        return cls.of(_values_of(_files(trust), _named(trust)))
+
+    def find(self, content: bytes | str) -> str | None:
+        """Which kind of secret `content` holds, or None."""
+        data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
+        for value, what in self._other:
+            if value in data:
+                return what
+        if self._run is not None and self._run in data.translate(_RUNS):
+            for value, what in self._token:
+                if value in data:
+                    return what
+        if b"PRIVATE KEY" in data:
+            for match in PEM_HEADER.finditer(data):
+                if PEM_BODY.search(data, match.end(), match.end() + PEM_LOOKAHEAD):
+                    return PEM_BLOCK
+        return None
+
+    def find_json(self, value: Any) -> str | None:
+        """`find` over structured content in the form the room stores it, escapes decoded."""
+        if isinstance(value, str):
+            return self.find(value)
+        return self.find(strictjson.dumps(value))
+
+    def check(self, content: bytes | str, where: str) -> None:
+        """Raise SecretFound when `content` (from `where`) holds a secret."""
+        what = self.find(content)
+        if what is not None:
+            raise _found(where, what)
+
+    def check_json(self, value: Any, where: str) -> None:
+        what = self.find_json(value)
+        if what is not None:
+            raise _found(where, what)
+
+
+def _found(where: str, what: str) -> SecretFound:
+    return SecretFound(
+        f"{where} holds {what}; nothing was sent. Remove it from there (a secret belongs "
+        "only in the home's secrets/ folder), and replace that secret if the text may "
+        "have been seen elsewhere",
+        where=where,
+        secret=what,
+    )
+
+
+class HomeSecrets:
+    """The home's screen, read again only when a file in its secret folders changed.
+
+    A lurker lives for weeks while keys are made (`bullpen keys new`) and tokens
+    are added; stat-ing a handful of files per use is cheap next to a model call.
+    """
+
+    def __init__(self, trust: TrustTable | None, secrets_dir: Path | None = None) -> None:
+        """`trust` names the secret files; a home without trust.toml (only a backpass's
+        folders, say) is screened by its `secrets_dir` and every PEM block alone."""
+        self.trust = trust
+        self.secrets_dir = secrets_dir
+        self._signature: tuple[Any, ...] | None = None
+        self._screen = Screen()
+
+    def screen(self) -> Screen:
+        files = _files(self.trust, self.secrets_dir)
+        signature = (_signature(files), frozenset(logs.registered()))
+        if signature != self._signature:
+            self._screen = Screen.of(_values_of(files, _named(self.trust)))
+            self._signature = signature
+        return self._screen
+
+    def check(self, content: bytes | str, where: str) -> None:
+        self.screen().check(content, where)
+
+    def check_json(self, value: Any, where: str) -> None:
+        self.screen().check_json(value, where)
+
+
+def _named(trust: TrustTable | None) -> dict[Path, str]:
+    if trust is None:
+        return {}
+    return {
+        trust.secret_file: "the shared secret",
+        trust.relaxed_token_file: "the relaxed token",
+        trust.hub_key_file: "the hub's private key",
+    }
+
+
+def _folders(trust: TrustTable) -> list[Path]:
+    """The folders whose every file is a secret: key_dir, and the folders of the named
+    files unless that is the home itself (which holds the room, not only secrets); each
+    only when it is a private (0700) folder of ours, so a path set to /etc walks nothing."""
+    home = trust.path.parent
+    folders = [trust.key_dir] if _private(trust.key_dir) else []
+    for path in _named(trust):
+        folder = path.parent
+        # a 0700 folder of secrets besides the home itself, never /etc or a shared one
+        outside_home = folder != home and folder not in home.parents
+        if folder not in folders and outside_home and _private(folder):
+            folders.append(folder)
+    return folders
+
+
+def _private(folder: Path) -> bool:
+    try:
+        info = os.stat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o077
+
+
+def _files(trust: TrustTable | None, secrets_dir: Path | None = None) -> list[Path]:
+    found: list[Path] = list(_named(trust))
+    folders = _folders(trust) if trust is not None else []
+    if secrets_dir is not None and secrets_dir not in folders and _private(secrets_dir):
+        folders.append(secrets_dir)
+    for folder in folders:
+        for root, dirs, names in os.walk(folder):  # never follows a link to a folder
+            dirs.sort()
+            for name in sorted(names):
+                path = Path(root) / name
+                if path not in found:
+                    found.append(path)
+    return found
+
+
+def _read(path: Path) -> bytes | None:
+    """A secret file's bytes, or None for a link, a non-file, a big file or one we cannot read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SECRET_FILE:
+            return None
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _values_of(files: list[Path], named: dict[Path, str]) -> list[tuple[bytes | str | None, str]]:
+    out: list[tuple[bytes | str | None, str]] = []
+    for path in files:
+        data = _read(path)
+        if data is None:
+            continue
+        what = named.get(path) or (
+            f"a private key of the home ({path.name})"
+            if b"PRIVATE KEY" in data
+            else f"a secret of the home ({path.name})"
+        )
+        out += [(value, what) for value in _values(data)]
+    out += [(value, "a secret this process holds") for value in logs.registered()]
+    return out
+
+
+def _signature(files: list[Path]) -> tuple[tuple[str, int, int, int], ...]:
+    out = []
+    for path in files:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        out.append((str(path), info.st_mtime_ns, info.st_size, info.st_ino))
+    return tuple(out)
