@@ -48,6 +48,7 @@ from agents.backpass.memory import Bullet, apply_edits, bullets
 from agents.backpass.prompts import load_template, synthesis_request
 from agents.backpass.schemas import Edit, bind_synthesis
 from agents.backpass.traces import StateFileError, check_state, update_state
+from agents.roots import Roots
 from agents.runtime.step import Reply, StepContext
 from room.errors import SeatError, StepFailed
 
@@ -124,9 +125,10 @@ def pr_body(
     return "\n".join(lines) + "\n"
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(text.encode("utf-8"))
+def _write(roots: Roots, path: Path, text: str) -> None:
+    """Into the run folder only, and over a link rather than through it: a memory repository
+    may commit `ledger.md` as a link to anywhere, and the worktree checks it out as one."""
+    roots.write_bytes("runs", path, text.encode("utf-8"))
 
 
 def commit_message(date: str, edit: Edit) -> str:
@@ -152,6 +154,7 @@ def write_branches(
     ledger_counts: str,
     edits: dict[str, list[Edit]],
     texts: dict[str, list[str]],
+    roots: Roots,
 ) -> dict[str, dict[str, Any]]:
     """Branches and commits for tonight's ledger and edits; on failure nothing is left behind."""
     created: list[Worktree] = []
@@ -169,12 +172,12 @@ def write_branches(
             commits: list[str] = []
             if has_ledger:
                 assert ledger_text is not None
-                _write(worktree.path / params.ledger, ledger_text)
+                _write(roots, worktree.path / params.ledger, ledger_text)
                 message = f"memory-backpass {date}: ledger\n\n{ledger_counts}"
                 sha = commit(worktree, message, [params.ledger], prefix=params.branch_prefix)
                 commits += [sha] if sha else []
             for edit, text in zip(edits[repo], texts[repo], strict=True):
-                _write(worktree.path / params.memory_file, text)
+                _write(roots, worktree.path / params.memory_file, text)
                 message = commit_message(date, edit)
                 sha = commit(worktree, message, [params.memory_file], prefix=params.branch_prefix)
                 commits += [sha] if sha else []
@@ -195,7 +198,7 @@ def write_branches(
 
 
 async def synthesize_and_publish(
-    data: dict[str, Any], params: RunParams, folder: Path, ctx: StepContext
+    data: dict[str, Any], params: RunParams, folder: Path, ctx: StepContext, roots: Roots
 ) -> Reply:
     """The synthesizer step's work; see the module docstring."""
     repos = repos_from(data)
@@ -207,7 +210,10 @@ async def synthesize_and_publish(
         if text is None:
             raise StepFailed(f"{info.path} has no {params.memory_file} on {info.base}; commit one")
         memory_text[repo], memory[repo] = text, bullets(text, PREFIX[repo])
-    ledger_text = Path(data["ledger_file"]).read_bytes().decode("utf-8")
+    try:
+        ledger_text = roots.read_text("runs", str(data["ledger_file"]), "the run's ledger")
+    except (KeyError, OSError, UnicodeDecodeError) as exc:
+        raise StepFailed(f"cannot read the run's ledger: {exc}; run the backpass again") from None
     ledger_changed = bool(data.get("ledger_changed"))
     entries = ledgers.open_entries(ledgers.parse(ledger_text))
     funnel = Funnel.from_dict(data.get("funnel") or {})
@@ -219,7 +225,7 @@ async def synthesize_and_publish(
     elif not entries:
         funnel.synthesis = "skipped: the ledger has no open lines"
     else:
-        template = load_template(params.path(ctx.home, "synthesis_prompt"), "synthesis")
+        template = load_template(params.path(ctx.home, "synthesis_prompt"), "synthesis", roots)
         request = synthesis_request(
             template,
             date=date,
@@ -253,7 +259,8 @@ async def synthesize_and_publish(
     funnel.edits_public, funnel.edits_private = len(edits["public"]), len(edits["private"])
     for repo in REPOS:
         if texts[repo]:
-            _write(folder / "preview" / f"{repo}-{params.memory_file}", texts[repo][-1])
+            preview = folder / "preview" / f"{repo}-{params.memory_file.replace('/', '_')}"
+            _write(roots, preview, texts[repo][-1])
     branches: dict[str, dict[str, Any]] = {}
     succeeded = {str(t["path"]): str(t["sha256"]) for t in data.get("succeeded") or []}
     if not params.report_only:
@@ -277,6 +284,7 @@ async def synthesize_and_publish(
                 ledger_counts=counts,
                 edits=edits,
                 texts=texts,
+                roots=roots,
             )
             try:
                 await asyncio.to_thread(update_state, state, succeeded)
@@ -293,6 +301,7 @@ async def synthesize_and_publish(
     body_path = folder / "PR_BODY.md"
     thread = folder.name
     _write(
+        roots,
         body_path,
         pr_body(
             date=date,

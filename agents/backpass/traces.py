@@ -3,7 +3,11 @@
 A trace is any non-hidden regular file under the traces folder (searched
 recursively; a file or folder whose name starts with `.` is ignored, and so
 is a file with a NUL byte in its first 8 KiB, which is not a transcript).
-Its *session* is its path relative to the traces folder, with `/`.
+Its *session* is its path relative to the traces folder, with `/`. A link
+that leads outside the traces folder (to the home's `secrets/`, say) is
+never opened: scan() returns it as refused, and the run names it. Every
+trace is opened through agents.roots, which checks the open file's real
+path, so a file swapped for such a link after listing is refused too.
 
 The state file is `sha256sum` output: one `<64 hex>  <absolute path>` line
 per trace that was analysed successfully, so `sha256sum -c` on it tells
@@ -37,7 +41,13 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from agents.roots import Roots, real_path_of
+from room.errors import StepFailed
+
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 __all__ = [
     "StateFileError",
@@ -89,47 +99,58 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _sha256_file(path: Path) -> tuple[str, int, bool]:
+def _sha256_file(handle: BinaryIO) -> tuple[str, int, bool]:
     digest = hashlib.sha256()
     size = 0
     binary = False
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            if size < SNIFF_BYTES and b"\0" in chunk[: SNIFF_BYTES - size]:
-                binary = True
-            digest.update(chunk)
-            size += len(chunk)
+    while chunk := handle.read(1 << 20):
+        if size < SNIFF_BYTES and b"\0" in chunk[: SNIFF_BYTES - size]:
+            binary = True
+        digest.update(chunk)
+        size += len(chunk)
     return digest.hexdigest(), size, binary
 
 
-def _walk(root: Path) -> Iterator[Path]:
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if not name.startswith("."):
-                yield Path(folder) / name
+@dataclass(frozen=True)
+class Scan:
+    """What a traces folder holds: the traces, the binary files skipped, the links refused."""
+
+    traces: list[Trace]
+    skipped: list[str]
+    refused: list[str]  # `<path> -> <target>`: a link out of the folder, never opened
+
+    def __iter__(self) -> Iterator[Any]:  # `found, skipped = scan(...)` as before
+        return iter((self.traces, self.skipped))
 
 
-def scan(root: Path) -> tuple[list[Trace], list[str]]:
-    """Every trace under `root` sorted by session, and the sessions skipped as binary."""
+def scan(root: Path) -> Scan:
+    """Every trace under `root` sorted by session, the binary files, and the links refused."""
     if not root.is_dir():
         raise FileNotFoundError(
             f"the traces folder {root} does not exist; create it or point [backpass] traces "
             "(or --traces) at the folder holding session transcripts"
         )
+    roots = Roots.single("traces", root)
     found: list[Trace] = []
     skipped: list[str] = []
-    for path in _walk(root):
-        if not path.is_file():
-            continue
+    paths, refused = roots.walk("traces", root)
+    for path in paths:
         session = path.relative_to(root).as_posix()
-        digest, size, binary = _sha256_file(path)
+        try:
+            with roots.open("traces", path, "the trace") as handle:
+                real = real_path_of(handle.fileno())
+                digest, size, binary = _sha256_file(handle)
+        except StepFailed:  # swapped for a link out of the folder since it was listed
+            refused.append(f"{path} -> {path.resolve()}")
+            continue
+        except OSError:  # not a regular file (a FIFO, a socket), or gone since the listing
+            continue
         if binary:
             skipped.append(session)
             continue
-        found.append(Trace(str(path.resolve()), session, digest, size))
+        found.append(Trace(str(real), session, digest, size))
     found.sort(key=lambda trace: trace.session)
-    return found, skipped
+    return Scan(found, skipped, refused)
 
 
 # --- the state file ------------------------------------------------------------------------
@@ -327,9 +348,12 @@ def update_state(path: Path, succeeded: Mapping[str, str]) -> None:
 # --- what a model sees ----------------------------------------------------------------------
 
 
-def read_snapshot(path: Path, size: int, sha256: str) -> bytes:
-    """The first `size` bytes of `path`, which must hash to `sha256` (a trace may only grow)."""
-    with path.open("rb") as handle:
+def read_snapshot(path: Path, size: int, sha256: str, roots: Roots | None = None) -> bytes:
+    """The first `size` bytes of `path`, which must hash to `sha256` (a trace may only grow).
+
+    With `roots`, the file is opened only if it lies under the traces root (OutsideRoot)."""
+    opened = roots.open("traces", path, "the trace") if roots else path.open("rb")
+    with opened as handle:
         data = handle.read(size)
     if len(data) != size or sha256_bytes(data) != sha256:
         raise TraceChanged(
