@@ -135,6 +135,8 @@ def assemble_brief(message: Message, ctx: StepContext) -> Reply:
     context = context_of(message)
     data = data_of(message)
     config = config_of(ctx)
+    roots = roots_of(ctx)  # before anything else: the ask's folder is data from a poster
+    briefs = roots.check("briefs", str(context.get("briefs") or ""), "the briefs folder")
     excerpts = [e for e in data.get("excerpts") or [] if isinstance(e, dict)]
     if not excerpts:
         raise StepFailed(
@@ -147,8 +149,6 @@ def assemble_brief(message: Message, ctx: StepContext) -> Reply:
         prompt = missing_prompt(str(context["title"]), config.voice_anchor_paragraphs)
         return Reply(prompt, {"written": False, "voice_anchor": MISSING, "prompt": prompt})
     guidance = [str(e["text"]) for e in excerpts if str(e.get("role")).lower() == "guidance"]
-    roots = roots_of(ctx)
-    briefs = roots.check("briefs", str(context["briefs"]), "the briefs folder")
     banned = banned_phrases(guidance, _blaze_phrases(context, roots))
     thread = message.thread or "run"
     try:
