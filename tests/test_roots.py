@@ -46,7 +46,9 @@ class TestDeclaring:
 
     def test_a_configured_path_outside_a_declared_root_names_both(self, tmp_path: Path) -> None:
         """[roots] kb declared, [expedition] kb outside it: a ConfigError naming both."""
-        toml = f'[roots]\nkb = "{tmp_path / "allowed"}"\n[expedition]\nkb = "{tmp_path / "other"}"\n'
+        toml = (
+            f'[roots]\nkb = "{tmp_path / "allowed"}"\n[expedition]\nkb = "{tmp_path / "other"}"\n'
+        )
         home = home_with(tmp_path / "home", toml)
         with pytest.raises(ConfigError) as caught:
             kb_roots(home)
@@ -63,7 +65,7 @@ class TestDeclaring:
         with pytest.raises(ConfigError) as caught:
             BackpassConfig.from_home(home).roots(home)
         message = caught.value.message
-        assert "[roots] traces" in message and str((tmp_path / "home" / "secrets")) in message
+        assert "[roots] traces" in message and str(tmp_path / "home" / "secrets") in message
 
     def test_an_old_homes_setting_pointing_at_the_home_is_refused(self, tmp_path: Path) -> None:
         """[backpass] traces = "." would hand the secrets to the bulk model: refused, named."""
