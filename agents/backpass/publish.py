@@ -271,7 +271,7 @@ async def synthesize_and_publish(
         state = params.path(ctx.home, "state")
         with _lock(params.path(ctx.home, "runs") / ".backpass.lock"):
             try:
-                await asyncio.to_thread(check_state, state)
+                await asyncio.to_thread(check_state, state, roots=roots)
             except StateFileError as exc:
                 raise StepFailed(f"no branch was made: {exc}") from None
             branches = await asyncio.to_thread(
@@ -287,7 +287,7 @@ async def synthesize_and_publish(
                 roots=roots,
             )
             try:
-                await asyncio.to_thread(update_state, state, succeeded)
+                await asyncio.to_thread(update_state, state, succeeded, roots)
             except (OSError, StateFileError) as exc:
                 written = ", ".join(f"{repo} {b['branch']}" for repo, b in branches.items())
                 if written:

@@ -138,7 +138,8 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
     data = _data(message)
     params, roots = _params(data, ctx)
     try:
-        state = check_state(params.path(ctx.home, "state"), write=not params.report_only)
+        state_file = params.path(ctx.home, "state")
+        state = check_state(state_file, write=not params.report_only, roots=roots)
     except StateFileError as exc:
         raise StepFailed(str(exc)) from None
     folder = _folder(message, ctx, params, roots)

@@ -36,8 +36,8 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -226,9 +226,17 @@ def format_state(entries: Mapping[str, str], comments: list[str] | tuple[str, ..
     return "".join(lines)
 
 
-def _read(path: Path, setting: str = SETTING) -> tuple[dict[str, str], list[str]]:
+def _read(
+    path: Path, setting: str = SETTING, roots: Roots | None = None
+) -> tuple[dict[str, str], list[str]]:
+    """With `roots`, the file is read only from under the state root, checked once open: a
+    state file swapped for a link to a secret would otherwise show its first line in an error."""
     try:
-        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        if roots is None:
+            text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        else:
+            raw = roots.read_bytes("state", path, "the state file")
+            text = raw.decode("utf-8", errors="surrogateescape")
     except FileNotFoundError:
         return {}, []
     except IsADirectoryError:
@@ -251,7 +259,9 @@ def read_state(path: Path) -> dict[str, str]:
     return _read(path)[0]
 
 
-def check_state(path: Path, *, write: bool = True, setting: str = SETTING) -> dict[str, str]:
+def check_state(
+    path: Path, *, write: bool = True, setting: str = SETTING, roots: Roots | None = None
+) -> dict[str, str]:
     """The state file's entries, once sure a run may read it and (with `write`) replace it.
 
     Called before any work, so that a wrong path costs nothing: a folder, a device, a file
@@ -265,7 +275,7 @@ def check_state(path: Path, *, write: bool = True, setting: str = SETTING) -> di
             f"cannot look at the state file {path} ({exc.strerror or exc}); fix the "
             f"permissions of the folders on its path or point {setting} at another file"
         ) from None
-    return _read(path, setting)[0]
+    return _read(path, setting, roots)[0]
 
 
 def _check_place(path: Path, write: bool, setting: str) -> None:
@@ -304,45 +314,59 @@ def pending(traces: list[Trace], state: Mapping[str, str]) -> list[Trace]:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    lock = path.with_name(path.name + ".lock")
-    with lock.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _locked(folder: int, name: str) -> Iterator[None]:
+    """`<name>.lock` in the open folder, never through a link at that name."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(f"{name}.lock", flags, 0o600, dir_fd=folder)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
-def update_state(path: Path, succeeded: Mapping[str, str]) -> None:
+def update_state(path: Path, succeeded: Mapping[str, str], roots: Roots | None = None) -> None:
     """Record path -> sha256 for the traces that succeeded; atomic, and locked against a peer run.
 
     The file is checked before the lock file is made beside it, so a file that is not a state
-    file is refused with nothing written next to it."""
+    file is refused with nothing written next to it. The lock, the temporary file and the
+    rename are made relative to the open folder (with `roots`: checked to lie under the
+    state root once open), so no link swapped in on the way redirects the write."""
     if not succeeded:
         return
-    _read(path)
+    _read(path, roots=roots)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path):
-        entries, comments = _read(path)
-        entries.update(succeeded)
-        try:
-            mode: int | None = stat.S_IMODE(path.stat().st_mode)
-        except FileNotFoundError:
-            mode = None
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
-                f.write(format_state(entries, comments))
-                f.flush()
-                if mode is not None:
-                    os.fchmod(f.fileno(), mode)
-                os.fsync(f.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-            raise
+    if roots is not None:
+        folder = roots.open_folder("state", path.parent, "the state file's folder")
+    else:
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with _locked(folder, path.name):
+            entries, comments = _read(path, roots=roots)
+            entries.update(succeeded)
+            try:
+                mode: int | None = stat.S_IMODE(os.stat(path.name, dir_fd=folder).st_mode)
+            except FileNotFoundError:
+                mode = None
+            temp = f".{path.name}.{secrets.token_hex(4)}"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(temp, flags, 0o600, dir_fd=folder)
+            try:
+                with os.fdopen(
+                    fd, "w", encoding="utf-8", errors="surrogateescape", newline=""
+                ) as f:
+                    f.write(format_state(entries, comments))
+                    f.flush()
+                    if mode is not None:
+                        os.fchmod(f.fileno(), mode)
+                    os.fsync(f.fileno())
+                os.replace(temp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp, dir_fd=folder)
+                raise
+    finally:
+        os.close(folder)
 
 
 # --- what a model sees ----------------------------------------------------------------------
