@@ -55,9 +55,30 @@ def inside(root: Path, path: Path) -> bool:
     return path == root or path.is_relative_to(root)
 
 
-def real_path_of(fd: int) -> Path:
-    """Where an open descriptor really is: the kernel's answer, not a name checked earlier."""
-    return Path(os.readlink(f"/proc/self/fd/{fd}"))
+def real_path_of(fd: int, checked: Path | None = None) -> Path:
+    """Where an open descriptor really is: the kernel's answer, not a name checked earlier.
+
+    Without /proc (some sandboxes), the open file must be the very file (device and inode)
+    now at `checked`, the resolved name that was checked; else its place is unknown."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        opened = os.fstat(fd)
+        try:
+            there = os.stat(checked) if checked is not None else None
+        except OSError:
+            there = None
+        if there is not None and (there.st_dev, there.st_ino) == (opened.st_dev, opened.st_ino):
+            return checked  # type: ignore[return-value]
+        return Path("/nonexistent/unknown-place-of-an-open-file")
+
+
+def _resolve(path: Path) -> Path:
+    """`path` with every link followed; a loop of links is an OSError naming it."""
+    try:
+        return path.resolve()
+    except RuntimeError:  # Python 3.11 and 3.12 report a loop this way
+        raise OSError(errno.ELOOP, "a loop of links", str(path)) from None
 
 
 def _protected(home: Home) -> list[Path]:
@@ -149,7 +170,7 @@ class Roots:
         """`path` resolved (relative to the home), or OutsideRoot naming it."""
         given = Path(path).expanduser()
         given = given if given.is_absolute() else self.home / given
-        real = given.resolve()
+        real = _resolve(given)
         if self.root_of(purpose, real) is None:
             raise self._refusal(purpose, what, given, real)
         return real
@@ -163,10 +184,10 @@ class Roots:
     def open_fd(self, purpose: str, path: str | Path, what: str = "the file") -> int:
         """A read-only descriptor of a regular file inside the root, checked after opening."""
         given = Path(path)
-        self.check(purpose, given, what)
+        checked = self.check(purpose, given, what)
         fd = os.open(given if given.is_absolute() else self.home / given, _READ)
         try:
-            real = real_path_of(fd)
+            real = real_path_of(fd, checked)
             if self.root_of(purpose, real) is None:
                 raise self._refusal(purpose, what, given, real)
             mode = os.fstat(fd).st_mode
@@ -207,7 +228,11 @@ class Roots:
             kept = []
             for name in sorted(d for d in dirs if not d.startswith(".")):
                 if (base / name).is_symlink():  # not descended into, as before; named if outside
-                    real = (base / name).resolve()
+                    try:
+                        real = _resolve(base / name)
+                    except OSError:
+                        refused.append(f"{base / name} -> (a loop of links)")
+                        continue
                     if self.root_of(purpose, real) is None:
                         refused.append(f"{base / name} -> {real}")
                     continue
@@ -215,7 +240,11 @@ class Roots:
             dirs[:] = kept
             for name in sorted(n for n in names if not n.startswith(".")):
                 path = base / name
-                real = path.resolve()
+                try:
+                    real = _resolve(path)
+                except OSError:
+                    refused.append(f"{path} -> (a loop of links)")
+                    continue
                 if self.root_of(purpose, real) is None:
                     refused.append(f"{path} -> {real}")
                     continue
@@ -226,11 +255,11 @@ class Roots:
 
     def open_folder(self, purpose: str, folder: Path, what: str = "the folder") -> int:
         """A descriptor of `folder` (made if missing), whose real path is inside the root."""
-        self.check(purpose, folder, what)
+        checked = self.check(purpose, folder, what)
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder, _DIR)
         try:
-            real = real_path_of(fd)
+            real = real_path_of(fd, checked)
             if self.root_of(purpose, real) is None:
                 raise self._refusal(purpose, what, folder, real)
         except BaseException:

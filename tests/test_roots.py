@@ -142,6 +142,16 @@ class TestReading:
         assert [p.name for p in files] == ["a.md", "b.md"]
         assert refused == [f"{folder / 'evil.md'} -> {(tmp_path / 'outside.txt').resolve()}"]
 
+    def test_a_loop_of_links_is_refused_not_a_crash(self, tmp_path: Path) -> None:
+        """A link loop in a traces folder is named as refused; the listing goes on."""
+        folder = tmp_path / "traces"
+        folder.mkdir()
+        (folder / "a.md").write_text("a\n")
+        (folder / "loop.md").symlink_to(folder / "loop.md")
+        files, refused = Roots.single("traces", folder).walk("traces", folder)
+        assert [p.name for p in files] == ["a.md"]
+        assert refused == [f"{folder / 'loop.md'} -> (a loop of links)"]
+
 
 class TestWriting:
     def test_a_write_replaces_a_link_rather_than_following_it(self, tmp_path: Path) -> None:

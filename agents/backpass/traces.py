@@ -138,10 +138,10 @@ def scan(root: Path) -> Scan:
         session = path.relative_to(root).as_posix()
         try:
             with roots.open("traces", path, "the trace") as handle:
-                real = real_path_of(handle.fileno())
+                real = real_path_of(handle.fileno(), path.resolve())
                 digest, size, binary = _sha256_file(handle)
         except StepFailed:  # swapped for a link out of the folder since it was listed
-            refused.append(f"{path} -> {path.resolve()}")
+            refused.append(f"{path} -> (swapped for a link out of the folder)")
             continue
         except OSError:  # not a regular file (a FIFO, a socket), or gone since the listing
             continue
