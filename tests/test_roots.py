@@ -127,8 +127,11 @@ class TestReading:
         home = home_with(tmp_path / "home")
         fifo = tmp_path / "home" / "kb" / "pipe.md"
         os.mkfifo(fifo)
-        with pytest.raises(OSError, match="not a regular file"):
-            kb_roots(home).read_bytes("kb", fifo)
+        try:
+            with pytest.raises(OSError, match="not a regular file"):
+                kb_roots(home).read_bytes("kb", fifo)
+        finally:
+            fifo.unlink()
 
     def test_walk_lists_inside_and_refuses_links_out(self, tmp_path: Path) -> None:
         """Listing a folder names a link out of it as refused and never lists it as a file."""
