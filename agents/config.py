@@ -141,6 +141,55 @@ class LurkerDefaults(_Strict):
     overdue_check_s: float = Field(default=5.0, gt=0)
 
 
+# Each [roots] key, and the folder of the home it is when society.toml does not declare it.
+ROOT_DEFAULTS: dict[str, str] = {
+    "kb": "kb",  # the expedition's knowledge bases
+    "blaze": "kb",  # blaze files (the sample's lies in kb/)
+    "briefs": "briefs",  # where briefs are written
+    "traces": "traces",  # the backpass's session transcripts
+    "memory": "memory",  # the memory repositories, public and private
+    "runs": "runs",  # per-run artifacts and worktrees
+    "state": "state",  # the backpass state file
+    "prompts": "prompts",  # prompt templates
+    "build": "build",  # the build pipeline's REPO
+}
+
+
+class RootsConfig(_Strict):
+    """[roots]: the only folders a pipeline reads or writes, one or more per purpose.
+
+    A key left out is its default folder of the home (ROOT_DEFAULTS) plus any
+    path the pipeline's own section configures outside it, so a home laid down
+    before [roots] existed keeps working; agents/roots.py enforces them."""
+
+    kb: str | list[str] | None = None
+    blaze: str | list[str] | None = None
+    briefs: str | list[str] | None = None
+    traces: str | list[str] | None = None
+    memory: str | list[str] | None = None
+    runs: str | list[str] | None = None
+    state: str | list[str] | None = None
+    prompts: str | list[str] | None = None
+    build: str | list[str] | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> RootsConfig:
+        for key in ROOT_DEFAULTS:
+            value = getattr(self, key)
+            values = [value] if isinstance(value, str) else value or []
+            if value is not None and (not values or any(not v.strip() for v in values)):
+                raise ValueError(
+                    f"[roots] {key} names no folder; give one (a path, relative to the home) "
+                    "or leave the key out for the default"
+                )
+        return self
+
+    def declared(self, purpose: str) -> list[str] | None:
+        """The folders society.toml names for `purpose`, or None when it names none."""
+        value = getattr(self, purpose)
+        return [value] if isinstance(value, str) else value
+
+
 class SocietyConfig(_Strict):
     operator: str = "operator"
     room: RoomConfig = Field(default_factory=RoomConfig)
@@ -148,6 +197,7 @@ class SocietyConfig(_Strict):
     lurker: LurkerDefaults = Field(default_factory=LurkerDefaults)
     nicks: dict[str, NickConfig] = Field(default_factory=dict)
     seats: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    roots: RootsConfig = Field(default_factory=RootsConfig)
     # A pipeline's own section is its table, parsed and checked by the pipeline
     # (agents/expedition/config.py, agents/backpass/config.py): this file knows no pipeline.
     expedition: dict[str, Any] = Field(default_factory=dict)

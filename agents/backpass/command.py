@@ -12,7 +12,8 @@ failed (see the funnel); 75 no final report within `wait_timeout` (the run
 may still be going; its thread is printed). Bad input is refused before the
 ask is posted, with nothing written: a UsageError (exit 2) for a bad
 command-line option, a ConfigError (exit 78) for a bad `[backpass]` value.
-That includes a state file that is not one (another file named by mistake
+That includes a path outside its `[roots]` folder (docs/operating.md), a
+state file that is not one (another file named by mistake
 would be overwritten), a state folder that is missing or not writable, and
 a wait, timeout or concurrency that is not a usable number.
 """
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from agents.backpass.config import BackpassConfig
 from agents.backpass.pipeline import NICKS
 from agents.backpass.traces import StateFileError, check_state
+from agents.roots import OutsideRoot
 from room.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -142,6 +144,20 @@ def check_state_option(home: Home, params: RunParams, *, from_option: bool) -> N
         raise ConfigError(f"{home.society_file}: [backpass] state: {exc}") from None
 
 
+def check_roots(home: Home, params: RunParams, options: dict[str, str | None]) -> None:
+    """Refuse a path outside its [roots] folder before anything is asked (the steps check too).
+
+    A command-line path may only narrow the run to a folder under its root: --traces
+    pointing at the home's secrets would hand them to the bulk model."""
+    try:
+        params.confine(home)
+    except OutsideRoot as exc:
+        key = str(exc.details.get("key"))
+        if options.get(key) is not None:
+            raise UsageError(f"--{key}: {exc.message}") from None
+        raise ConfigError(f"{home.society_file}: [backpass] {key}: {exc.message}") from None
+
+
 def _final(line: dict[str, Any]) -> dict[str, Any] | None:
     data = line.get("data") or {}
     if (
@@ -182,6 +198,9 @@ async def backpass(
         state=state,
         concurrency=concurrency,
         timeout_s=timeout,
+    )
+    check_roots(
+        home, params, {"public": public, "private": private, "traces": traces, "state": state}
     )
     check_state_option(home, params, from_option=state is not None)
     thread = new_thread()

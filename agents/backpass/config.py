@@ -13,8 +13,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agents.roots import OutsideRoot, Roots
 from room.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -31,6 +32,16 @@ PATH_KEYS = (
     "synthesis_prompt",
     "runs",
 )
+# The [roots] purpose each path parameter must lie under (agents/roots.py).
+ROOT_OF = {
+    "public": "memory",
+    "private": "memory",
+    "traces": "traces",
+    "state": "state",
+    "analysis_prompt": "prompts",
+    "synthesis_prompt": "prompts",
+    "runs": "runs",
+}
 
 
 class BackpassConfig(BaseModel):
@@ -68,6 +79,38 @@ class BackpassConfig(BaseModel):
     branch_prefix: str = Field(default="memory-backpass", pattern=r"^[a-z0-9][a-z0-9._-]{0,40}$")
     keep_worktrees: bool = Field(default=True, description="leave worktrees for review")
     drop_warn_rate: float = Field(default=0.10, ge=0, le=1)
+
+    @field_validator("memory_file", "ledger")
+    @classmethod
+    def _in_repository(cls, value: str) -> str:
+        """A file inside its repository: relative, and never climbing out with `..`."""
+        parts = Path(value).parts
+        if not parts or Path(value).is_absolute() or ".." in parts:
+            raise ValueError(
+                f"{value!r} must be a path inside the memory repository, like 'memory.md' "
+                "(relative, without '..')"
+            )
+        return value
+
+    def roots(self, home: Home) -> Roots:
+        """The roots this section's paths must lie under; ConfigError when one does not."""
+        state = home.path(self.state).resolve()
+        return Roots.of(
+            home,
+            {
+                "traces": [("[backpass] traces", self.traces)],
+                "state": [("the folder of [backpass] state", state.parent)],
+                "runs": [("[backpass] runs", self.runs)],
+                "memory": [
+                    ("[backpass] public", self.public),
+                    ("[backpass] private", self.private),
+                ],
+                "prompts": [
+                    ("[backpass] analysis_prompt", self.analysis_prompt),
+                    ("[backpass] synthesis_prompt", self.synthesis_prompt),
+                ],
+            },
+        )
 
     @classmethod
     def from_home(cls, home: Home) -> BackpassConfig:
@@ -114,6 +157,21 @@ class RunParams(BackpassConfig):
     def path(self, home: Home, key: str) -> Path:
         """One of the path parameters, absolute (relative ones resolved against the home)."""
         return home.path(str(getattr(self, key))).resolve()
+
+    def confine(self, home: Home) -> Roots:
+        """The home's roots, once every path parameter is known to lie under its own.
+
+        The parameters come from an ask, which anyone privileged may write (through
+        the relaxed listener too): a step checks them against society.toml's roots
+        before it reads or writes anything. OutsideRoot names the path and the root."""
+        roots = BackpassConfig.from_home(home).roots(home)
+        for key in PATH_KEYS:
+            try:
+                roots.check(ROOT_OF[key], home.path(str(getattr(self, key))), f"the backpass {key}")
+            except OutsideRoot as exc:
+                exc.details["key"] = key  # which parameter, for the command's message
+                raise
+        return roots
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")

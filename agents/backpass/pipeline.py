@@ -305,6 +305,10 @@ class Backpass:
             binary = counted(int(listing["skipped_binary"]), "binary file")
             notes.append(f"{'skipped':<20}{binary} in the traces folder")
         notes += [f"{'template':<20}{note}" for note in listing.get("template_notes") or []]
+        notes += [
+            f"{'refused':<20}{link}: a link out of the traces folder, never read"
+            for link in listing.get("refused") or []
+        ]
         return notes
 
     def _final(

@@ -27,6 +27,7 @@ from pathlib import Path
 from agents.backpass.fill import TemplateError, fill, missing, placeholders
 from agents.backpass.ledger import Entry
 from agents.backpass.memory import Bullet
+from agents.roots import Roots
 from agents.runtime.step import JudgmentRequest
 from room.errors import StepFailed
 
@@ -94,11 +95,16 @@ def unknown_placeholders(template: str, step: str) -> list[str]:
     return [name for name in placeholders(template) if name not in FILLED[step]]
 
 
-def load_template(path: Path, step: str) -> str:
-    """A prompt template whose first line is `step: <step>` and that has its required markers."""
+def load_template(path: Path, step: str, roots: Roots | None = None) -> str:
+    """A prompt template whose first line is `step: <step>` and that has its required markers.
+
+    With `roots`, it is read only from under the prompts root (OutsideRoot otherwise)."""
     key = f"{step}_prompt"
+    label = f"the {step} prompt template"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = (
+            roots.read_text("prompts", path, label) if roots else path.read_text(encoding="utf-8")
+        )
     except FileNotFoundError:
         raise StepFailed(
             f"the {step} prompt template {path} does not exist; `bullpen init` lays down "

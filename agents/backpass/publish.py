@@ -48,6 +48,7 @@ from agents.backpass.memory import Bullet, apply_edits, bullets
 from agents.backpass.prompts import load_template, synthesis_request
 from agents.backpass.schemas import Edit, bind_synthesis
 from agents.backpass.traces import StateFileError, check_state, update_state
+from agents.roots import Roots
 from agents.runtime.step import Reply, StepContext
 from agents.wording import counted
 from room.errors import SeatError, StepFailed
@@ -126,9 +127,10 @@ def pr_body(
     return "\n".join(lines) + "\n"
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(text.encode("utf-8"))
+def _write(roots: Roots, path: Path, text: str) -> None:
+    """Into the run folder only, and over a link rather than through it: a memory repository
+    may commit `ledger.md` as a link to anywhere, and the worktree checks it out as one."""
+    roots.write_bytes("runs", path, text.encode("utf-8"))
 
 
 def commit_message(date: str, edit: Edit) -> str:
@@ -154,6 +156,7 @@ def write_branches(
     ledger_counts: str,
     edits: dict[str, list[Edit]],
     texts: dict[str, list[str]],
+    roots: Roots,
     screen: HomeSecrets | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Branches and commits for tonight's ledger and edits; on failure nothing is left behind."""
@@ -172,14 +175,14 @@ def write_branches(
             commits: list[str] = []
             if has_ledger:
                 assert ledger_text is not None
-                _write(worktree.path / params.ledger, ledger_text)
+                _write(roots, worktree.path / params.ledger, ledger_text)
                 message = f"memory-backpass {date}: ledger\n\n{ledger_counts}"
                 sha = commit(
                     worktree, message, [params.ledger], prefix=params.branch_prefix, screen=screen
                 )
                 commits += [sha] if sha else []
             for edit, text in zip(edits[repo], texts[repo], strict=True):
-                _write(worktree.path / params.memory_file, text)
+                _write(roots, worktree.path / params.memory_file, text)
                 message = commit_message(date, edit)
                 sha = commit(
                     worktree,
@@ -228,7 +231,7 @@ def _screen_outputs(
 
 
 async def synthesize_and_publish(
-    data: dict[str, Any], params: RunParams, folder: Path, ctx: StepContext
+    data: dict[str, Any], params: RunParams, folder: Path, ctx: StepContext, roots: Roots
 ) -> Reply:
     """The synthesizer step's work; see the module docstring."""
     repos = repos_from(data)
@@ -240,7 +243,10 @@ async def synthesize_and_publish(
         if text is None:
             raise StepFailed(f"{info.path} has no {params.memory_file} on {info.base}; commit one")
         memory_text[repo], memory[repo] = text, bullets(text, PREFIX[repo])
-    ledger_text = Path(data["ledger_file"]).read_bytes().decode("utf-8")
+    try:
+        ledger_text = roots.read_text("runs", str(data["ledger_file"]), "the run's ledger")
+    except (KeyError, OSError, UnicodeDecodeError) as exc:
+        raise StepFailed(f"cannot read the run's ledger: {exc}; run the backpass again") from None
     ledger_changed = bool(data.get("ledger_changed"))
     entries = ledgers.open_entries(ledgers.parse(ledger_text))
     funnel = Funnel.from_dict(data.get("funnel") or {})
@@ -252,7 +258,7 @@ async def synthesize_and_publish(
     elif not entries:
         funnel.synthesis = "skipped: the ledger has no open lines"
     else:
-        template = load_template(params.path(ctx.home, "synthesis_prompt"), "synthesis")
+        template = load_template(params.path(ctx.home, "synthesis_prompt"), "synthesis", roots)
         request = synthesis_request(
             template,
             date=date,
@@ -286,7 +292,8 @@ async def synthesize_and_publish(
     funnel.edits_public, funnel.edits_private = len(edits["public"]), len(edits["private"])
     for repo in REPOS:
         if texts[repo]:
-            _write(folder / "preview" / f"{repo}-{params.memory_file}", texts[repo][-1])
+            preview = folder / "preview" / f"{repo}-{params.memory_file.replace('/', '_')}"
+            _write(roots, preview, texts[repo][-1])
     screen = ctx.home.screen
     _screen_outputs(screen, data, params, date, ledger_text, edits, texts, summary)
     branches: dict[str, dict[str, Any]] = {}
@@ -299,7 +306,7 @@ async def synthesize_and_publish(
         state = params.path(ctx.home, "state")
         with _lock(params.path(ctx.home, "runs") / ".backpass.lock"):
             try:
-                await asyncio.to_thread(check_state, state)
+                await asyncio.to_thread(check_state, state, roots=roots)
             except StateFileError as exc:
                 raise StepFailed(f"no branch was made: {exc}") from None
             branches = await asyncio.to_thread(
@@ -312,10 +319,11 @@ async def synthesize_and_publish(
                 ledger_counts=counts,
                 edits=edits,
                 texts=texts,
+                roots=roots,
                 screen=screen,
             )
             try:
-                await asyncio.to_thread(update_state, state, succeeded)
+                await asyncio.to_thread(update_state, state, succeeded, roots)
             except (OSError, StateFileError) as exc:
                 written = ", ".join(f"{repo} {b['branch']}" for repo, b in branches.items())
                 if written:
@@ -338,7 +346,7 @@ async def synthesize_and_publish(
         repos=repos,
     )
     screen.check(body_text, f"the PR body {body_path}")
-    _write(body_path, body_text)
+    _write(roots, body_path, body_text)
     where = ", ".join(f"{repo} {b['branch']}" for repo, b in branches.items()) or "no branch"
     body = (
         f"step 5: {counted(funnel.edits, 'edit')} (public {funnel.edits_public}, private "

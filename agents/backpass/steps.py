@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,10 @@ from agents.backpass.traces import (
     scan,
 )
 from agents.backpass.traces import sha256_bytes as sha256
+from agents.roots import OutsideRoot, Roots
 from agents.runtime.step import Reply, StepContext
 from agents.wording import counted
-from room.errors import SeatError, StepFailed
+from room.errors import ConfigError, SeatError, StepFailed
 from room.message import Message
 
 __all__ = ["analyse", "check_quotes", "keep_ledger", "list_traces", "synthesize"]
@@ -57,34 +59,61 @@ def _data(message: Message) -> dict[str, Any]:
     return dict(message.data or {})
 
 
-def _params(data: dict[str, Any]) -> RunParams:
+def _params(data: dict[str, Any], ctx: StepContext) -> tuple[RunParams, Roots]:
+    """The run's parameters from the ask, each path checked against society.toml's roots.
+
+    The ask is data from a poster (a privileged nick may write any ask, through the relaxed
+    listener too), so its paths only ever narrow the run to folders under the roots."""
     try:
-        return RunParams.model_validate(data.get("run") or {})
+        params = RunParams.model_validate(data.get("run") or {})
     except ValueError as exc:
         raise StepFailed(f"this ask's data.run is not a backpass run's parameters: {exc}") from None
+    try:
+        return params, params.confine(ctx.home)
+    except ConfigError as exc:
+        raise StepFailed(exc.message) from None
 
 
-def _folder(message: Message, ctx: StepContext, params: RunParams) -> Path:
+def _folder(message: Message, ctx: StepContext, params: RunParams, roots: Roots) -> Path:
     folder = run_dir(params.path(ctx.home, "runs"), message.thread or "no-thread")
-    folder.mkdir(parents=True, exist_ok=True)
+    os.close(roots.open_folder("runs", folder, "the run folder"))
     return folder
 
 
-def write_json(path: Path, value: Any) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(path.name + ".tmp")
-    temp.write_text(json.dumps(value, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    temp.replace(path)
+def _traces(ctx: StepContext, params: RunParams) -> Roots:
+    """This run's traces folder as the only place a trace may be read from."""
+    return Roots.single("traces", params.path(ctx.home, "traces"))
+
+
+def write_json(path: Path, value: Any, roots: Roots) -> str:
+    text = json.dumps(value, ensure_ascii=False, indent=1) + "\n"
+    roots.write_bytes("runs", path, text.encode("utf-8"), "the run artifact")
     return str(path)
 
 
-def read_json(path: str | Path) -> Any:
+def read_json(path: str | Path, roots: Roots) -> Any:
+    """A run artifact an ask names: read only from under the runs root."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(roots.read_text("runs", path, "the run artifact"))
     except (OSError, ValueError) as exc:
         raise StepFailed(
             f"cannot read the run artifact {path}: {exc}; run the backpass again"
         ) from None
+
+
+def confined_repos(
+    data: dict[str, Any], params: RunParams, ctx: StepContext
+) -> dict[str, RepoInfo]:
+    """The ask's repositories, which must be the run's own public and private ones."""
+    repos = repos_from(data)
+    for name, info in repos.items():
+        expected = params.path(ctx.home, name)
+        if Path(info.path).resolve() != expected:
+            raise StepFailed(
+                f"this ask's {name} repository {info.path} is not the run's {name} memory "
+                f"({expected}); nothing was read or written. Ask the foreman for a new run"
+            )
+    return repos
 
 
 def memory_bullets(repos: dict[str, RepoInfo], memory_file: str) -> dict[str, list[Any]]:
@@ -107,16 +136,17 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
     The state file is checked again here, before any analysis is paid for: the command
     checked it, but it may have been edited since, or the ask posted by hand."""
     data = _data(message)
-    params = _params(data)
+    params, roots = _params(data, ctx)
     try:
-        state = check_state(params.path(ctx.home, "state"), write=not params.report_only)
+        state_file = params.path(ctx.home, "state")
+        state = check_state(state_file, write=not params.report_only, roots=roots)
     except StateFileError as exc:
         raise StepFailed(str(exc)) from None
-    folder = _folder(message, ctx, params)
+    folder = _folder(message, ctx, params, roots)
     template_notes = []
     for step in ("analysis", "synthesis"):  # fail before any model call, not after
         path = params.path(ctx.home, f"{step}_prompt")
-        unknown = unknown_placeholders(load_template(path, step), step)
+        unknown = unknown_placeholders(load_template(path, step, roots), step)
         if unknown:
             markers = ", ".join("{{" + name + "}}" for name in unknown)
             verb = "is not a placeholder" if len(unknown) == 1 else "are not placeholders"
@@ -125,9 +155,10 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
                 "the model as written"
             )
     try:
-        found, skipped = scan(params.path(ctx.home, "traces"))
+        listing = scan(params.path(ctx.home, "traces"))
     except FileNotFoundError as exc:
         raise StepFailed(str(exc)) from None
+    found, skipped, refused = listing.traces, listing.skipped, listing.refused
     todo = pending(found, state)
     listed: list[dict[str, Any]] = []
     used = 0
@@ -150,9 +181,11 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
         {
             "pending": [{"n": n, **t.to_dict()} for n, t in enumerate(todo, start=1)],
             "skipped_binary": skipped,
+            "refused": refused,
             "bullets": {k: [[b.id, b.text] for b in v] for k, v in memory.items()},
             "ledger": [[e.id, e.render()] for e in open_lines],
         },
+        roots,
     )
     deferred = len(todo) - len(listed)
     body = (
@@ -160,6 +193,7 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
         + (f", {deferred} deferred to the next run" if deferred else "")
         + f"; {len(memory['public'])} public and {len(memory['private'])} private bullets; "
         f"{len(open_lines)} open ledger lines"
+        + "".join(f"; REFUSED {link}: a link out of the traces folder" for link in refused)
     )
     return Reply(
         body,
@@ -169,6 +203,7 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
             "pending": len(todo),
             "deferred": deferred,
             "skipped_binary": len(skipped),
+            "refused": refused,
             "repos": {name: info.to_dict() for name, info in repos.items()},
             "bullets": {name: len(v) for name, v in memory.items()},
             "ledger_open": len(open_lines),
@@ -181,15 +216,15 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
 async def analyse(message: Message, ctx: StepContext) -> Reply:
     """Step 2: one bulk-seat analysis of one trace, under a hard timeout."""
     data = _data(message)
-    params = _params(data)
-    folder = _folder(message, ctx, params)
+    params, roots = _params(data, ctx)
+    folder = _folder(message, ctx, params, roots)
     trace = data.get("trace") or {}
     try:
         n, path, session = int(trace["n"]), Path(trace["path"]), str(trace["session"])
     except (KeyError, TypeError, ValueError):
         raise StepFailed("this ask's data.trace must hold n, path and session") from None
     try:
-        raw = await asyncio.to_thread(path.read_bytes)
+        raw = await asyncio.to_thread(_traces(ctx, params).read_bytes, "traces", path, "the trace")
     except OSError as exc:
         raise StepFailed(f"cannot read trace {session} ({path}): {exc.strerror or exc}") from None
     text = render(path, raw)
@@ -202,7 +237,7 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
             f"trace {session} is {len(text)} characters, over max_trace_chars "
             f"({params.max_trace_chars}); split it or raise [backpass] max_trace_chars"
         )
-    template = load_template(params.path(ctx.home, "analysis_prompt"), "analysis")
+    template = load_template(params.path(ctx.home, "analysis_prompt"), "analysis", roots)
     request = analysis_request(
         template, session=session, trace=text, date=str(data.get("date", "")), path=str(path)
     )
@@ -231,7 +266,7 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
         "items": items,
         "provenance": judgment.provenance(),
     }
-    artifact = write_json(folder / "analysis" / f"{n:05d}.json", record)
+    artifact = write_json(folder / "analysis" / f"{n:05d}.json", record, roots)
     body = (
         f"step 2: {session}: {counted(len(items), 'item')} ({counts['positive']} positive, "
         f"{counts['negative']} negative, {counted(counts['gap'], 'gap')}) from seat "
@@ -254,18 +289,20 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
 def check_quotes(message: Message, ctx: StepContext) -> Reply:
     """Step 3: keep an item only if its whitespace-folded quote is in its trace."""
     data = _data(message)
-    params = _params(data)
-    folder = _folder(message, ctx, params)
+    params, roots = _params(data, ctx)
+    folder = _folder(message, ctx, params, roots)
+    traces = _traces(ctx, params)
     kept: list[dict[str, Any]] = []
     returned = dropped = 0
     changed: list[dict[str, Any]] = []
     checked: list[int] = []
     drops: dict[str, int] = {}
     for analysis in data.get("analyses") or []:
-        record = read_json(analysis["artifact"])
+        record = read_json(analysis["artifact"], roots)
         try:
-            raw = read_snapshot(Path(record["path"]), int(record["size"]), str(record["sha256"]))
-        except (TraceChanged, OSError) as exc:
+            path, size, digest = Path(record["path"]), int(record["size"]), str(record["sha256"])
+            raw = read_snapshot(path, size, digest, traces)
+        except (TraceChanged, OutsideRoot, OSError) as exc:
             changed.append({"n": record["n"], "session": record["session"], "reason": str(exc)})
             continue
         result = check_items(record["items"], render(record["path"], raw))
@@ -275,7 +312,7 @@ def check_quotes(message: Message, ctx: StepContext) -> Reply:
         if result.dropped:
             drops[record["session"]] = len(result.dropped)
         kept += [{**item, "session": record["session"], "n": record["n"]} for item in result.kept]
-    items_file = write_json(folder / "items.json", kept)
+    items_file = write_json(folder / "items.json", kept, roots)
     worst = dict(sorted(drops.items(), key=lambda kv: (-kv[1], kv[0]))[:20])
     body = f"step 3: {returned} items, {dropped} dropped for a quote not in the trace, {len(kept)} kept"
     return Reply(
@@ -295,13 +332,13 @@ def check_quotes(message: Message, ctx: StepContext) -> Reply:
 def keep_ledger(message: Message, ctx: StepContext) -> Reply:
     """Step 4: ledger lines, corroborations and prunes, written to the run folder."""
     data = _data(message)
-    params = _params(data)
-    folder = _folder(message, ctx, params)
-    repos = repos_from(data)
+    params, roots = _params(data, ctx)
+    folder = _folder(message, ctx, params, roots)
+    repos = confined_repos(data, params, ctx)
     memory = memory_bullets(repos, params.memory_file)
     private = repos["private"]
     original = show_file(Path(private.path), private.commit, params.ledger) or ""
-    items = read_json(data["items_file"]) if data.get("items_file") else []
+    items = read_json(data["items_file"], roots) if data.get("items_file") else []
     update = ledgers.update(
         original,
         items,
@@ -312,8 +349,9 @@ def keep_ledger(message: Message, ctx: StepContext) -> Reply:
         cover_threshold=params.cover_threshold,
     )
     ledger_file = folder / "ledger.md"
-    ledger_file.write_bytes(update.text.encode("utf-8"))
-    write_json(folder / "prunes.json", {"age": update.pruned_age, "covered": update.pruned_covered})
+    roots.write_bytes("runs", ledger_file, update.text.encode("utf-8"), "the run's ledger")
+    prunes = {"age": update.pruned_age, "covered": update.pruned_covered}
+    write_json(folder / "prunes.json", prunes, roots)
     counts = update.counts()
     body = (
         f"step 4: {counts['new_lines']} new ledger lines, {counts['corroborations']} "
@@ -326,6 +364,7 @@ def keep_ledger(message: Message, ctx: StepContext) -> Reply:
 async def synthesize(message: Message, ctx: StepContext) -> Reply:
     """Step 5: one synthesis call, then branches, commits, PR body and the state file."""
     data = _data(message)
-    params = _params(data)
-    folder = _folder(message, ctx, params)
-    return await publish.synthesize_and_publish(data, params, folder, ctx)
+    params, roots = _params(data, ctx)
+    folder = _folder(message, ctx, params, roots)
+    data["repos"] = {k: v.to_dict() for k, v in confined_repos(data, params, ctx).items()}
+    return await publish.synthesize_and_publish(data, params, folder, ctx, roots)

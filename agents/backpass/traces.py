@@ -3,7 +3,11 @@
 A trace is any non-hidden regular file under the traces folder (searched
 recursively; a file or folder whose name starts with `.` is ignored, and so
 is a file with a NUL byte in its first 8 KiB, which is not a transcript).
-Its *session* is its path relative to the traces folder, with `/`.
+Its *session* is its path relative to the traces folder, with `/`. A link
+that leads outside the traces folder (to the home's `secrets/`, say) is
+never opened: scan() returns it as refused, and the run names it. Every
+trace is opened through agents.roots, which checks the open file's real
+path, so a file swapped for such a link after listing is refused too.
 
 The state file is `sha256sum` output: one `<64 hex>  <absolute path>` line
 per trace that was analysed successfully, so `sha256sum -c` on it tells
@@ -32,12 +36,18 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from agents.roots import Roots, real_path_of
+from room.errors import StepFailed
+
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 __all__ = [
     "StateFileError",
@@ -89,47 +99,58 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _sha256_file(path: Path) -> tuple[str, int, bool]:
+def _sha256_file(handle: BinaryIO) -> tuple[str, int, bool]:
     digest = hashlib.sha256()
     size = 0
     binary = False
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            if size < SNIFF_BYTES and b"\0" in chunk[: SNIFF_BYTES - size]:
-                binary = True
-            digest.update(chunk)
-            size += len(chunk)
+    while chunk := handle.read(1 << 20):
+        if size < SNIFF_BYTES and b"\0" in chunk[: SNIFF_BYTES - size]:
+            binary = True
+        digest.update(chunk)
+        size += len(chunk)
     return digest.hexdigest(), size, binary
 
 
-def _walk(root: Path) -> Iterator[Path]:
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if not name.startswith("."):
-                yield Path(folder) / name
+@dataclass(frozen=True)
+class Scan:
+    """What a traces folder holds: the traces, the binary files skipped, the links refused."""
+
+    traces: list[Trace]
+    skipped: list[str]
+    refused: list[str]  # `<path> -> <target>`: a link out of the folder, never opened
+
+    def __iter__(self) -> Iterator[Any]:  # `found, skipped = scan(...)` as before
+        return iter((self.traces, self.skipped))
 
 
-def scan(root: Path) -> tuple[list[Trace], list[str]]:
-    """Every trace under `root` sorted by session, and the sessions skipped as binary."""
+def scan(root: Path) -> Scan:
+    """Every trace under `root` sorted by session, the binary files, and the links refused."""
     if not root.is_dir():
         raise FileNotFoundError(
             f"the traces folder {root} does not exist; create it or point [backpass] traces "
             "(or --traces) at the folder holding session transcripts"
         )
+    roots = Roots.single("traces", root)
     found: list[Trace] = []
     skipped: list[str] = []
-    for path in _walk(root):
-        if not path.is_file():
-            continue
+    paths, refused = roots.walk("traces", root)
+    for path in paths:
         session = path.relative_to(root).as_posix()
-        digest, size, binary = _sha256_file(path)
+        try:
+            with roots.open("traces", path, "the trace") as handle:
+                real = real_path_of(handle.fileno(), path.resolve())
+                digest, size, binary = _sha256_file(handle)
+        except StepFailed:  # swapped for a link out of the folder since it was listed
+            refused.append(f"{path} -> (swapped for a link out of the folder)")
+            continue
+        except OSError:  # not a regular file (a FIFO, a socket), or gone since the listing
+            continue
         if binary:
             skipped.append(session)
             continue
-        found.append(Trace(str(path.resolve()), session, digest, size))
+        found.append(Trace(str(real), session, digest, size))
     found.sort(key=lambda trace: trace.session)
-    return found, skipped
+    return Scan(found, skipped, refused)
 
 
 # --- the state file ------------------------------------------------------------------------
@@ -205,9 +226,17 @@ def format_state(entries: Mapping[str, str], comments: list[str] | tuple[str, ..
     return "".join(lines)
 
 
-def _read(path: Path, setting: str = SETTING) -> tuple[dict[str, str], list[str]]:
+def _read(
+    path: Path, setting: str = SETTING, roots: Roots | None = None
+) -> tuple[dict[str, str], list[str]]:
+    """With `roots`, the file is read only from under the state root, checked once open: a
+    state file swapped for a link to a secret would otherwise show its first line in an error."""
     try:
-        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        if roots is None:
+            text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        else:
+            raw = roots.read_bytes("state", path, "the state file")
+            text = raw.decode("utf-8", errors="surrogateescape")
     except FileNotFoundError:
         return {}, []
     except IsADirectoryError:
@@ -230,7 +259,9 @@ def read_state(path: Path) -> dict[str, str]:
     return _read(path)[0]
 
 
-def check_state(path: Path, *, write: bool = True, setting: str = SETTING) -> dict[str, str]:
+def check_state(
+    path: Path, *, write: bool = True, setting: str = SETTING, roots: Roots | None = None
+) -> dict[str, str]:
     """The state file's entries, once sure a run may read it and (with `write`) replace it.
 
     Called before any work, so that a wrong path costs nothing: a folder, a device, a file
@@ -244,7 +275,7 @@ def check_state(path: Path, *, write: bool = True, setting: str = SETTING) -> di
             f"cannot look at the state file {path} ({exc.strerror or exc}); fix the "
             f"permissions of the folders on its path or point {setting} at another file"
         ) from None
-    return _read(path, setting)[0]
+    return _read(path, setting, roots)[0]
 
 
 def _check_place(path: Path, write: bool, setting: str) -> None:
@@ -283,53 +314,70 @@ def pending(traces: list[Trace], state: Mapping[str, str]) -> list[Trace]:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    lock = path.with_name(path.name + ".lock")
-    with lock.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _locked(folder: int, name: str) -> Iterator[None]:
+    """`<name>.lock` in the open folder, never through a link at that name."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(f"{name}.lock", flags, 0o600, dir_fd=folder)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
-def update_state(path: Path, succeeded: Mapping[str, str]) -> None:
+def update_state(path: Path, succeeded: Mapping[str, str], roots: Roots | None = None) -> None:
     """Record path -> sha256 for the traces that succeeded; atomic, and locked against a peer run.
 
     The file is checked before the lock file is made beside it, so a file that is not a state
-    file is refused with nothing written next to it."""
+    file is refused with nothing written next to it. The lock, the temporary file and the
+    rename are made relative to the open folder (with `roots`: checked to lie under the
+    state root once open), so no link swapped in on the way redirects the write."""
     if not succeeded:
         return
-    _read(path)
+    _read(path, roots=roots)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path):
-        entries, comments = _read(path)
-        entries.update(succeeded)
-        try:
-            mode: int | None = stat.S_IMODE(path.stat().st_mode)
-        except FileNotFoundError:
-            mode = None
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
-                f.write(format_state(entries, comments))
-                f.flush()
-                if mode is not None:
-                    os.fchmod(f.fileno(), mode)
-                os.fsync(f.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-            raise
+    if roots is not None:
+        folder = roots.open_folder("state", path.parent, "the state file's folder")
+    else:
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with _locked(folder, path.name):
+            entries, comments = _read(path, roots=roots)
+            entries.update(succeeded)
+            try:
+                mode: int | None = stat.S_IMODE(os.stat(path.name, dir_fd=folder).st_mode)
+            except FileNotFoundError:
+                mode = None
+            temp = f".{path.name}.{secrets.token_hex(4)}"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(temp, flags, 0o600, dir_fd=folder)
+            try:
+                with os.fdopen(
+                    fd, "w", encoding="utf-8", errors="surrogateescape", newline=""
+                ) as f:
+                    f.write(format_state(entries, comments))
+                    f.flush()
+                    if mode is not None:
+                        os.fchmod(f.fileno(), mode)
+                    os.fsync(f.fileno())
+                os.replace(temp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp, dir_fd=folder)
+                raise
+    finally:
+        os.close(folder)
 
 
 # --- what a model sees ----------------------------------------------------------------------
 
 
-def read_snapshot(path: Path, size: int, sha256: str) -> bytes:
-    """The first `size` bytes of `path`, which must hash to `sha256` (a trace may only grow)."""
-    with path.open("rb") as handle:
+def read_snapshot(path: Path, size: int, sha256: str, roots: Roots | None = None) -> bytes:
+    """The first `size` bytes of `path`, which must hash to `sha256` (a trace may only grow).
+
+    With `roots`, the file is opened only if it lies under the traces root (OutsideRoot)."""
+    opened = roots.open("traces", path, "the trace") if roots else path.open("rb")
+    with opened as handle:
         data = handle.read(size)
     if len(data) != size or sha256_bytes(data) != sha256:
         raise TraceChanged(

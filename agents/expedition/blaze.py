@@ -29,6 +29,7 @@ import yaml
 
 from agents.expedition.brief import harvest_banned_phrases
 from agents.expedition.kb import UnclosedFrontmatter, split_frontmatter
+from agents.roots import Roots
 
 ROLE = "guidance"
 CLAIM_KEYS = ("claims", "open_questions")
@@ -92,13 +93,13 @@ def _text_list(path: Path, meta: dict[str, Any], key: str) -> list[str]:
     return items
 
 
-def _text(path: Path) -> str:
+def _text(path: Path, roots: Roots | None) -> str:
     if path.is_dir():
         raise BlazeError(
             f"the blaze {path} is a folder; --blaze takes one Markdown file (role: guidance)"
         )
     try:
-        raw = path.read_bytes()
+        raw = roots.read_bytes("blaze", path, "the blaze file") if roots else path.read_bytes()
     except FileNotFoundError:
         raise BlazeError(
             f"the blaze file {path} does not exist; check the path, {_WITHOUT}"
@@ -189,9 +190,12 @@ def _unique(items: Sequence[str]) -> list[str]:
     return kept
 
 
-def read_blaze(path: Path) -> Blaze:
-    """Read and check one blaze file; BlazeError names the file and what to fix."""
-    meta, body = _frontmatter(path, _text(path))
+def read_blaze(path: Path, roots: Roots | None = None) -> Blaze:
+    """Read and check one blaze file; BlazeError names the file and what to fix.
+
+    With `roots`, it is read only from under the blaze root (OutsideRoot otherwise),
+    checked on the opened file, not on a name checked earlier."""
+    meta, body = _frontmatter(path, _text(path, roots))
     _role(path, meta)
     claims = [c for key in CLAIM_KEYS for c in _text_list(path, meta, key)]
     phrases = [p for key in PHRASE_KEYS for p in _text_list(path, meta, key)]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agents.expedition.blaze import BlazeError, read_blaze
 from agents.expedition.command import confirm, expedition
-from agents.expedition.config import ExpeditionConfig, resolve_path
+from agents.expedition.config import ExpeditionConfig
 from agents.expedition.kb import check_kb
 from agents.home import Home
 from room.errors import StepFailed, UsageError
@@ -48,27 +48,26 @@ def check_answer(drop: Sequence[str], redirect: str | None) -> None:
         )
 
 
-def check_kb_option(home: Home, kb: str | None) -> None:
-    """--kb, or the configured knowledge base: a folder whose corpus_index.md parses.
+def _typed(value: str | None) -> str | None:
+    """A path typed at the operator's shell means the shell's folder, not the home."""
+    return str(Path(value).expanduser().absolute()) if value else None
 
-    The home's [expedition] section is checked either way (a ConfigError,
-    exit 78), since step 0 reads it too.
+
+def check_paths(home: Home, kb: str | None, blaze: str | None) -> None:
+    """--kb (or the configured knowledge base) and --blaze, checked as step 0 will check them.
+
+    Each must lie under its [roots] folder (a path may only narrow the run); the
+    knowledge base must be a folder whose corpus_index.md parses, the blaze one
+    readable UTF-8 Markdown file of guidance. The home's [expedition] section is
+    checked either way (a ConfigError, exit 78), since step 0 reads it too.
     """
     config = ExpeditionConfig.from_home(home)
-    folder = Path(kb).expanduser().absolute() if kb else resolve_path(home, None, config.kb)
     try:
-        check_kb(folder)
-    except StepFailed as exc:
-        raise UsageError(exc.message) from None
-
-
-def check_blaze_option(blaze: str | None) -> None:
-    """--blaze: one readable UTF-8 Markdown file of guidance, read as step 0 will read it."""
-    if blaze is None:
-        return
-    try:
-        read_blaze(Path(blaze).expanduser().absolute())
-    except BlazeError as exc:
+        paths = config.paths(home, kb=_typed(kb), blaze=_typed(blaze))
+        check_kb(paths.kb)
+        if paths.blaze is not None:
+            read_blaze(paths.blaze, paths.roots)
+    except (StepFailed, BlazeError) as exc:
         raise UsageError(exc.message) from None
 
 
@@ -91,8 +90,7 @@ def cmd_expedition(args: argparse.Namespace) -> int:
             "an expedition needs --title and --keyword, e.g. "
             "bullpen expedition --title 'Waiting Is Part of the Work' --keyword patience"
         )
-    check_kb_option(home, args.kb)
-    check_blaze_option(args.blaze)
+    check_paths(home, args.kb, args.blaze)
     return asyncio.run(
         expedition(
             home,

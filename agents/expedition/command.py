@@ -14,7 +14,8 @@ journal reads exactly what a terminal shows.
 Exit codes: 0 brief written, or Dig Report shown and the run left waiting;
 1 a step failed; 2 the brief was not written (voice anchor MISSING), or the
 command refused its arguments and posted nothing (argparse's code; the
-arguments are checked in .cli, and here a thread that names no run); 3 gave
+arguments are checked in .cli, and here a thread that names no run or a
+path outside its [roots] folder); 3 gave
 up waiting (the run goes on); 4 the foreman could not act on the answer (it
 dropped a row the report does not list, or said none of confirm, drop and
 redirect): the run keeps waiting for a clear one.
@@ -31,8 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agents.expedition.config import ExpeditionConfig
 from agents.expedition.pipeline import DIG_REPORT, STEP_NUMBERS
 from agents.foreman.pipeline import KEY
+from agents.roots import OutsideRoot
 from agents.wording import counted
 from room.message import Message, bare
 
@@ -314,6 +317,13 @@ async def expedition(
         blaze=blaze,
         briefs=briefs,
     )
+    try:  # an ask may only narrow the run to paths under the roots; step 0 checks again
+        ExpeditionConfig.of(home).paths(
+            home, kb=data.get("kb"), blaze=data.get("blaze"), briefs=data.get("briefs")
+        )
+    except OutsideRoot as exc:
+        print(exc.message, file=err)
+        return EXIT_USAGE
     thread = new_thread()
     async with home.client(home.society.operator) as client:
         posted = await client.say(

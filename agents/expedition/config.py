@@ -7,11 +7,13 @@ third-person digest gate looks for. Paths are relative to the home.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agents.roots import Roots
 from room.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -86,6 +88,37 @@ class ExpeditionConfig(BaseModel):
             )
         return config
 
+    def roots(self, home: Home) -> Roots:
+        """The kb, blaze and briefs roots; ConfigError when this section's paths lie outside."""
+        return Roots.of(
+            home,
+            {
+                "kb": [("[expedition] kb", self.kb)],
+                "blaze": [("[expedition] kb", self.kb)],  # the sample's blaze lies in kb/
+                "briefs": [("[expedition] briefs", self.briefs)],
+            },
+        )
+
+    def paths(
+        self,
+        home: Home,
+        kb: str | None = None,
+        blaze: str | None = None,
+        briefs: str | None = None,
+    ) -> RunPaths:
+        """A run's folders and blaze: what it asks for, only ever narrowed to inside the roots.
+
+        Paths in an ask are data from a poster (a privileged nick may write any ask,
+        through the relaxed listener too), so the command checks them before posting and
+        every step that reads or writes one checks it again. OutsideRoot names the path."""
+        roots = self.roots(home)
+        return RunPaths(
+            roots,
+            kb=roots.narrow("kb", kb, home.path(self.kb), "the knowledge base"),
+            briefs=roots.narrow("briefs", briefs, home.path(self.briefs), "the briefs folder"),
+            blaze=roots.check("blaze", blaze, "the blaze file") if blaze else None,
+        )
+
     def limits(self) -> dict[str, int]:
         """The bounds the foreman needs to fan out and cut, carried in the run itself."""
         return {
@@ -98,3 +131,13 @@ class ExpeditionConfig(BaseModel):
 def resolve_path(home: Home, value: str | None, default: str) -> Path:
     """A path from a run (absolute, or relative to the home), else the configured one."""
     return home.path(value or default).resolve()
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """One run's knowledge base, briefs folder and blaze, each checked against its root."""
+
+    roots: Roots
+    kb: Path
+    briefs: Path
+    blaze: Path | None

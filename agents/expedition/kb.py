@@ -12,6 +12,7 @@ only an index with nothing usable stops a run.
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from urllib.parse import unquote
 
 import yaml
 
+from agents.roots import OutsideRoot, Roots, inside
 from room.errors import StepFailed
 
 INDEX_NAME = "corpus_index.md"
@@ -174,11 +176,19 @@ def parse_index(text: str, source: str = INDEX_NAME) -> Index:
     return Index(rows, flags)
 
 
+def _confined(kb: Path) -> Roots:
+    """The knowledge-base folder as the only place its index and files are read from.
+
+    Every read opens through agents.roots, which checks the opened file's real path:
+    a file that is (or is swapped for) a link out of the folder is never read."""
+    return Roots.single("kb", kb)
+
+
 def load_index(kb: Path) -> Index:
     """Read and parse `<kb>/corpus_index.md`; StepFailed says what to fix."""
     path = kb / INDEX_NAME
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _confined(kb).read_text("kb", path, "the index")
     except FileNotFoundError:
         raise StepFailed(
             f"the knowledge base {kb} has no {INDEX_NAME}; point --kb (or [expedition] kb "
@@ -220,21 +230,33 @@ def check_kb(kb: Path) -> Index:
     return load_index(kb)
 
 
-def resolve(kb: Path, file: str) -> Path | None:
-    """Where an index row's file is: as written, or without a leading `Corpus/`.
+def locate(kb: Path, file: str) -> tuple[Path | None, str | None]:
+    """(where an index row's file is, None), or (None, the flag saying why it is not usable).
 
-    None when it exists nowhere inside the knowledge base; a path that would
-    leave the folder is never followed.
-    """
+    As written, or without a leading `Corpus/`. A path or link that would leave
+    the folder is never followed: `[KB_FILE_OUTSIDE:…]` names it."""
     root = kb.resolve()
     options = [file]
     if file.startswith(CORPUS_PREFIX):
         options.append(file.removeprefix(CORPUS_PREFIX))
+    outside = False
     for option in options:
         candidate = (root / option).resolve()
-        if candidate.is_relative_to(root) and candidate.is_file():
-            return candidate
-    return None
+        if not inside(root, candidate):
+            outside = outside or (root / option).is_symlink() or candidate.exists()
+            continue
+        if candidate.is_file():
+            return candidate, None
+    return None, f"[KB_FILE_OUTSIDE:{file}]" if outside else f"[KB_FILE_MISSING:{file}]"
+
+
+def resolve(kb: Path, file: str) -> Path | None:
+    """Where an index row's file is inside the knowledge base, or None (see locate)."""
+    return locate(kb, file)[0]
+
+
+def _read_text(kb: Path, path: Path) -> str:
+    return _confined(kb).read_text("kb", path, "the knowledge-base file")
 
 
 class UnclosedFrontmatter(ValueError):
@@ -257,14 +279,16 @@ def split_frontmatter(text: str) -> tuple[str | None, str]:
     raise UnclosedFrontmatter("the frontmatter fence opened on line 1 is never closed")
 
 
-def frontmatter_closes(path: Path) -> bool:
+def frontmatter_closes(path: Path, kb: Path | None = None) -> bool:
     """Whether a file's frontmatter, if it opens one, is closed; reads no further than the fence.
 
     The same rule as split_frontmatter, line by line, so checking every file
-    a 5,000-row index matches costs a few lines each, not whole files.
+    a 5,000-row index matches costs a few lines each, not whole files. The file
+    is opened inside `kb` (default: its own folder) through agents.roots.
     """
-    with path.open(encoding="utf-8", newline="") as handle:
-        lines = (line for raw in handle for line in raw.splitlines())
+    opened = _confined(kb or path.parent).open("kb", path, "the knowledge-base file")
+    with opened as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as handle:
+        lines = (line for raw_line in handle for line in raw_line.splitlines())
         first = next(lines, "").removeprefix("\ufeff")
         if not _opens_frontmatter(first):
             return True
@@ -312,11 +336,13 @@ def check_file(kb: Path, file: str) -> str | None:
     Missing, unreadable, or opening a frontmatter fence it never closes: the
     three things read_document would refuse, found without reading the body.
     """
-    path = resolve(kb, file)
+    path, flag = locate(kb, file)
     if path is None:
-        return f"[KB_FILE_MISSING:{file}]"
+        return flag
     try:
-        closed = frontmatter_closes(path)
+        closed = frontmatter_closes(path, kb)
+    except OutsideRoot:  # swapped for a link out of the folder since it was located
+        return f"[KB_FILE_OUTSIDE:{file}]"
     except (OSError, UnicodeDecodeError):
         return f"[KB_FILE_UNREADABLE:{file}]"
     return None if closed else f"[KB_FRONTMATTER_UNCLOSED:{file}]"
@@ -324,11 +350,13 @@ def check_file(kb: Path, file: str) -> str | None:
 
 def read_document(kb: Path, file: str) -> tuple[Document | None, str | None]:
     """(document, None) or (None, flag naming the file and what is wrong with it)."""
-    path = resolve(kb, file)
+    path, flag = locate(kb, file)
     if path is None:
-        return None, f"[KB_FILE_MISSING:{file}]"
+        return None, flag
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_text(kb, path)
+    except OutsideRoot:
+        return None, f"[KB_FILE_OUTSIDE:{file}]"
     except (OSError, UnicodeDecodeError):
         return None, f"[KB_FILE_UNREADABLE:{file}]"
     try:

@@ -10,9 +10,7 @@ excerpt text itself rather than trusting an earlier step's word for it.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +30,15 @@ from agents.expedition.brief import (
 )
 from agents.expedition.config import ExpeditionConfig
 from agents.expedition.kb import read_document
-from agents.expedition.steps import config_of, context_of, data_of, read_blaze_step
+from agents.expedition.steps import (
+    config_of,
+    context_of,
+    data_of,
+    kb_of,
+    read_blaze_step,
+    roots_of,
+)
+from agents.roots import Roots
 from agents.runtime.step import Reply, StepContext
 from room.errors import StepFailed
 from room.message import Message
@@ -81,7 +87,7 @@ def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
     data = data_of(message)
     config = config_of(ctx)
     tell = _tell(config)
-    kb = Path(context["kb"])
+    kb = kb_of(ctx, context)
     entries: list[dict[str, Any]] = []
     flags: list[str] = []
     for item in data.get("chosen") or []:
@@ -106,21 +112,17 @@ def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
     return Reply(body, {"excerpts": entries, "flags": flags})
 
 
-def _blaze_phrases(context: dict[str, Any]) -> list[str]:
+def _blaze_phrases(context: dict[str, Any], roots: Roots) -> list[str]:
     """The blaze's named phrases: its frontmatter `phrases`, then its quoted and bold ones."""
     if not context.get("blaze_path"):
         return []
-    return read_blaze_step(Path(context["blaze_path"]))[1]
+    return read_blaze_step(Path(context["blaze_path"]), roots)[1]
 
 
-def _write(path: Path, text: str) -> None:
-    """All or nothing: a brief is never half written."""
+def _write(roots: Roots, path: Path, text: str) -> None:
+    """All or nothing: a brief is never half written, and only ever under the briefs root."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".brief-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
+        roots.write_bytes("briefs", path, text.encode("utf-8"), "the brief", mode=0o600)
     except OSError as exc:
         raise StepFailed(
             f"cannot write the brief to {path} ({exc.strerror or exc}); check [expedition] "
@@ -133,6 +135,8 @@ def assemble_brief(message: Message, ctx: StepContext) -> Reply:
     context = context_of(message)
     data = data_of(message)
     config = config_of(ctx)
+    roots = roots_of(ctx)  # before anything else: the ask's folder is data from a poster
+    briefs = roots.check("briefs", str(context.get("briefs") or ""), "the briefs folder")
     excerpts = [e for e in data.get("excerpts") or [] if isinstance(e, dict)]
     if not excerpts:
         raise StepFailed(
@@ -145,7 +149,7 @@ def assemble_brief(message: Message, ctx: StepContext) -> Reply:
         prompt = missing_prompt(str(context["title"]), config.voice_anchor_paragraphs)
         return Reply(prompt, {"written": False, "voice_anchor": MISSING, "prompt": prompt})
     guidance = [str(e["text"]) for e in excerpts if str(e.get("role")).lower() == "guidance"]
-    banned = banned_phrases(guidance, _blaze_phrases(context))
+    banned = banned_phrases(guidance, _blaze_phrases(context, roots))
     thread = message.thread or "run"
     try:
         front = BriefFront(
@@ -180,8 +184,8 @@ def assemble_brief(message: Message, ctx: StepContext) -> Reply:
         )
     except (ValidationError, KeyError) as exc:
         raise StepFailed(f"the brief did not validate and was not written: {exc}") from None
-    path = Path(context["briefs"]) / brief_filename(front.slug, thread)
-    _write(path, render_brief(front, str(context["pattern"]), excerpts))
+    path = briefs / brief_filename(front.slug, thread)
+    _write(roots, path, render_brief(front, str(context["pattern"]), excerpts))
     return Reply(
         f"brief written: {path}",
         {

@@ -23,17 +23,18 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from agents.expedition.blaze import BlazeError, read_blaze
-from agents.expedition.config import ExpeditionConfig, resolve_path
+from agents.expedition.config import ExpeditionConfig
 from agents.expedition.context import make_context
-from agents.expedition.kb import check_file, check_kb, load_index, resolve
+from agents.expedition.kb import check_file, check_kb, load_index, locate
 from agents.expedition.prompts import score_request, scotoma_request, termgen_request
 from agents.expedition.retrieve import retrieve
 from agents.expedition.scoring import scores_schema
 from agents.expedition.scotoma import scotoma_schema
 from agents.expedition.terms import TermsAnswer, anchor_words, check_terms, settle, shares_word
+from agents.roots import Roots
 from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
 from agents.wording import counted
-from room.errors import SeatError, StepFailed
+from room.errors import ConfigError, SeatError, StepFailed
 from room.message import Message
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
@@ -87,13 +88,32 @@ async def _judge(
         raise StepFailed(f"no valid {role} answer: {exc.message}") from exc
 
 
-def read_blaze_step(path: Path) -> tuple[list[str], list[str]]:
+def read_blaze_step(path: Path, roots: Roots) -> tuple[list[str], list[str]]:
     """(claims, phrases) of the run's blaze; its problem, as the command would refuse it."""
     try:
-        blaze = read_blaze(path)
+        blaze = read_blaze(roots.check("blaze", path, "the blaze file"), roots)
     except BlazeError as exc:
         raise StepFailed(exc.message) from None
     return blaze.claims, blaze.phrases
+
+
+def roots_of(ctx: StepContext) -> Roots:
+    """The home's kb, blaze and briefs roots (society.toml), as a StepFailed if misconfigured."""
+    try:
+        return config_of(ctx).roots(ctx.home)
+    except ConfigError as exc:
+        raise StepFailed(exc.message) from None
+
+
+def kb_of(ctx: StepContext, context: dict[str, Any]) -> Path:
+    """The run's knowledge base from the ask's context, refused unless under the kb root.
+
+    Every step checks it again: the ask is data from a poster, not step 0's word."""
+    return roots_of(ctx).check("kb", str(context["kb"]), "the knowledge base")
+
+
+def _text_or_none(value: Any) -> str | None:
+    return str(value) if value else None
 
 
 def build_context(message: Message, ctx: StepContext) -> Reply:
@@ -104,16 +124,23 @@ def build_context(message: Message, ctx: StepContext) -> Reply:
     """
     request = data_of(message)
     config = config_of(ctx)
-    kb = resolve_path(ctx.home, request.get("kb"), config.kb)
+    try:
+        paths = config.paths(
+            ctx.home,
+            kb=_text_or_none(request.get("kb")),
+            blaze=_text_or_none(request.get("blaze")),
+            briefs=_text_or_none(request.get("briefs")),
+        )
+    except ConfigError as exc:
+        raise StepFailed(exc.message) from None
+    kb, briefs_dir = paths.kb, paths.briefs
     check_kb(kb)
-    briefs_dir = resolve_path(ctx.home, request.get("briefs"), config.briefs)
     claims: list[str] = []
     phrases: list[str] = []
     blaze_path = None
-    if request.get("blaze"):
-        path = ctx.home.path(str(request["blaze"])).resolve()
-        claims, phrases = read_blaze_step(path)
-        blaze_path = str(path)
+    if paths.blaze is not None:
+        claims, phrases = read_blaze_step(paths.blaze, paths.roots)
+        blaze_path = str(paths.blaze)
     try:
         context = make_context(
             request,
@@ -140,7 +167,7 @@ async def gen_terms(message: Message, ctx: StepContext) -> Reply:
     """
     context = context_of(message)
     if context.get("kb"):  # step 0 puts it there; a hand-made context may not
-        load_index(Path(context["kb"]))
+        load_index(kb_of(ctx, context))
     guidance = config_of(ctx).guidance.get("termgen", "")
     anchors = anchor_words(
         context["keyword_primary"], context["title"], context.get("blaze_phrases") or []
@@ -189,14 +216,15 @@ def retrieve_candidates(message: Message, ctx: StepContext) -> Reply:
     context = context_of(message)
     terms = [str(t) for t in data_of(message).get("terms") or []]
     config = config_of(ctx)
-    kb = Path(context["kb"])
+    kb = kb_of(ctx, context)
     index = load_index(kb)
     flags = list(index.flags)
     present = []
     missing = []
     for row in index.rows:
-        if resolve(kb, row.file) is None:
-            missing.append(f"[KB_FILE_MISSING:{row.file}]")
+        path, flag = locate(kb, row.file)
+        if path is None:
+            missing.append(str(flag))
         else:
             present.append(row)
     flags += missing

@@ -87,6 +87,12 @@ class BackpassHome:
 
     root: Path
 
+    def __post_init__(self) -> None:
+        # A lurker always has its home's society.toml: the steps read [roots] and [backpass].
+        society = self.root / "society.toml"
+        if not society.exists():
+            society.write_text("")
+
     @property
     def home(self) -> Home:
         return Home(self.root)

@@ -13,7 +13,8 @@ def _asks(society: Society) -> list[dict[str, object]]:
 
 class TestRefusals:
     def test_society_toml_as_the_state_file_is_refused_untouched(self, society: Society) -> None:
-        """The audit's data loss: exit 2, the file and line named, no ask, no write, no lock file."""
+        """The audit's data loss: exit 2, the file named (outside [roots] state, never read, so
+        none of it is shown), no ask, no write, no lock file."""
         society.start_hub()
         target = society.root / "society.toml"
         before = target.read_bytes()
@@ -22,8 +23,8 @@ class TestRefusals:
         done = run_cli(society.root, "backpass", "--state", str(target))
         assert done.returncode == 2, done.stdout + done.stderr
         assert done.stdout == ""
-        assert f"--state: {target} is not a backpass state file: line " in done.stderr
-        assert "point --state at a new file" in done.stderr
+        assert f"--state: refused the backpass state {target}" in done.stderr
+        assert "outside [roots] state" in done.stderr and "operator =" not in done.stderr
         assert target.read_bytes() == before and target.stat().st_mode == mode
         assert sorted(p.name for p in society.root.iterdir()) == listing  # no society.toml.lock
         assert _asks(society) == []
@@ -34,12 +35,16 @@ class TestRefusals:
         (The numbers may be refused by argparse or by the backpass command; either says which.)
         """
         society.start_hub()
-        garbage = society.root / "notes.txt"
+        garbage = society.root / "state" / "notes.txt"
         garbage.write_text("garbage line here\n")
+        state_root = society.root / "state"
         cases = {
             ("--state", str(garbage)): "line 1 is 'garbage line here'",
-            ("--state", "/proc/nope/state"): "/proc/nope does not exist",
-            ("--state", str(society.root)): "is a folder",
+            ("--state", str(state_root / "nope" / "state")): "state/nope does not exist",
+            ("--state", str(state_root)): "is a folder",
+            ("--state", "/proc/nope/state"): "outside [roots] state",
+            ("--state", str(society.root)): "outside [roots] state",
+            ("--traces", str(society.root / "secrets")): "outside [roots] traces",
             ("--wait-timeout", "0"): "--wait-timeout",
             ("--wait-timeout", "-1"): "--wait-timeout",
             ("--wait-timeout", "nan"): "--wait-timeout",

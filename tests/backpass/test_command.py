@@ -161,7 +161,8 @@ class TestRefusedBeforeAsking:
     """Bad input is refused before the ask is posted: a clear error, nothing written."""
 
     def test_a_file_that_is_not_a_state_file(self, bp_home: BackpassHome) -> None:
-        """--state at society.toml: a usage error naming the file and line 1; the file is untouched."""
+        """--state at society.toml, outside [roots] state: a usage error naming it, none of its text
+        shown; the file is untouched."""
         fake = FakeClient()
         home = _home(bp_home, fake, "[backpass]\nconcurrency = 3\n")
         society = bp_home.root / "society.toml"
@@ -169,8 +170,8 @@ class TestRefusedBeforeAsking:
         with pytest.raises(UsageError) as caught:
             _run(home, state=str(society))
         message = caught.value.message
-        assert message.startswith("--state: ") and str(society) in message
-        assert "line 1" in message and "[backpass]" in message
+        assert message.startswith("--state: refused") and str(society) in message
+        assert "[roots] state" in message and "concurrency" not in message
         assert fake.posts == []
         assert society.read_text() == "[backpass]\nconcurrency = 3\n"
         assert sorted(bp_home.root.iterdir()) == before  # no society.toml.lock
@@ -187,7 +188,11 @@ class TestRefusedBeforeAsking:
 
     @pytest.mark.parametrize(
         ("where", "says"),
-        [("/proc/nope/state", "does not exist"), ("state", "is a folder")],
+        [
+            ("state/nope/state", "does not exist"),
+            ("state", "is a folder"),
+            ("/proc/nope/state", "outside"),
+        ],
     )
     def test_a_state_path_no_run_could_write(
         self, bp_home: BackpassHome, where: str, says: str

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,13 +62,25 @@ def message(seq: int, sender: str, to: str, type_: str, body: str, **fields: Any
     )
 
 
-def write_home(root: Path, kb: Path, *, operator_names: tuple[str, ...] = ("Avery",)) -> Home:
-    """A home whose [expedition] section points at `kb` and writes briefs under the home."""
+def write_home(
+    root: Path,
+    kb: Path,
+    *,
+    operator_names: tuple[str, ...] = ("Avery",),
+    roots: dict[str, list[Path]] | None = None,
+) -> Home:
+    """A home whose [expedition] section points at `kb` and writes briefs under the home.
+
+    `roots`: a [roots] table, purpose -> folders (docs/operating.md)."""
     root.mkdir(parents=True, exist_ok=True)
     names = ", ".join(f'"{n}"' for n in operator_names)
+    table = "".join(
+        f"{purpose} = [{', '.join(json.dumps(str(p)) for p in paths)}]\n"
+        for purpose, paths in (roots or {}).items()
+    )
     (root / "society.toml").write_text(
         f'operator = "{OPERATOR}"\n\n[expedition]\nkb = "{kb}"\nbriefs = "briefs"\n'
-        f"operator_names = [{names}]\n",
+        f"operator_names = [{names}]\n" + (f"\n[roots]\n{table}" if table else ""),
         encoding="utf-8",
     )
     return Home(root)

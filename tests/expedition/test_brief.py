@@ -41,7 +41,7 @@ def context(tmp_path: Path, voice: str = "Carbon", blaze: str | None = None) -> 
         "slug": "waiting-is-part-of-the-work",
         "voice": voice,
         "pattern": "Files that embody patience.",
-        "briefs": str(tmp_path / "briefs"),
+        "briefs": str(tmp_path / "home" / "briefs"),
         "blaze_path": blaze,
     }
 
@@ -115,7 +115,7 @@ class TestStep:
         """Carbon with no first-person lived excerpt: no file, and the three ways to supply one."""
         reply = brief(home, {"context": context(tmp_path), "excerpts": [excerpt("n.md", NARRATED)]})
         assert reply.data["written"] is False and reply.data["voice_anchor"] == "MISSING"
-        assert not (tmp_path / "briefs").exists()
+        assert not (tmp_path / "home" / "briefs").exists()
         for way in ("record a note", "point to a file", "dictate live"):
             assert way in reply.body
 
@@ -123,7 +123,8 @@ class TestStep:
         self, home: Home, tmp_path: Path
     ) -> None:
         """With an anchor, the brief is written with the exact anchor line and harvested phrases."""
-        blaze = tmp_path / "blaze.md"
+        blaze = tmp_path / "kb" / "blaze.md"
+        blaze.parent.mkdir()
         blaze.write_text('---\nrole: guidance\n---\nAvoid "the fullness of time".\n')
         data = {
             "context": context(tmp_path, blaze=str(blaze)),
@@ -136,7 +137,7 @@ class TestStep:
         }
         reply = brief(home, data)
         path = Path(reply.data["path"])
-        assert path == tmp_path / "briefs" / "waiting-is-part-of-the-work--exp-abc.md"
+        assert path == tmp_path / "home" / "briefs" / "waiting-is-part-of-the-work--exp-abc.md"
         text = path.read_text()
         assert "\nvoice_anchor: v.md — first-person body prose confirmed, 2 paragraphs\n" in text
         front = yaml.safe_load(text.split("---\n")[1])
@@ -153,7 +154,8 @@ class TestStep:
         self, home: Home, tmp_path: Path
     ) -> None:
         """The blaze's frontmatter `phrases` join banned_phrases as written, each once."""
-        blaze = tmp_path / "blaze.md"
+        blaze = tmp_path / "kb" / "blaze.md"
+        blaze.parent.mkdir()
         blaze.write_text(
             "---\nrole: guidance\nphrases:\n  - time heals all wounds\n"
             "  - Patience is a virtue\n  - watched pot\n---\n"

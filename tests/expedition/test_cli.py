@@ -34,7 +34,9 @@ class Room:
 
 @pytest.fixture
 def home(tmp_path: Path) -> Home:
-    return write_home(tmp_path / "home", DEMO_KB)
+    """The sample knowledge base, and a folder `given` declared as a kb and blaze root too."""
+    given = [DEMO_KB, tmp_path / "given"]
+    return write_home(tmp_path / "home", DEMO_KB, roots={"kb": given, "blaze": given})
 
 
 @pytest.fixture
@@ -91,7 +93,8 @@ class TestKnowledgeBaseIsCheckedFirst:
         said: list[str],
     ) -> None:
         """--kb that is missing, a file, lacks its index or holds a broken one: exit 2, no post."""
-        kb = make(tmp_path)
+        (tmp_path / "given").mkdir()
+        kb = make(tmp_path / "given")
         code, out, err = bullpen(home, capsys, "expedition", *TITLE, "--kb", str(kb))
         assert code == 2 and out == ""
         assert str(kb) in err and all(part in err for part in said)
@@ -140,7 +143,8 @@ class TestBlazeIsCheckedFirst:
         said: str,
     ) -> None:
         """A blaze that is missing, a folder, binary, lived or malformed: exit 2, no post."""
-        blaze = tmp_path / "blaze.md"
+        blaze = tmp_path / "given" / "blaze.md"
+        blaze.parent.mkdir()
         if content == "folder":
             blaze.mkdir()
         elif content is not None:

@@ -174,7 +174,8 @@ class TestFailures:
         self, demo_home: Home, tmp_path: Path, content: str | bytes, said: str
     ) -> None:
         """A run asked for in the room directly gets the same blaze check as the command."""
-        blaze = tmp_path / "blaze.md"
+        blaze = demo_home.root / "kb" / "blaze.md"  # under the default blaze root
+        blaze.parent.mkdir()
         if isinstance(content, bytes):
             blaze.write_bytes(content)
         else:
