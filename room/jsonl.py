@@ -19,6 +19,7 @@ TAIL_CHECK_BYTES can hold unsynced bytes; every line there is checked in order.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import errno
 import os
 import time
@@ -187,7 +188,7 @@ def recover(room: Path, fd: int, io: FileIO | None = None) -> tuple[Head, int, l
 
 
 class _Cached:
-    __slots__ = ("raw", "sender", "seq", "thread", "to")
+    __slots__ = ("raw", "sender", "seq", "thread", "to", "verified")
 
     def __init__(self, stored: Stored) -> None:
         self.seq = stored.seq
@@ -195,6 +196,7 @@ class _Cached:
         self.sender = stored.sender
         self.to = stored.to
         self.thread = stored.thread
+        self.verified = stored.verified
 
 
 class JsonlLog(RoomLog):
@@ -302,7 +304,7 @@ class JsonlLog(RoomLog):
             nbytes += len(raw) + 1
             prev = line_hash(raw)
             post = draft.post
-            stored.append(Stored(seq, raw, post.from_, post.to, post.thread))
+            stored.append(Stored(seq, raw, post.from_, post.to, post.thread, draft.verified))
         batch, self._queue = self._queue[: len(stored)], self._queue[len(stored) :]
         blob = b"".join(s.raw + b"\n" for s in stored)
         # Side files (the nonce journal) sync on their own thread, alongside the
@@ -383,7 +385,9 @@ class JsonlLog(RoomLog):
         if self._cache and after + 1 >= self._cache[0].seq:
             lines = []
             for entry in self._cache:
-                if entry.seq > after and flt.matches(entry.sender, entry.to, entry.thread):
+                if entry.seq > after and flt.matches(
+                    entry.sender, entry.to, entry.thread, entry.verified
+                ):
                     lines.append(entry.raw)
                     if len(lines) == limit:
                         return ReadResult(lines, entry.seq)
@@ -403,7 +407,7 @@ class JsonlLog(RoomLog):
                     msg = parse_line(raw)
                 except ValueError:
                     continue
-                if not flt.matches(msg.from_, msg.to, msg.thread):
+                if not flt.matches(msg.from_, msg.to, msg.thread, msg.verified):
                     continue
             lines.append(raw)
             if len(lines) == limit:
@@ -429,26 +433,40 @@ class JsonlLog(RoomLog):
                     self._threads.popitem(last=False)
         else:
             self._threads.move_to_end(thread)
-        wanted = [s for s in seqs if after < s <= head]
-        narrower = flt.to is not None or flt.sender is not None
+        wanted = seqs[bisect.bisect_right(seqs, after) : bisect.bisect_right(seqs, head)]
+        narrower = flt != Filter(thread=thread)
         lines: list[bytes] = []
         for seq in wanted:
-            raw = self._line_for(seq, end)
-            if raw is None:
-                continue
-            if narrower:
-                message = parse_line(raw)
-                if not flt.matches(message.from_, message.to, message.thread):
+            cached = self._cached(seq)
+            if cached is not None:  # filtered on what the cache holds: nothing to parse
+                if narrower and not flt.matches(
+                    cached.sender, cached.to, cached.thread, cached.verified
+                ):
                     continue
+                raw: bytes | None = cached.raw
+            else:
+                raw = self._line_for(seq, end)
+                if raw is None:
+                    continue
+                if narrower:
+                    message = parse_line(raw)
+                    if not flt.matches(message.from_, message.to, message.thread, message.verified):
+                        continue
+            assert raw is not None
             lines.append(raw)
             if len(lines) == limit:
                 return ReadResult(lines, seq)
         return ReadResult(lines, head)
 
+    def _cached(self, seq: int) -> _Cached | None:
+        if self._cache and self._cache[0].seq <= seq <= self._cache[-1].seq:
+            return self._cache[seq - self._cache[0].seq]
+        return None
+
     def _line_for(self, seq: int, end: int) -> bytes | None:
-        if self._cache and self._cache[0].seq <= seq:
-            entry = self._cache[seq - self._cache[0].seq]
-            return entry.raw
+        cached = self._cached(seq)
+        if cached is not None:
+            return cached.raw
         assert self._reader is not None
         offset = self._reader.offset_after(seq - 1, end)
         for _, raw in self._reader.lines_from(offset, end):

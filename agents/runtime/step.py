@@ -57,6 +57,9 @@ class StepContext:
     read_thread: Callable[[str, int], Awaitable[list[Message]]]
     # (nick, window): messages to @nick among the room's last `window` lines
     read_to: Callable[[str, int], Awaitable[list[Message]]] | None = None
+    # (thread, after, through): the thread's verified lines from trusted nicks after seq
+    # `after`, covering at least `through`, and the seq the answer covers up to
+    read_trusted: Callable[[str, int, int], Awaitable[tuple[list[Message], int]]] | None = None
 
 
 Step = Callable[[Message, StepContext], "Reply | Awaitable[Reply]"]

@@ -95,7 +95,7 @@ PROBE_TIMEOUT_S = 5.0
 class _Line:
     """A stream message as this hub's view holds it; `message` is None for a non-room line."""
 
-    __slots__ = ("raw", "sender", "seq", "thread", "to", "valid")
+    __slots__ = ("raw", "sender", "seq", "thread", "to", "valid", "verified")
 
     def __init__(self, seq: int, raw: bytes, message: Message | None) -> None:
         self.seq = seq
@@ -104,9 +104,10 @@ class _Line:
         self.sender = message.from_ if message is not None else ""
         self.to = message.to if message is not None else ""
         self.thread = message.thread if message is not None else None
+        self.verified = message.verified if message is not None else False
 
     def stored(self) -> Stored:
-        return Stored(self.seq, self.raw, self.sender, self.to, self.thread)
+        return Stored(self.seq, self.raw, self.sender, self.to, self.thread, self.verified)
 
 
 @dataclass
@@ -575,7 +576,14 @@ class JetStreamLog(RoomLog):
         elif not pending.duplicate:
             post = pending.draft.post
             pending.future.set_result(
-                Stored(pending.stored_at, pending.raw, post.from_, post.to, post.thread)
+                Stored(
+                    pending.stored_at,
+                    pending.raw,
+                    post.from_,
+                    post.to,
+                    post.thread,
+                    pending.draft.verified,
+                )
             )
         else:
             task = asyncio.ensure_future(self._fetch_stored(pending))
@@ -587,7 +595,14 @@ class JetStreamLog(RoomLog):
         try:
             raw = await self._line_for(pending.stored_at)
             obj = json.loads(raw)
-            stored = Stored(pending.stored_at, raw, obj["from"], obj["to"], obj.get("thread"))
+            stored = Stored(
+                pending.stored_at,
+                raw,
+                obj["from"],
+                obj["to"],
+                obj.get("thread"),
+                obj.get("verified") is True,
+            )
         except Exception as exc:
             if not pending.future.done():
                 pending.future.set_exception(
@@ -619,7 +634,9 @@ class JetStreamLog(RoomLog):
                     break
                 if not entry.valid:
                     continue  # logged when it arrived; `bullpen audit` reports it
-                if entry.seq > after and flt.matches(entry.sender, entry.to, entry.thread):
+                if entry.seq > after and flt.matches(
+                    entry.sender, entry.to, entry.thread, entry.verified
+                ):
                     lines.append(entry.raw)
                     if len(lines) == limit:
                         return ReadResult(lines, entry.seq)
@@ -644,7 +661,7 @@ class JetStreamLog(RoomLog):
                     why=why_not_a_line(seq, raw),
                 )
                 continue
-            if not flt.matches(message.from_, message.to, message.thread):
+            if not flt.matches(message.from_, message.to, message.thread, message.verified):
                 continue
             lines.append(raw)
             if len(lines) == limit:
@@ -669,7 +686,9 @@ class JetStreamLog(RoomLog):
         for seq in [s for s in seqs if after < s <= head]:
             raw = await self._line_for(seq)
             message = room_line(seq, raw)
-            if message is None or not flt.matches(message.from_, message.to, message.thread):
+            if message is None or not flt.matches(
+                message.from_, message.to, message.thread, message.verified
+            ):
                 continue
             lines.append(raw)
             if len(lines) == limit:
