@@ -436,6 +436,14 @@ class JsonlLog(RoomLog):
         wanted = seqs[bisect.bisect_right(seqs, after) : bisect.bisect_right(seqs, head)]
         narrower = flt != Filter(thread=thread)
         lines: list[bytes] = []
+        older = bisect.bisect_left(wanted, self._cache[0].seq) if self._cache else len(wanted)
+        if older:  # not in the cache: one pass over the file, off the event loop
+            picked = await asyncio.to_thread(
+                self._pick, wanted[:older], flt if narrower else None, limit, end
+            )
+            if len(picked.lines) == limit:
+                return picked
+            lines, wanted = picked.lines, wanted[older:]
         for seq in wanted:
             cached = self._cached(seq)
             if cached is not None:  # filtered on what the cache holds: nothing to parse
@@ -457,6 +465,29 @@ class JsonlLog(RoomLog):
             if len(lines) == limit:
                 return ReadResult(lines, seq)
         return ReadResult(lines, head)
+
+    def _pick(self, seqs: list[int], flt: Filter | None, limit: int, end: int) -> ReadResult:
+        """The lines at `seqs` (ascending) that match `flt`, in one pass from the first:
+        a thread's old lines cost one read of the file, not one search per line."""
+        assert self._reader is not None
+        wanted, last = set(seqs), seqs[-1]
+        needles = flt.prefilter() if flt is not None else []
+        lines: list[bytes] = []
+        offset = self._reader.offset_after(seqs[0] - 1, end)
+        for _, raw in self._reader.lines_from(offset, end):
+            seq = seq_of(raw)
+            if seq > last:
+                break
+            if seq not in wanted or (needles and not all(n in raw for n in needles)):
+                continue
+            if flt is not None:
+                message = parse_line(raw)
+                if not flt.matches(message.from_, message.to, message.thread, message.verified):
+                    continue
+            lines.append(raw)
+            if len(lines) == limit:
+                return ReadResult(lines, seq)
+        return ReadResult(lines, last)
 
     def _cached(self, seq: int) -> _Cached | None:
         if self._cache and self._cache[0].seq <= seq <= self._cache[-1].seq:

@@ -1,0 +1,144 @@
+"""Benchmark: unverified lines in one open run's thread against an unrelated run's duration.
+
+    python bench/foreman_junk.py                 # 60,000 junk lines, 15 runs each side
+    python bench/foreman_junk.py --junk 5000 --runs 5
+
+A real hub, foreman and echo lurker. Run A (a relay to a nick that never
+answers) stays open, so the foreman's tick (every 0.5 s here) looks at its
+thread. Then `--junk` unverified lines from nicks nobody trusts are added to
+A's thread, and unrelated relay runs (operator ask → foreman → echo → final
+report) are timed before and after; the table prints both medians and their
+ratio. The goal (issue 13 §3): a ratio under 1.10.
+
+The junk is appended to the room file while the hub is stopped, each line
+stamped and chained exactly as the hub stamps it (room.log.build_line): the
+foreman sees the same thread as after a flood, without the bench spending
+minutes posting it. The hub is restarted in both phases, so each begins alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.table import print_table  # noqa: E402
+from room.chain import line_hash  # noqa: E402
+from room.ids import IdClock  # noqa: E402
+from room.log import Draft, build_line  # noqa: E402
+from room.message import Post  # noqa: E402
+from room.reader import seq_of  # noqa: E402
+from tests.support import Society, add_nick, wait_for  # noqa: E402
+from tests.test_lurker import say  # noqa: E402
+
+OPEN = "open-run"
+
+
+def relay(society: Society, thread: str, to: str) -> None:
+    data = {"pipeline": "relay", "to": [to], "text": f"hello from {thread}"}
+    say(society, "@foreman", "relay", thread=thread, data=data)
+
+
+def final(society: Society, thread: str, timeout: float = 60) -> None:
+    """Long-poll the hub for the foreman's final report in `thread`."""
+    after, deadline = 0, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        params = {"thread": thread, "from": "foreman", "after": after, "wait": 5, "limit": 1000}
+        answer = httpx.get(f"{society.strict_url}/read", params=params, timeout=15).json()
+        if any((m.get("data") or {}).get("final") for m in answer["messages"]):
+            return
+        after = answer["last_seq"]
+    raise TimeoutError(f"no final report in {thread} after {timeout} s")
+
+
+def timed_runs(society: Society, label: str, runs: int) -> list[float]:
+    relay(society, f"{label}-warm", "echo")
+    final(society, f"{label}-warm")
+    durations = []
+    for n in range(runs):
+        thread = f"{label}-{n}"
+        started = time.perf_counter()
+        relay(society, thread, "echo")
+        final(society, thread)
+        durations.append(time.perf_counter() - started)
+    return durations
+
+
+def append_junk(room: Path, count: int) -> None:
+    """`count` unverified asks in the open run's thread, chained after the room's last line."""
+    last = room.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    seq, prev = seq_of(last), line_hash(last)
+    clock = IdClock()
+    with room.open("ab") as out:
+        for n in range(count):
+            post = Post.model_validate(
+                {
+                    "from": f"mallory{n % 50}",
+                    "to": "@hold",
+                    "type": "ask",
+                    "body": f"junk {n} " + "x" * 120,
+                    "thread": OPEN,
+                }
+            )
+            ulid, ms = clock.next()
+            seq += 1
+            raw = build_line(seq, ulid, ms, Draft(post, False), prev)
+            prev = line_hash(raw)
+            out.write(raw + b"\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--junk", type=int, default=60_000)
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        society = Society(Path(tmp) / "home")
+        toml = society.root / "society.toml"
+        text = re.sub(r"(?m)^overdue_check_s = .*$", "overdue_check_s = 0.5", toml.read_text())
+        toml.write_text(text)
+        add_nick(society.root, "hold", handler="agents.examples:echo")  # never started
+        try:
+            hub = society.start_hub()
+            society.start_lurker("foreman")
+            society.start_lurker("echo")
+            relay(society, OPEN, "hold")
+            wait_for(
+                lambda: any(m.get("to") == "@hold" for m in society.lines()),
+                30,
+                "the foreman's ask in the open run",
+            )
+            hub.stop()  # both phases start from a fresh hub
+            hub = society.start_hub()
+            before = timed_runs(society, "before", args.runs)
+            hub.stop()
+            append_junk(society.room, args.junk)
+            society.start_hub()
+            after = timed_runs(society, "after", args.runs)
+        finally:
+            society.stop_all()
+    b, a = statistics.median(before), statistics.median(after)
+    print_table(
+        [
+            ("measure", "value"),
+            ("junk lines in the open run's thread", f"{args.junk}"),
+            ("runs timed per side", f"{args.runs}"),
+            ("median run, no junk (ms)", f"{b * 1000:.1f}"),
+            ("median run, with junk (ms)", f"{a * 1000:.1f}"),
+            ("ratio (goal < 1.10)", f"{a / b:.3f}"),
+        ]
+    )
+    return 0 if a / b < 1.10 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
