@@ -43,12 +43,14 @@ __all__ = [
     "StateFileError",
     "Trace",
     "TraceChanged",
+    "TraceTooLarge",
     "check_state",
     "format_state",
     "parse_state",
     "pending",
     "read_snapshot",
     "read_state",
+    "read_trace",
     "render",
     "scan",
     "sha256_bytes",
@@ -366,6 +368,35 @@ def _render_json_lines(text: str) -> str:
         if out:
             records.append("\n".join(out))
     return "\n\n".join(records) + ("\n" if records else "")
+
+
+RAW_BYTES_PER_CHAR = 8  # a trace's file may be this many bytes per character max_trace_chars allows
+
+
+class TraceTooLarge(ValueError):
+    """A trace whose file is over its byte bound: refused from its size, never read."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"{size} bytes on disk, over the {limit} bytes max_trace_chars allows")
+        self.size, self.limit = size, limit
+
+
+def read_trace(path: Path, max_chars: int) -> bytes:
+    """A trace's bytes, at most RAW_BYTES_PER_CHAR × `max_chars` of them.
+
+    The bound is checked from `stat` before reading, and the read stops one byte past it
+    (should the file grow meanwhile): a 100 MB one-line trace is never read into memory.
+    Raise TraceTooLarge or OSError.
+    """
+    limit = RAW_BYTES_PER_CHAR * max_chars
+    with path.open("rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > limit:
+            raise TraceTooLarge(size, limit)
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise TraceTooLarge(len(data), limit)
+    return data
 
 
 def render(path: str | Path, data: bytes) -> str:

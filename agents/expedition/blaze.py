@@ -28,7 +28,12 @@ from typing import Any
 import yaml
 
 from agents.expedition.brief import harvest_banned_phrases
-from agents.expedition.kb import UnclosedFrontmatter, split_frontmatter
+from agents.expedition.kb import (
+    MAX_KB_FILE_BYTES,
+    UnclosedFrontmatter,
+    load_yaml,
+    split_frontmatter,
+)
 
 ROLE = "guidance"
 CLAIM_KEYS = ("claims", "open_questions")
@@ -98,6 +103,12 @@ def _text(path: Path) -> str:
             f"the blaze {path} is a folder; --blaze takes one Markdown file (role: guidance)"
         )
     try:
+        size = path.stat().st_size
+        if size > MAX_KB_FILE_BYTES:  # refused from its size, before a byte is read
+            raise BlazeError(
+                f"the blaze file {path} is {size} bytes; a blaze may be at most "
+                f"{MAX_KB_FILE_BYTES} bytes (it is one piece's guidance), {_WITHOUT}"
+            )
         raw = path.read_bytes()
     except FileNotFoundError:
         raise BlazeError(
@@ -134,7 +145,7 @@ def _frontmatter(path: Path, text: str) -> tuple[dict[str, Any], str]:
     if front is None:
         return {}, body
     try:
-        meta = yaml.safe_load(front)
+        meta = load_yaml(front)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "a syntax error"
@@ -155,7 +166,12 @@ def _frontmatter(path: Path, text: str) -> tuple[dict[str, Any], str]:
 
 def _role(path: Path, meta: dict[str, Any]) -> None:
     role = meta.get("role")
-    if role is None or str(role).strip().lower() == ROLE:
+    if role is not None and not isinstance(role, str):
+        raise BlazeError(
+            f"the blaze file {path}: role must be text (role: {ROLE}), not {_kind(role)}; "
+            f"fix its frontmatter, {_WITHOUT}"
+        )
+    if role is None or role.strip().lower() == ROLE:
         return
     raise BlazeError(
         f"the blaze file {path} says role: {role}; a blaze is guidance for one piece "

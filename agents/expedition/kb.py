@@ -25,6 +25,7 @@ from room.errors import StepFailed
 INDEX_NAME = "corpus_index.md"
 REQUIRED_COLUMNS = ("file", "summary", "keypoints", "tags", "category", "monomyth")
 CORPUS_PREFIX = "Corpus/"
+MAX_KB_FILE_BYTES = 8 * 1024 * 1024  # a knowledge-base file larger than this is refused unread
 
 _SEPARATOR_CELL = re.compile(r"^:?-+:?$")
 _BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
@@ -271,15 +272,56 @@ def frontmatter_closes(path: Path) -> bool:
         return any(_FENCE.match(line) for line in lines)
 
 
+class BadFrontmatter(ValueError):
+    """Frontmatter the expedition refuses: an alias, or a field of the wrong type."""
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses every alias: a 1 KB frontmatter of nested aliases (an "alias
+    bomb") expands to gigabytes once a field is turned into text. Frontmatter never needs one."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"found the alias *{event.anchor}; frontmatter may not use YAML aliases",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
+
+
+def load_yaml(text: str) -> Any:
+    """YAML as safe_load reads it, but refusing aliases (yaml.YAMLError says where)."""
+    return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader subclass: safe
+
+
+_TEXT_FIELDS = ("role", "summary")  # the fields a knowledge-base file's frontmatter may set
+
+
 def parse_frontmatter(text: str | None) -> dict[str, Any]:
-    """The frontmatter's mapping; anything that is not a YAML mapping reads as empty."""
+    """The frontmatter's mapping; anything that is not a YAML mapping reads as empty.
+
+    Raise BadFrontmatter for an alias or a `role` or `summary` that is not text.
+    """
     if not text:
         return {}
     try:
-        loaded = yaml.safe_load(text)
+        loaded = load_yaml(text)
+    except yaml.composer.ComposerError as exc:
+        if "alias" in str(exc.problem):
+            raise BadFrontmatter(str(exc.problem)) from None
+        return {}
     except yaml.YAMLError:
         return {}
-    return loaded if isinstance(loaded, dict) else {}
+    if not isinstance(loaded, dict):
+        return {}
+    for key in _TEXT_FIELDS:
+        value = loaded.get(key)
+        if value is not None and not isinstance(value, str):
+            raise BadFrontmatter(f"{key} must be text, not a {type(value).__name__}")
+    return loaded
 
 
 @dataclass(frozen=True)
@@ -316,10 +358,17 @@ def check_file(kb: Path, file: str) -> str | None:
     if path is None:
         return f"[KB_FILE_MISSING:{file}]"
     try:
+        if _too_large(path):
+            return f"[KB_FILE_TOO_LARGE:{file}]"
         closed = frontmatter_closes(path)
     except (OSError, UnicodeDecodeError):
         return f"[KB_FILE_UNREADABLE:{file}]"
     return None if closed else f"[KB_FRONTMATTER_UNCLOSED:{file}]"
+
+
+def _too_large(path: Path) -> bool:
+    """Over MAX_KB_FILE_BYTES by its size on disk: decided before a byte of it is read."""
+    return path.stat().st_size > MAX_KB_FILE_BYTES
 
 
 def read_document(kb: Path, file: str) -> tuple[Document | None, str | None]:
@@ -328,10 +377,17 @@ def read_document(kb: Path, file: str) -> tuple[Document | None, str | None]:
     if path is None:
         return None, f"[KB_FILE_MISSING:{file}]"
     try:
-        text = path.read_text(encoding="utf-8")
+        if _too_large(path):
+            return None, f"[KB_FILE_TOO_LARGE:{file}]"
+        with path.open("rb") as handle:  # read at most the limit, should it grow meanwhile
+            text = handle.read(MAX_KB_FILE_BYTES + 1).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None, f"[KB_FILE_UNREADABLE:{file}]"
+    if len(text.encode("utf-8")) > MAX_KB_FILE_BYTES:
+        return None, f"[KB_FILE_TOO_LARGE:{file}]"
     try:
         return parse_document(file, text), None
     except UnclosedFrontmatter:
         return None, f"[KB_FRONTMATTER_UNCLOSED:{file}]"
+    except BadFrontmatter:
+        return None, f"[KB_FRONTMATTER_INVALID:{file}]"
