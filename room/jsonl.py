@@ -37,6 +37,7 @@ from room.ids import IdClock
 from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Stored, build_line
 from room.message import Message, parse_line
 from room.reader import RoomFile, seq_of
+from room.threads import ThreadFilter
 
 log = structlog.get_logger("room.jsonl")
 
@@ -214,6 +215,8 @@ class JsonlLog(RoomLog):
         self._io = io or FileIO()
         self._cache: deque[_Cached] = deque(maxlen=cache_lines)
         self._threads: OrderedDict[str, list[int]] = OrderedDict()
+        self._thread_filter: ThreadFilter | None = None  # filled by one survey, then kept
+        self._survey: asyncio.Future[None] | None = None
         self._thread_index_size = thread_index_size
         self._ids = IdClock()
         self._queue: list[tuple[Draft, asyncio.Future[Stored]]] = []
@@ -333,9 +336,16 @@ class JsonlLog(RoomLog):
     def _commit(self, stored: list[Stored], nbytes: int, head: Head) -> None:
         self._size += nbytes
         self._head = head
+        known = self._thread_filter
         for line in stored:
             self._cache.append(_Cached(line))
-            if line.thread is not None and line.thread in self._threads:
+            if line.thread is None:
+                continue
+            if known is not None:
+                if line.thread not in self._threads and not known.may_hold(line.thread):
+                    self._index(line.thread, [])  # a new thread: nothing before this line
+                known.add(line.thread)
+            if line.thread in self._threads:
                 self._threads[line.thread].append(line.seq)
         self._wake_readers()
 
@@ -420,6 +430,10 @@ class JsonlLog(RoomLog):
         thread = flt.thread
         assert thread is not None
         seqs = self._threads.get(thread)
+        if seqs is None and not (await self._surveyed()).may_hold(thread):
+            seqs = self._threads.get(thread)  # indexed meanwhile by its first line, or new
+            if seqs is None:
+                seqs = self._index(thread, [])
         if seqs is None:
             everything = await asyncio.to_thread(
                 self._scan, 0, 1 << 62, Filter(thread=thread), head, end
@@ -428,9 +442,7 @@ class JsonlLog(RoomLog):
             # Lines appended while the scan ran are in the cache; add them before indexing.
             if not self._cache or self._cache[0].seq <= head + 1:
                 seqs += [c.seq for c in self._cache if c.seq > head and c.thread == thread]
-                self._threads[thread] = seqs
-                while len(self._threads) > self._thread_index_size:
-                    self._threads.popitem(last=False)
+                self._index(thread, seqs)
         else:
             self._threads.move_to_end(thread)
         wanted = seqs[bisect.bisect_right(seqs, after) : bisect.bisect_right(seqs, head)]
@@ -465,6 +477,38 @@ class JsonlLog(RoomLog):
             if len(lines) == limit:
                 return ReadResult(lines, seq)
         return ReadResult(lines, head)
+
+    def _index(self, thread: str, seqs: list[int]) -> list[int]:
+        self._threads[thread] = seqs
+        while len(self._threads) > self._thread_index_size:
+            self._threads.popitem(last=False)
+        return seqs
+
+    async def _surveyed(self) -> ThreadFilter:
+        """The filter of the room's threads, surveying the room (once, off the event loop)
+        the first time it is asked for. Lines stored meanwhile are added as they are stored."""
+        if self._survey is None:
+            self._thread_filter = ThreadFilter()
+            self._survey = asyncio.ensure_future(self._survey_room(self._size))
+        await asyncio.shield(self._survey)
+        assert self._thread_filter is not None
+        return self._thread_filter
+
+    async def _survey_room(self, end: int) -> None:
+        assert self._reader is not None and self._thread_filter is not None
+        reader, surveyed = self._reader, ThreadFilter()  # filled on a worker thread
+
+        def survey() -> None:
+            for _, raw in reader.lines_from(0, end):
+                surveyed.add_line(raw)
+
+        try:
+            await asyncio.to_thread(survey)
+        except Exception as exc:  # unreadable: every thread stays a "maybe", as before
+            log.warning("could not survey the room's threads", error=str(exc))
+            return
+        self._thread_filter.merge(surveyed)  # here, on the loop, where lines are added
+        self._thread_filter.complete = True
 
     def _pick(self, seqs: list[int], flt: Filter | None, limit: int, end: int) -> ReadResult:
         """The lines at `seqs` (ascending) that match `flt`, in one pass from the first:
