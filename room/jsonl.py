@@ -23,8 +23,9 @@ import bisect
 import errno
 import os
 import time
-from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 
 import structlog
@@ -37,7 +38,7 @@ from room.ids import IdClock
 from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Stored, build_line
 from room.message import Message, parse_line
 from room.reader import RoomFile, seq_of
-from room.threads import ThreadFilter
+from room.threads import ThreadIndex, pick
 
 log = structlog.get_logger("room.jsonl")
 
@@ -214,10 +215,7 @@ class JsonlLog(RoomLog):
         self._before_sync = list(before_sync)
         self._io = io or FileIO()
         self._cache: deque[_Cached] = deque(maxlen=cache_lines)
-        self._threads: OrderedDict[str, list[int]] = OrderedDict()
-        self._thread_filter: ThreadFilter | None = None  # filled by one survey, then kept
-        self._survey: asyncio.Future[None] | None = None
-        self._thread_index_size = thread_index_size
+        self._threads = ThreadIndex(thread_index_size)
         self._ids = IdClock()
         self._queue: list[tuple[Draft, asyncio.Future[Stored]]] = []
         self._fd = -1
@@ -336,17 +334,10 @@ class JsonlLog(RoomLog):
     def _commit(self, stored: list[Stored], nbytes: int, head: Head) -> None:
         self._size += nbytes
         self._head = head
-        known = self._thread_filter
         for line in stored:
             self._cache.append(_Cached(line))
-            if line.thread is None:
-                continue
-            if known is not None:
-                if line.thread not in self._threads and not known.may_hold(line.thread):
-                    self._index(line.thread, [])  # a new thread: nothing before this line
-                known.add(line.thread)
-            if line.thread in self._threads:
-                self._threads[line.thread].append(line.seq)
+            if line.thread is not None:
+                self._threads.stored(line.thread, line.seq)
         self._wake_readers()
 
     def _fail(self, exc: BaseException, batch: list[tuple[Draft, asyncio.Future[Stored]]]) -> None:
@@ -430,10 +421,10 @@ class JsonlLog(RoomLog):
         thread = flt.thread
         assert thread is not None
         seqs = self._threads.get(thread)
-        if seqs is None and not (await self._surveyed()).may_hold(thread):
+        if seqs is None and await self._threads.absent(thread, partial(self._raw, self._size)):
             seqs = self._threads.get(thread)  # indexed meanwhile by its first line, or new
             if seqs is None:
-                seqs = self._index(thread, [])
+                seqs = self._threads.put(thread, [])
         if seqs is None:
             everything = await asyncio.to_thread(
                 self._scan, 0, 1 << 62, Filter(thread=thread), head, end
@@ -442,110 +433,39 @@ class JsonlLog(RoomLog):
             # Lines appended while the scan ran are in the cache; add them before indexing.
             if not self._cache or self._cache[0].seq <= head + 1:
                 seqs += [c.seq for c in self._cache if c.seq > head and c.thread == thread]
-                self._index(thread, seqs)
-        else:
-            self._threads.move_to_end(thread)
+                self._threads.put(thread, seqs)
         wanted = seqs[bisect.bisect_right(seqs, after) : bisect.bisect_right(seqs, head)]
         narrower = flt != Filter(thread=thread)
         lines: list[bytes] = []
         older = bisect.bisect_left(wanted, self._cache[0].seq) if self._cache else len(wanted)
+        assert self._reader is not None
         if older:  # not in the cache: one pass over the file, off the event loop
             picked = await asyncio.to_thread(
-                self._pick, wanted[:older], flt if narrower else None, limit, end
+                pick, self._reader, wanted[:older], flt if narrower else None, limit, end
             )
             if len(picked.lines) == limit:
                 return picked
             lines, wanted = picked.lines, wanted[older:]
         for seq in wanted:
             cached = self._cached(seq)
-            if cached is not None:  # filtered on what the cache holds: nothing to parse
-                if narrower and not flt.matches(
-                    cached.sender, cached.to, cached.thread, cached.verified
-                ):
-                    continue
-                raw: bytes | None = cached.raw
-            else:
-                raw = self._line_for(seq, end)
-                if raw is None:
-                    continue
-                if narrower:
-                    message = parse_line(raw)
-                    if not flt.matches(message.from_, message.to, message.thread, message.verified):
-                        continue
-            assert raw is not None
-            lines.append(raw)
+            if cached is None:  # dropped from the cache while the older lines were read
+                lines += pick(self._reader, [seq], flt if narrower else None, 1, end).lines
+            elif not narrower or flt.matches(
+                cached.sender, cached.to, cached.thread, cached.verified
+            ):
+                lines.append(cached.raw)  # filtered on what the cache holds: nothing to parse
             if len(lines) == limit:
                 return ReadResult(lines, seq)
         return ReadResult(lines, head)
 
-    def _index(self, thread: str, seqs: list[int]) -> list[int]:
-        self._threads[thread] = seqs
-        while len(self._threads) > self._thread_index_size:
-            self._threads.popitem(last=False)
-        return seqs
-
-    async def _surveyed(self) -> ThreadFilter:
-        """The filter of the room's threads, surveying the room (once, off the event loop)
-        the first time it is asked for. Lines stored meanwhile are added as they are stored."""
-        if self._survey is None:
-            self._thread_filter = ThreadFilter()
-            self._survey = asyncio.ensure_future(self._survey_room(self._size))
-        await asyncio.shield(self._survey)
-        assert self._thread_filter is not None
-        return self._thread_filter
-
-    async def _survey_room(self, end: int) -> None:
-        assert self._reader is not None and self._thread_filter is not None
-        reader, surveyed = self._reader, ThreadFilter()  # filled on a worker thread
-
-        def survey() -> None:
-            for _, raw in reader.lines_from(0, end):
-                surveyed.add_line(raw)
-
-        try:
-            await asyncio.to_thread(survey)
-        except Exception as exc:  # unreadable: every thread stays a "maybe", as before
-            log.warning("could not survey the room's threads", error=str(exc))
-            return
-        self._thread_filter.merge(surveyed)  # here, on the loop, where lines are added
-        self._thread_filter.complete = True
-
-    def _pick(self, seqs: list[int], flt: Filter | None, limit: int, end: int) -> ReadResult:
-        """The lines at `seqs` (ascending) that match `flt`, in one pass from the first:
-        a thread's old lines cost one read of the file, not one search per line."""
+    def _raw(self, end: int) -> Iterator[bytes]:
         assert self._reader is not None
-        wanted, last = set(seqs), seqs[-1]
-        needles = flt.prefilter() if flt is not None else []
-        lines: list[bytes] = []
-        offset = self._reader.offset_after(seqs[0] - 1, end)
-        for _, raw in self._reader.lines_from(offset, end):
-            seq = seq_of(raw)
-            if seq > last:
-                break
-            if seq not in wanted or (needles and not all(n in raw for n in needles)):
-                continue
-            if flt is not None:
-                message = parse_line(raw)
-                if not flt.matches(message.from_, message.to, message.thread, message.verified):
-                    continue
-            lines.append(raw)
-            if len(lines) == limit:
-                return ReadResult(lines, seq)
-        return ReadResult(lines, last)
+        for _, raw in self._reader.lines_from(0, end):
+            yield raw
 
     def _cached(self, seq: int) -> _Cached | None:
         if self._cache and self._cache[0].seq <= seq <= self._cache[-1].seq:
             return self._cache[seq - self._cache[0].seq]
-        return None
-
-    def _line_for(self, seq: int, end: int) -> bytes | None:
-        cached = self._cached(seq)
-        if cached is not None:
-            return cached.raw
-        assert self._reader is not None
-        offset = self._reader.offset_after(seq - 1, end)
-        for _, raw in self._reader.lines_from(offset, end):
-            return raw
         return None
 
     async def close(self) -> None:
