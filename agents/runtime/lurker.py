@@ -35,6 +35,7 @@ from room.client import RoomClient, read_file
 from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
 from room.log import Filter
 from room.message import Message
+from room.openapi import MAX_READ_SENDERS
 from room.reader import RoomFile
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
 
@@ -114,9 +115,10 @@ class Lurker:
         """The thread's verified lines from trusted nicks after seq `after`, and the seq the
         answer covers up to (pass it as `after` next time). The hub filters: lines nobody
         trusts, however many, are never sent, so the reader's cost follows what can matter."""
-        return await self._read_thread_after(
-            thread, after, through, senders=self.trusted, verified=True
-        )
+        # A trust table longer than /read takes senders is filtered on `verified` alone
+        # (Run drops the rest); ordinary tables name a handful of nicks.
+        senders = self.trusted if len(self.trusted) <= MAX_READ_SENDERS else None
+        return await self._read_thread_after(thread, after, through, senders=senders, verified=True)
 
     async def _read_thread_after(
         self, thread: str, after: int, through: int, **filters: Any
