@@ -70,6 +70,7 @@ def timed_runs(society: Society, label: str, runs: int) -> list[float]:
         relay(society, thread, "echo")
         final(society, thread)
         durations.append(time.perf_counter() - started)
+    print(f"{label}: " + " ".join(f"{d * 1000:.0f}" for d in durations) + " ms", file=sys.stderr)
     return durations
 
 
@@ -100,9 +101,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--junk", type=int, default=60_000)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--keep", type=Path, help="make the home here and keep it (its logs)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        society = Society(Path(tmp) / "home")
+        society = Society(args.keep or Path(tmp) / "home")
         toml = society.root / "society.toml"
         text = re.sub(r"(?m)^overdue_check_s = .*$", "overdue_check_s = 0.5", toml.read_text())
         toml.write_text(text)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import errno
+import json
 import os
 import time
 from collections import deque
@@ -216,6 +217,7 @@ class JsonlLog(RoomLog):
         self._io = io or FileIO()
         self._cache: deque[_Cached] = deque(maxlen=cache_lines)
         self._threads = ThreadIndex(thread_index_size)
+        self._building: dict[str, asyncio.Future[tuple[list[int], int]]] = {}
         self._ids = IdClock()
         self._queue: list[tuple[Draft, asyncio.Future[Stored]]] = []
         self._fd = -1
@@ -425,15 +427,14 @@ class JsonlLog(RoomLog):
             seqs = self._threads.get(thread)  # indexed meanwhile by its first line, or new
             if seqs is None:
                 seqs = self._threads.put(thread, [])
-        if seqs is None:
-            everything = await asyncio.to_thread(
-                self._scan, 0, 1 << 62, Filter(thread=thread), head, end
-            )
-            seqs = [seq_of(raw) for raw in everything.lines]
-            # Lines appended while the scan ran are in the cache; add them before indexing.
-            if not self._cache or self._cache[0].seq <= head + 1:
-                seqs += [c.seq for c in self._cache if c.seq > head and c.thread == thread]
-                self._threads.put(thread, seqs)
+        if seqs is None:  # one scan per thread, however many readers ask (or go away)
+            building = self._building.get(thread)
+            if building is None:
+                building = self._building[thread] = asyncio.ensure_future(
+                    self._index_thread(thread, head, end)
+                )
+                building.add_done_callback(lambda _: self._building.pop(thread, None))
+            seqs, head = await asyncio.shield(building)
         wanted = seqs[bisect.bisect_right(seqs, after) : bisect.bisect_right(seqs, head)]
         narrower = flt != Filter(thread=thread)
         lines: list[bytes] = []
@@ -457,6 +458,26 @@ class JsonlLog(RoomLog):
             if len(lines) == limit:
                 return ReadResult(lines, seq)
         return ReadResult(lines, head)
+
+    async def _index_thread(self, thread: str, head: int, end: int) -> tuple[list[int], int]:
+        """The seqs of `thread`'s lines, found by a scan (off the event loop) and indexed."""
+        seqs = await asyncio.to_thread(self._thread_seqs, thread, end)
+        # Lines appended while the scan ran are in the cache; add them before indexing.
+        if not self._cache or self._cache[0].seq <= head + 1:
+            seqs += [c.seq for c in self._cache if c.seq > head and c.thread == thread]
+            self._threads.put(thread, seqs)
+            return seqs, self._head.seq
+        return seqs, head
+
+    def _thread_seqs(self, thread: str, end: int) -> list[int]:
+        """Every seq in `thread`, by its needle and then a plain JSON look (no model parse)."""
+        assert self._reader is not None
+        needle = Filter(thread=thread).prefilter()[0]
+        return [
+            seq_of(raw)
+            for _, raw in self._reader.lines_from(0, end)
+            if needle in raw and json.loads(raw).get("thread") == thread
+        ]
 
     def _raw(self, end: int) -> Iterator[bytes]:
         assert self._reader is not None

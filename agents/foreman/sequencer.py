@@ -27,7 +27,7 @@ from agents.foreman.seen import Seen, SeenThreads
 from agents.runtime.outcome import Failure, Outbox, OutPost
 from agents.runtime.step import StepContext
 from agents.runtime.wake import is_ping
-from room.errors import ConfigError
+from room.errors import ConfigError, HubUnavailable
 from room.message import Message, bare
 
 log = structlog.get_logger("agents.foreman")
@@ -172,7 +172,11 @@ class Foreman:
         posts: list[OutPost] = []
         for thread in sorted(self._open):
             after = self._seen.after(thread)
-            fresh, last = await self._read(ctx, thread, after, 0)
+            try:
+                fresh, last = await self._read(ctx, thread, after, 0)
+            except HubUnavailable as exc:  # the others still move on; this one next tick
+                log.warning("could not read an open run", thread=thread, error=exc.message)
+                continue
             async with self._lock:
                 seen = self._seen.get(thread, self._open)
                 if not seen.merge(after, fresh, last):
