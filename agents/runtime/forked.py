@@ -6,7 +6,9 @@ thread cannot be stopped. A child process can. Each call forks (so the step,
 its module and its StepContext are already there, nothing is pickled on the way
 in); the child runs in its own process group and sends back the pickled result
 or exception; at the timeout, or if the lurker is stopping, the whole group is
-SIGKILLed and reaped.
+SIGKILLed and reaped. Should the lurker itself be killed, the kernel kills the
+child too (PR_SET_PDEATHSIG): a restarted lurker never finds the last one's step
+still running, holding the nick's lock.
 
 What a blocking step cannot do from the child: change the lurker's memory (a
 module-level cache it fills is the child's, gone when it exits) or await the
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import pickle
@@ -28,13 +31,24 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 _FORK = multiprocessing.get_context("fork")
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class StepDied(Exception):
     """The child ended without sending a result (killed, or it called os._exit)."""
 
 
-def _child(func: Callable[..., Any], args: tuple[Any, ...], send: Connection) -> None:
+def _die_with(parent: int) -> None:
+    """Have the kernel SIGKILL this child when the lurker dies, however it dies: an
+    orphaned step would go on burning, and hold the nick's lock (a flock it inherited)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it died before the request took effect
+        os._exit(1)
+
+
+def _child(func: Callable[..., Any], args: tuple[Any, ...], send: Connection, parent: int) -> None:
+    _die_with(parent)
     os.setsid()  # its own process group: killed whole, with anything it started
     signal.set_wakeup_fd(-1)  # the lurker's loop must never hear this child's signals
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -71,7 +85,9 @@ async def run_forked(func: Callable[..., Any], *args: Any) -> Any:
     """
     loop = asyncio.get_running_loop()
     receive, send = _FORK.Pipe(duplex=False)
-    child = _FORK.Process(target=_child, args=(func, args, send), name="bullpen-step", daemon=True)
+    child = _FORK.Process(
+        target=_child, args=(func, args, send, os.getpid()), name="bullpen-step", daemon=True
+    )
     reader: asyncio.Future[bytes] | None = None
     answered = False
     try:
