@@ -3,17 +3,18 @@
     python bench/foreman_junk.py                 # 60,000 junk lines, 15 runs each side
     python bench/foreman_junk.py --junk 5000 --runs 5
 
-A real hub, foreman and echo lurker. Run A (a relay to a nick that never
-answers) stays open, so the foreman's tick (every 0.5 s here) looks at its
-thread. Then `--junk` unverified lines from nicks nobody trusts are added to
-A's thread, and unrelated relay runs (operator ask → foreman → echo → final
-report) are timed before and after; the table prints both medians and their
-ratio. The goal (issue 13 §3): a ratio under 1.10.
+Two homes, each with a real hub, foreman and echo lurker, and a run A (a
+relay to a nick that never answers) left open, so the foreman's tick (every
+0.5 s here) looks at its thread. In one home, `--junk` unverified lines from
+nicks nobody trusts are in A's thread. Unrelated relay runs (operator ask →
+foreman → echo → final report) are timed in both homes, alternately; the
+table prints both medians and their ratio. The goal (issue 13 §3): a ratio
+under 1.10.
 
 The junk is appended to the room file while the hub is stopped, each line
 stamped and chained exactly as the hub stamps it (room.log.build_line): the
 foreman sees the same thread as after a flood, without the bench spending
-minutes posting it. The hub is restarted in both phases, so each begins alike;
+minutes posting it. Both homes restart their hub, so each begins alike;
 a hub that was up through a real flood indexed the thread as it grew, so the
 one-time costs of a fresh start are paid before timing (`prime`, WARM_UP runs).
 """
@@ -70,20 +71,35 @@ def prime(society: Society) -> None:
         httpx.get(f"{society.strict_url}/read", params={"thread": thread}, timeout=120)
 
 
-def timed_runs(society: Society, label: str, runs: int) -> list[float]:
+def one_run(society: Society, thread: str) -> float:
+    started = time.perf_counter()
+    relay(society, thread, "echo")
+    final(society, thread)
+    return time.perf_counter() - started
+
+
+def ready(society: Society, junk: int) -> None:
+    """Hub, foreman and echo up, run A open, `junk` lines in its thread, primed and warm."""
+    toml = society.root / "society.toml"
+    text = re.sub(r"(?m)^overdue_check_s = .*$", "overdue_check_s = 0.5", toml.read_text())
+    toml.write_text(text)
+    add_nick(society.root, "hold", handler="agents.examples:echo")  # never started
+    hub = society.start_hub()
+    society.start_lurker("foreman")
+    society.start_lurker("echo")
+    relay(society, OPEN, "hold")
+    wait_for(
+        lambda: any(m.get("to") == "@hold" for m in society.lines()),
+        30,
+        "the foreman's ask in the open run",
+    )
+    hub.stop()  # both homes restart their hub, so each begins alike
+    if junk:
+        append_junk(society.room, junk)
+    society.start_hub()
     prime(society)
     for n in range(WARM_UP):
-        relay(society, f"{label}-warm-{n}", "echo")
-        final(society, f"{label}-warm-{n}")
-    durations = []
-    for n in range(runs):
-        thread = f"{label}-{n}"
-        started = time.perf_counter()
-        relay(society, thread, "echo")
-        final(society, thread)
-        durations.append(time.perf_counter() - started)
-    print(f"{label}: " + " ".join(f"{d * 1000:.0f}" for d in durations) + " ms", file=sys.stderr)
-    return durations
+        one_run(society, f"warm-{n}")
 
 
 def append_junk(room: Path, count: int) -> None:
@@ -113,39 +129,30 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--junk", type=int, default=60_000)
     parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--keep", type=Path, help="make the home here and keep it (its logs)")
     args = parser.parse_args()
+    clean: list[float] = []
+    stuffed: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        society = Society(args.keep or Path(tmp) / "home")
-        toml = society.root / "society.toml"
-        text = re.sub(r"(?m)^overdue_check_s = .*$", "overdue_check_s = 0.5", toml.read_text())
-        toml.write_text(text)
-        add_nick(society.root, "hold", handler="agents.examples:echo")  # never started
+        homes = (Society(Path(tmp) / "clean"), Society(Path(tmp) / "stuffed"))
         try:
-            hub = society.start_hub()
-            society.start_lurker("foreman")
-            society.start_lurker("echo")
-            relay(society, OPEN, "hold")
-            wait_for(
-                lambda: any(m.get("to") == "@hold" for m in society.lines()),
-                30,
-                "the foreman's ask in the open run",
-            )
-            hub.stop()  # both phases start from a fresh hub
-            hub = society.start_hub()
-            before = timed_runs(society, "before", args.runs)
-            hub.stop()
-            append_junk(society.room, args.junk)
-            society.start_hub()
-            after = timed_runs(society, "after", args.runs)
+            ready(homes[0], 0)
+            ready(homes[1], args.junk)
+            for n in range(args.runs):  # alternating, so a busier moment hits both alike
+                order = [(homes[0], clean), (homes[1], stuffed)]
+                for society, durations in order if n % 2 == 0 else order[::-1]:
+                    durations.append(one_run(society, f"run-{n}"))
         finally:
-            society.stop_all()
-    b, a = statistics.median(before), statistics.median(after)
+            for society in homes:
+                society.stop_all()
+    for label, durations in (("clean", clean), ("stuffed", stuffed)):
+        shown = " ".join(f"{d * 1000:.0f}" for d in durations)
+        print(f"{label}: {shown} ms", file=sys.stderr)
+    b, a = statistics.median(clean), statistics.median(stuffed)
     print_table(
         [
             ("measure", "value"),
             ("junk lines in the open run's thread", f"{args.junk}"),
-            ("runs timed per side", f"{args.runs}"),
+            ("runs timed per home (alternating)", f"{args.runs}"),
             ("median run, no junk (ms)", f"{b * 1000:.1f}"),
             ("median run, with junk (ms)", f"{a * 1000:.1f}"),
             ("ratio (goal < 1.10)", f"{a / b:.3f}"),

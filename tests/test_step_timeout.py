@@ -13,7 +13,11 @@ def children(pid: int) -> set[int]:
     """The live child processes of `pid`, from /proc (every thread's list)."""
     found: set[int] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
-        found |= {int(child) for child in (task / "children").read_text().split()}
+        try:
+            listed = (task / "children").read_text()
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+        found |= {int(child) for child in listed.split()}
     return found
 
 
