@@ -50,6 +50,27 @@ class OutsideRoot(StepFailed):
     code = "outside_root"
 
 
+class FileTooLarge(ValueError):
+    """A file over its size limit, refused from its size rather than read."""
+
+    def __init__(self, path: Path, size: int, limit: int) -> None:
+        super().__init__(f"{path} is {size} bytes, over the limit of {limit}")
+        self.path, self.size, self.limit = path, size, limit
+
+
+def read_at_most(handle: BinaryIO, limit: int | None, path: Path) -> bytes:
+    """All of an open file, or FileTooLarge when it holds more than `limit` bytes."""
+    if limit is None:
+        return handle.read()
+    size = os.fstat(handle.fileno()).st_size
+    if size > limit:
+        raise FileTooLarge(path, size, limit)
+    data = handle.read(limit + 1)  # should it grow meanwhile
+    if len(data) > limit:
+        raise FileTooLarge(path, len(data), limit)
+    return data
+
+
 def inside(root: Path, path: Path) -> bool:
     """Whether the resolved `path` is `root` or lies under it (both already resolved)."""
     return path == root or path.is_relative_to(root)
@@ -207,9 +228,13 @@ class Roots:
         with os.fdopen(self.open_fd(purpose, path, what), "rb") as handle:
             yield handle
 
-    def read_bytes(self, purpose: str, path: str | Path, what: str = "the file") -> bytes:
+    def read_bytes(
+        self, purpose: str, path: str | Path, what: str = "the file", *, limit: int | None = None
+    ) -> bytes:
+        """The file's bytes; with `limit`, a file over it is refused from the opened file's
+        size, before a byte is read, and the read stops one byte past it (FileTooLarge)."""
         with self.open(purpose, path, what) as handle:
-            return handle.read()
+            return read_at_most(handle, limit, Path(path))
 
     def read_text(self, purpose: str, path: str | Path, what: str = "the file") -> str:
         return self.read_bytes(purpose, path, what).decode("utf-8")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -163,9 +163,16 @@ class RoomClient:
         thread: str | None = None,
         to: str | None = None,
         sender: str | None = None,
+        senders: Iterable[str] | None = None,
+        verified: bool | None = None,
         wait: float = 0,
     ) -> tuple[list[dict[str, Any]], int]:
-        """Lines after `after`, and the seq to pass as `after` next time."""
+        """Lines after `after`, and the seq to pass as `after` next time.
+
+        `senders`: only lines from these nicks; `verified`: only lines the gate
+        did (True) or did not (False) verify. The hub filters, so lines a reader
+        would drop anyway never cross the wire.
+        """
         params: dict[str, Any] = {"after": after, "limit": limit}
         if thread:
             params["thread"] = thread
@@ -173,6 +180,13 @@ class RoomClient:
             params["to"] = normalize_to(to)
         if sender:
             params["from"] = sender
+        elif senders is not None:
+            named = sorted(set(senders))
+            if not named:  # from nobody: nothing can match
+                return [], int((await self.health())["seq"])
+            params["from"] = named
+        if verified is not None:
+            params["verified"] = "true" if verified else "false"
         if wait:
             params["wait"] = wait
         timeout = httpx.Timeout(self._timeout, read=wait + self._timeout)
@@ -234,7 +248,12 @@ def read_file(
             if needles and not all(n in raw for n in needles):
                 continue
             obj = json.loads(raw)
-            if flt.matches(obj.get("from", ""), obj.get("to", ""), obj.get("thread")):
+            if flt.matches(
+                obj.get("from", ""),
+                obj.get("to", ""),
+                obj.get("thread"),
+                obj.get("verified") is True,
+            ):
                 found.append(obj)
                 if limit is not None and len(found) >= limit:
                     break

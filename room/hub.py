@@ -33,7 +33,7 @@ from room import openapi
 from room.errors import BadPost, BadRequest, BullpenError, DurabilityError, PostRejected
 from room.log import Draft, Filter, RoomLog
 from room.message import check_nick, parse_request
-from room.openapi import MAX_AFTER
+from room.openapi import MAX_AFTER, MAX_READ_SENDERS
 from trust.gate import Gate
 
 log = structlog.get_logger("room.hub")
@@ -200,7 +200,7 @@ async def _body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-_READ_PARAMS = {"after", "limit", "wait", "thread", "to", "from"}
+_READ_PARAMS = {"after", "limit", "wait", "thread", "to", "from", "verified"}
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: int() would also take "+5", " 5", "٥"
 
 
@@ -243,9 +243,18 @@ def _read_params(request: Request) -> tuple[int, int, float, Filter]:
             raise BadRequest(f"wait must be between 0 and {MAX_WAIT_S:g} seconds")
     params = request.query_params
     to = "@" + _nick_param(params["to"], "to") if "to" in params else None
-    sender = _nick_param(params["from"], "from") if "from" in params else None
+    # `from` once: that sender; repeated: any of them (a reader that trusts only these nicks).
+    named = [_nick_param(text, "from") for text in params.getlist("from")]
+    if len(named) > MAX_READ_SENDERS:
+        raise BadRequest(f"from may be given at most {MAX_READ_SENDERS} times, got {len(named)}")
+    sender = named[0] if len(named) == 1 else None
+    senders = frozenset(named) if len(named) > 1 else None
+    verified_text = params.get("verified")
+    if verified_text not in (None, "true", "false"):
+        raise BadRequest(f"verified must be true or false, got {verified_text[:40]!r}")
+    verified = None if verified_text is None else verified_text == "true"
     thread = params.get("thread") or None
-    return after, limit, wait, Filter(thread=thread, to=to, sender=sender)
+    return after, limit, wait, Filter(thread, to, sender, senders, verified)
 
 
 class _Server(uvicorn.Server):

@@ -19,11 +19,14 @@ TAIL_CHECK_BYTES can hold unsynced bytes; every line there is checked in order.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import errno
+import json
 import os
 import time
-from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 
 import structlog
@@ -36,6 +39,7 @@ from room.ids import IdClock
 from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Stored, build_line
 from room.message import Message, parse_line
 from room.reader import RoomFile, seq_of
+from room.threads import ThreadIndex, pick
 
 log = structlog.get_logger("room.jsonl")
 
@@ -187,7 +191,7 @@ def recover(room: Path, fd: int, io: FileIO | None = None) -> tuple[Head, int, l
 
 
 class _Cached:
-    __slots__ = ("raw", "sender", "seq", "thread", "to")
+    __slots__ = ("raw", "sender", "seq", "thread", "to", "verified")
 
     def __init__(self, stored: Stored) -> None:
         self.seq = stored.seq
@@ -195,6 +199,7 @@ class _Cached:
         self.sender = stored.sender
         self.to = stored.to
         self.thread = stored.thread
+        self.verified = stored.verified
 
 
 class JsonlLog(RoomLog):
@@ -211,8 +216,8 @@ class JsonlLog(RoomLog):
         self._before_sync = list(before_sync)
         self._io = io or FileIO()
         self._cache: deque[_Cached] = deque(maxlen=cache_lines)
-        self._threads: OrderedDict[str, list[int]] = OrderedDict()
-        self._thread_index_size = thread_index_size
+        self._threads = ThreadIndex(thread_index_size)
+        self._building: dict[str, asyncio.Future[tuple[list[int], int]]] = {}
         self._ids = IdClock()
         self._queue: list[tuple[Draft, asyncio.Future[Stored]]] = []
         self._fd = -1
@@ -305,7 +310,7 @@ class JsonlLog(RoomLog):
             nbytes += len(raw) + 1
             prev = line_hash(raw)
             post = draft.post
-            stored.append(Stored(seq, raw, post.from_, post.to, post.thread))
+            stored.append(Stored(seq, raw, post.from_, post.to, post.thread, draft.verified))
         batch, self._queue = self._queue[: len(stored)], self._queue[len(stored) :]
         blob = b"".join(s.raw + b"\n" for s in stored)
         # Side files (the nonce journal) sync on their own thread, alongside the
@@ -336,8 +341,8 @@ class JsonlLog(RoomLog):
         self._head = head
         for line in stored:
             self._cache.append(_Cached(line))
-            if line.thread is not None and line.thread in self._threads:
-                self._threads[line.thread].append(line.seq)
+            if line.thread is not None:
+                self._threads.stored(line.thread, line.seq)
         self._wake_readers()
 
     def _fail(self, exc: BaseException, batch: list[tuple[Draft, asyncio.Future[Stored]]]) -> None:
@@ -386,7 +391,9 @@ class JsonlLog(RoomLog):
         if self._cache and after + 1 >= self._cache[0].seq:
             lines = []
             for entry in self._cache:
-                if entry.seq > after and flt.matches(entry.sender, entry.to, entry.thread):
+                if entry.seq > after and flt.matches(
+                    entry.sender, entry.to, entry.thread, entry.verified
+                ):
                     lines.append(entry.raw)
                     if len(lines) == limit:
                         return ReadResult(lines, entry.seq)
@@ -406,7 +413,7 @@ class JsonlLog(RoomLog):
                     msg = parse_line(raw)
                 except ValueError:
                     continue
-                if not flt.matches(msg.from_, msg.to, msg.thread):
+                if not flt.matches(msg.from_, msg.to, msg.thread, msg.verified):
                     continue
             lines.append(raw)
             if len(lines) == limit:
@@ -419,43 +426,70 @@ class JsonlLog(RoomLog):
         thread = flt.thread
         assert thread is not None
         seqs = self._threads.get(thread)
-        if seqs is None:
-            everything = await asyncio.to_thread(
-                self._scan, 0, 1 << 62, Filter(thread=thread), head, end
-            )
-            seqs = [seq_of(raw) for raw in everything.lines]
-            # Lines appended while the scan ran are in the cache; add them before indexing.
-            if not self._cache or self._cache[0].seq <= head + 1:
-                seqs += [c.seq for c in self._cache if c.seq > head and c.thread == thread]
-                self._threads[thread] = seqs
-                while len(self._threads) > self._thread_index_size:
-                    self._threads.popitem(last=False)
-        else:
-            self._threads.move_to_end(thread)
-        wanted = [s for s in seqs if after < s <= head]
-        narrower = flt.to is not None or flt.sender is not None
+        if seqs is None and await self._threads.absent(thread, partial(self._raw, self._size)):
+            seqs = self._threads.get(thread)  # indexed meanwhile by its first line, or new
+            if seqs is None:
+                seqs = self._threads.put(thread, [])
+        if seqs is None:  # one scan per thread, however many readers ask (or go away)
+            building = self._building.get(thread)
+            if building is None:
+                building = self._building[thread] = asyncio.ensure_future(
+                    self._index_thread(thread, head, end)
+                )
+                building.add_done_callback(lambda _: self._building.pop(thread, None))
+            seqs, head = await asyncio.shield(building)
+        wanted = seqs[bisect.bisect_right(seqs, after) : bisect.bisect_right(seqs, head)]
+        narrower = flt != Filter(thread=thread)
         lines: list[bytes] = []
+        older = bisect.bisect_left(wanted, self._cache[0].seq) if self._cache else len(wanted)
+        assert self._reader is not None
+        if older:  # not in the cache: one pass over the file, off the event loop
+            picked = await asyncio.to_thread(
+                pick, self._reader, wanted[:older], flt if narrower else None, limit, end
+            )
+            if len(picked.lines) == limit:
+                return picked
+            lines, wanted = picked.lines, wanted[older:]
         for seq in wanted:
-            raw = self._line_for(seq, end)
-            if raw is None:
-                continue
-            if narrower:
-                message = parse_line(raw)
-                if not flt.matches(message.from_, message.to, message.thread):
-                    continue
-            lines.append(raw)
+            cached = self._cached(seq)
+            if cached is None:  # dropped from the cache while the older lines were read
+                lines += pick(self._reader, [seq], flt if narrower else None, 1, end).lines
+            elif not narrower or flt.matches(
+                cached.sender, cached.to, cached.thread, cached.verified
+            ):
+                lines.append(cached.raw)  # filtered on what the cache holds: nothing to parse
             if len(lines) == limit:
                 return ReadResult(lines, seq)
         return ReadResult(lines, head)
 
-    def _line_for(self, seq: int, end: int) -> bytes | None:
-        if self._cache and self._cache[0].seq <= seq:
-            entry = self._cache[seq - self._cache[0].seq]
-            return entry.raw
+    async def _index_thread(self, thread: str, head: int, end: int) -> tuple[list[int], int]:
+        """The seqs of `thread`'s lines, found by a scan (off the event loop) and indexed."""
+        seqs = await asyncio.to_thread(self._thread_seqs, thread, end)
+        # Lines appended while the scan ran are in the cache; add them before indexing.
+        if not self._cache or self._cache[0].seq <= head + 1:
+            seqs += [c.seq for c in self._cache if c.seq > head and c.thread == thread]
+            self._threads.put(thread, seqs)
+            return seqs, self._head.seq
+        return seqs, head
+
+    def _thread_seqs(self, thread: str, end: int) -> list[int]:
+        """Every seq in `thread`, by its needle and then a plain JSON look (no model parse)."""
         assert self._reader is not None
-        offset = self._reader.offset_after(seq - 1, end)
-        for _, raw in self._reader.lines_from(offset, end):
-            return raw
+        needle = Filter(thread=thread).prefilter()[0]
+        return [
+            seq_of(raw)
+            for _, raw in self._reader.lines_from(0, end)
+            if needle in raw and json.loads(raw).get("thread") == thread
+        ]
+
+    def _raw(self, end: int) -> Iterator[bytes]:
+        assert self._reader is not None
+        for _, raw in self._reader.lines_from(0, end):
+            yield raw
+
+    def _cached(self, seq: int) -> _Cached | None:
+        if self._cache and self._cache[0].seq <= seq <= self._cache[-1].seq:
+            return self._cache[seq - self._cache[0].seq]
         return None
 
     async def close(self) -> None:

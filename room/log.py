@@ -37,6 +37,7 @@ class Stored:
     sender: str
     to: str
     thread: str | None
+    verified: bool
 
 
 @dataclass(frozen=True)
@@ -46,16 +47,28 @@ class Filter:
     thread: str | None = None
     to: str | None = None  # "@nick"
     sender: str | None = None
+    # Any of these senders (`from=` repeated): a reader that trusts only some nicks, like the
+    # foreman, is sent none of the others' lines, however many there are.
+    senders: frozenset[str] | None = None
+    verified: bool | None = None  # True: only lines the gate verified (`verified=true`)
 
     @property
     def empty(self) -> bool:
-        return self.thread is None and self.to is None and self.sender is None
+        return (
+            self.thread is None
+            and self.to is None
+            and self.sender is None
+            and self.senders is None
+            and self.verified is None
+        )
 
-    def matches(self, sender: str, to: str, thread: str | None) -> bool:
+    def matches(self, sender: str, to: str, thread: str | None, verified: bool = False) -> bool:
         return (
             (self.thread is None or self.thread == thread)
             and (self.to is None or self.to == to)
             and (self.sender is None or self.sender == sender)
+            and (self.senders is None or sender in self.senders)
+            and (self.verified is None or self.verified == verified)
         )
 
     def prefilter(self) -> list[bytes]:
@@ -67,6 +80,8 @@ class Filter:
             needles.append(b'"to":' + strictjson.dumps(self.to).encode())
         if self.sender is not None:
             needles.append(b'"from":' + strictjson.dumps(self.sender).encode())
+        if self.verified:
+            needles.append(b'"verified":true')
         return needles
 
 

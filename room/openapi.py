@@ -7,6 +7,7 @@ from typing import Any
 from room.message import MAX_BODY_BYTES, MESSAGE_TYPES, NICK_PATTERN
 
 MAX_AFTER = 1 << 62  # the largest seq /read accepts in `after`
+MAX_READ_SENDERS = 64  # how many times /read accepts `from` (a set of senders)
 
 _NONCE = {"type": "string", "minLength": 8, "maxLength": 64, "pattern": "^[A-Za-z0-9_-]+$"}
 _TOKEN = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$"}
@@ -126,7 +127,20 @@ def schema(listener: str) -> dict[str, Any]:
         {
             "name": "from",
             "in": "query",
-            "schema": {"type": "string", "pattern": f"^{NICK_PATTERN}$"},
+            "description": "once: lines from that nick; repeated: from any of them",
+            "style": "form",
+            "explode": True,
+            "schema": {
+                "type": "array",
+                "maxItems": MAX_READ_SENDERS,
+                "items": {"type": "string", "pattern": f"^@?{NICK_PATTERN}$"},
+            },
+        },
+        {
+            "name": "verified",
+            "in": "query",
+            "description": "true: only lines the gate verified; false: only the others",
+            "schema": {"type": "boolean"},
         },
     ]
     return {

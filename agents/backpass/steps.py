@@ -34,9 +34,11 @@ from agents.backpass.schemas import AnalysisAnswer
 from agents.backpass.traces import (
     StateFileError,
     TraceChanged,
+    TraceTooLarge,
     check_state,
     pending,
     read_snapshot,
+    read_trace,
     render,
     scan,
 )
@@ -224,7 +226,11 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
     except (KeyError, TypeError, ValueError):
         raise StepFailed("this ask's data.trace must hold n, path and session") from None
     try:
-        raw = await asyncio.to_thread(_traces(ctx, params).read_bytes, "traces", path, "the trace")
+        raw = await read_trace(path, params.max_trace_chars, _traces(ctx, params))
+    except TraceTooLarge as exc:
+        raise StepFailed(
+            f"trace {session} ({path}) is {exc}; split it or raise [backpass] max_trace_chars"
+        ) from None
     except OSError as exc:
         raise StepFailed(f"cannot read trace {session} ({path}): {exc.strerror or exc}") from None
     text = render(path, raw)

@@ -43,6 +43,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import aiofiles
+
 from agents.roots import Roots, real_path_of
 from room.errors import StepFailed
 
@@ -53,12 +55,14 @@ __all__ = [
     "StateFileError",
     "Trace",
     "TraceChanged",
+    "TraceTooLarge",
     "check_state",
     "format_state",
     "parse_state",
     "pending",
     "read_snapshot",
     "read_state",
+    "read_trace",
     "render",
     "scan",
     "sha256_bytes",
@@ -414,6 +418,39 @@ def _render_json_lines(text: str) -> str:
         if out:
             records.append("\n".join(out))
     return "\n\n".join(records) + ("\n" if records else "")
+
+
+RAW_BYTES_PER_CHAR = 8  # a trace's file may be this many bytes per character max_trace_chars allows
+
+
+class TraceTooLarge(ValueError):
+    """A trace whose file is over its byte bound: refused from its size, never read."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"{size} bytes on disk, over the {limit} bytes max_trace_chars allows")
+        self.size, self.limit = size, limit
+
+
+async def read_trace(path: Path, max_chars: int, roots: Roots) -> bytes:
+    """A trace's bytes, at most RAW_BYTES_PER_CHAR × `max_chars` of them, read from inside
+    the traces root (the opened file checked, not a path checked earlier).
+
+    The bound is checked from the opened file's size before reading, and the read stops one
+    byte past it (should the file grow meanwhile): a 100 MB one-line trace is never read into
+    memory. The read runs on aiofiles' executor, so a large trace never blocks the lurker's
+    event loop (its other steps, its cursor, its replies). Raise TraceTooLarge, OutsideRoot
+    or OSError.
+    """
+    limit = RAW_BYTES_PER_CHAR * max_chars
+    fd = roots.open_fd("traces", path, "the trace")
+    async with aiofiles.open(fd, "rb") as handle:  # closes fd
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise TraceTooLarge(size, limit)
+        data = await handle.read(limit + 1)
+    if len(data) > limit:
+        raise TraceTooLarge(len(data), limit)
+    return data
 
 
 def render(path: str | Path, data: bytes) -> str:

@@ -200,7 +200,12 @@ async def _tail(args: argparse.Namespace) -> int:
     start = Position(args.after if args.after is not None else max(0, head - args.last))
 
     def show(line: dict[str, Any]) -> None:
-        if not flt.matches(line.get("from", ""), line.get("to", ""), line.get("thread")):
+        if not flt.matches(
+            line.get("from", ""),
+            line.get("to", ""),
+            line.get("thread"),
+            line.get("verified") is True,
+        ):
             return
         print(strictjson.dumps(line) if args.json else render.human(line, width))
         sys.stdout.flush()

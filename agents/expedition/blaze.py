@@ -28,8 +28,13 @@ from typing import Any
 import yaml
 
 from agents.expedition.brief import harvest_banned_phrases
-from agents.expedition.kb import UnclosedFrontmatter, split_frontmatter
-from agents.roots import Roots
+from agents.expedition.kb import (
+    MAX_KB_FILE_BYTES,
+    UnclosedFrontmatter,
+    load_yaml,
+    split_frontmatter,
+)
+from agents.roots import FileTooLarge, Roots, read_at_most
 
 ROLE = "guidance"
 CLAIM_KEYS = ("claims", "open_questions")
@@ -99,7 +104,16 @@ def _text(path: Path, roots: Roots | None) -> str:
             f"the blaze {path} is a folder; --blaze takes one Markdown file (role: guidance)"
         )
     try:
-        raw = roots.read_bytes("blaze", path, "the blaze file") if roots else path.read_bytes()
+        if roots is not None:
+            raw = roots.read_bytes("blaze", path, "the blaze file", limit=MAX_KB_FILE_BYTES)
+        else:
+            with path.open("rb") as handle:
+                raw = read_at_most(handle, MAX_KB_FILE_BYTES, path)
+    except FileTooLarge as exc:  # refused from its size, before a byte is read
+        raise BlazeError(
+            f"the blaze file {path} is {exc.size} bytes; a blaze may be at most "
+            f"{MAX_KB_FILE_BYTES} bytes (it is one piece's guidance), {_WITHOUT}"
+        ) from None
     except FileNotFoundError:
         raise BlazeError(
             f"the blaze file {path} does not exist; check the path, {_WITHOUT}"
@@ -135,7 +149,7 @@ def _frontmatter(path: Path, text: str) -> tuple[dict[str, Any], str]:
     if front is None:
         return {}, body
     try:
-        meta = yaml.safe_load(front)
+        meta = load_yaml(front)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "a syntax error"
@@ -156,7 +170,12 @@ def _frontmatter(path: Path, text: str) -> tuple[dict[str, Any], str]:
 
 def _role(path: Path, meta: dict[str, Any]) -> None:
     role = meta.get("role")
-    if role is None or str(role).strip().lower() == ROLE:
+    if role is not None and not isinstance(role, str):
+        raise BlazeError(
+            f"the blaze file {path}: role must be text (role: {ROLE}), not {_kind(role)}; "
+            f"fix its frontmatter, {_WITHOUT}"
+        )
+    if role is None or role.strip().lower() == ROLE:
         return
     raise BlazeError(
         f"the blaze file {path} says role: {role}; a blaze is guidance for one piece "

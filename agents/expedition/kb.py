@@ -21,12 +21,13 @@ from urllib.parse import unquote
 
 import yaml
 
-from agents.roots import OutsideRoot, Roots, inside
+from agents.roots import FileTooLarge, OutsideRoot, Roots, inside
 from room.errors import StepFailed
 
 INDEX_NAME = "corpus_index.md"
 REQUIRED_COLUMNS = ("file", "summary", "keypoints", "tags", "category", "monomyth")
 CORPUS_PREFIX = "Corpus/"
+MAX_KB_FILE_BYTES = 8 * 1024 * 1024  # a knowledge-base file larger than this is refused unread
 
 _SEPARATOR_CELL = re.compile(r"^:?-+:?$")
 _BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
@@ -256,7 +257,10 @@ def resolve(kb: Path, file: str) -> Path | None:
 
 
 def _read_text(kb: Path, path: Path) -> str:
-    return _confined(kb).read_text("kb", path, "the knowledge-base file")
+    roots = _confined(kb)
+    return roots.read_bytes("kb", path, "the knowledge-base file", limit=MAX_KB_FILE_BYTES).decode(
+        "utf-8"
+    )
 
 
 class UnclosedFrontmatter(ValueError):
@@ -295,15 +299,56 @@ def frontmatter_closes(path: Path, kb: Path | None = None) -> bool:
         return any(_FENCE.match(line) for line in lines)
 
 
+class BadFrontmatter(ValueError):
+    """Frontmatter the expedition refuses: an alias, or a field of the wrong type."""
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses every alias: a 1 KB frontmatter of nested aliases (an "alias
+    bomb") expands to gigabytes once a field is turned into text. Frontmatter never needs one."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"found the alias *{event.anchor}; frontmatter may not use YAML aliases",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
+
+
+def load_yaml(text: str) -> Any:
+    """YAML as safe_load reads it, but refusing aliases (yaml.YAMLError says where)."""
+    return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader subclass: safe
+
+
+_TEXT_FIELDS = ("role", "summary")  # the fields a knowledge-base file's frontmatter may set
+
+
 def parse_frontmatter(text: str | None) -> dict[str, Any]:
-    """The frontmatter's mapping; anything that is not a YAML mapping reads as empty."""
+    """The frontmatter's mapping; anything that is not a YAML mapping reads as empty.
+
+    Raise BadFrontmatter for an alias or a `role` or `summary` that is not text.
+    """
     if not text:
         return {}
     try:
-        loaded = yaml.safe_load(text)
+        loaded = load_yaml(text)
+    except yaml.composer.ComposerError as exc:
+        if "alias" in str(exc.problem):
+            raise BadFrontmatter(str(exc.problem)) from None
+        return {}
     except yaml.YAMLError:
         return {}
-    return loaded if isinstance(loaded, dict) else {}
+    if not isinstance(loaded, dict):
+        return {}
+    for key in _TEXT_FIELDS:
+        value = loaded.get(key)
+        if value is not None and not isinstance(value, str):
+            raise BadFrontmatter(f"{key} must be text, not a {type(value).__name__}")
+    return loaded
 
 
 @dataclass(frozen=True)
@@ -340,12 +385,19 @@ def check_file(kb: Path, file: str) -> str | None:
     if path is None:
         return flag
     try:
+        if _too_large(path):
+            return f"[KB_FILE_TOO_LARGE:{file}]"
         closed = frontmatter_closes(path, kb)
     except OutsideRoot:  # swapped for a link out of the folder since it was located
         return f"[KB_FILE_OUTSIDE:{file}]"
     except (OSError, UnicodeDecodeError):
         return f"[KB_FILE_UNREADABLE:{file}]"
     return None if closed else f"[KB_FRONTMATTER_UNCLOSED:{file}]"
+
+
+def _too_large(path: Path) -> bool:
+    """Over MAX_KB_FILE_BYTES by its size on disk: decided before a byte of it is read."""
+    return path.stat().st_size > MAX_KB_FILE_BYTES
 
 
 def read_document(kb: Path, file: str) -> tuple[Document | None, str | None]:
@@ -357,9 +409,13 @@ def read_document(kb: Path, file: str) -> tuple[Document | None, str | None]:
         text = _read_text(kb, path)
     except OutsideRoot:
         return None, f"[KB_FILE_OUTSIDE:{file}]"
+    except FileTooLarge:  # from the opened file's size, before a byte of it is read
+        return None, f"[KB_FILE_TOO_LARGE:{file}]"
     except (OSError, UnicodeDecodeError):
         return None, f"[KB_FILE_UNREADABLE:{file}]"
     try:
         return parse_document(file, text), None
     except UnclosedFrontmatter:
         return None, f"[KB_FRONTMATTER_UNCLOSED:{file}]"
+    except BadFrontmatter:
+        return None, f"[KB_FRONTMATTER_INVALID:{file}]"

@@ -1,10 +1,13 @@
 """The foreman: a deterministic sequencer that lives in the room.
 
-It is a lurker that also wakes on replies. On every wake it reads the run's
-thread from the hub, rebuilds the Run, asks the pipeline what is due, and
-posts the asks and reports whose keys are not yet in the thread, keeping at
-most the pipeline's bound of asks awaiting replies. It opens no file: its
-whole memory is the thread (a test proves it with an audit hook).
+It is a lurker that also wakes on replies. On every wake it reads what is new
+in the run's thread from the hub (only verified lines from trusted nicks, from
+the last seq it saw: agents/foreman/seen.py), rebuilds the Run, asks the
+pipeline what is due, and posts the asks and reports whose keys are not yet in
+the thread, keeping at most the pipeline's bound of asks awaiting replies. It
+reads without holding its lock, then merges and decides under it, so a slow
+read of one thread never holds up another run. It opens no file: its whole
+memory is the thread (a test proves it with an audit hook).
 
 A periodic tick reports overdue steps to the run's operator, as
 `[STEP TIMEOUT — @nick did not reply in N s]`, instead of waiting forever.
@@ -20,10 +23,11 @@ import structlog
 
 from agents.foreman.pipeline import KEY, Ask, Report, Run
 from agents.foreman.registry import PipelineRegistry
+from agents.foreman.seen import Seen, SeenThreads
 from agents.runtime.outcome import Failure, Outbox, OutPost
 from agents.runtime.step import StepContext
 from agents.runtime.wake import is_ping
-from room.errors import ConfigError
+from room.errors import ConfigError, HubUnavailable
 from room.message import Message, bare
 
 log = structlog.get_logger("agents.foreman")
@@ -57,8 +61,9 @@ class Foreman:
     wakes_on_replies = True  # a lurker running it without wake_replies refuses to start
 
     def __init__(self) -> None:
-        self._lock = asyncio.Lock()  # one wake at a time: keys are checked, then posted
+        self._lock = asyncio.Lock()  # merge and decide one wake at a time; never held to read
         self._open: set[str] = set()
+        self._seen = SeenThreads()
         self._bootstrapped = False
         self._registry: PipelineRegistry | None = None
 
@@ -83,14 +88,30 @@ class Foreman:
             if message.type == "ask":
                 return Failure("an ask to the foreman needs a thread: the run's id")
             return Outbox()
-        async with self._lock:
-            thread = await ctx.read_thread(message.thread, message.seq)
-            return self.decide(thread, ctx, time.time())
+        return await self._advance(message.thread, message.seq, ctx)
 
-    def decide(self, thread: list[Message], ctx: StepContext, now: float) -> Outbox | Failure:
-        """What to post now, given the whole thread. Pure but for the open-runs cache."""
+    async def _advance(self, thread: str, through: int, ctx: StepContext) -> Outbox | Failure:
+        """Read what is new (no lock held), then merge and decide under the lock."""
+        while True:
+            after = self._seen.after(thread)
+            fresh, last = await self._read(ctx, thread, after, through)
+            async with self._lock:
+                seen = self._seen.get(thread, self._open)
+                if seen.merge(after, fresh, last):  # else the cache was dropped: read again
+                    return self.decide(seen, ctx, time.time())
+
+    async def _read(
+        self, ctx: StepContext, thread: str, after: int, through: int
+    ) -> tuple[list[Message], int]:
+        if ctx.read_trusted is not None:
+            return await ctx.read_trusted(thread, after, through)
+        messages = await ctx.read_thread(thread, through)  # a context without the filter
+        return messages, max([after, through, *(m.seq for m in messages)])
+
+    def decide(self, seen: Seen, ctx: StepContext, now: float) -> Outbox | Failure:
+        """What to post now, given the thread so far. Pure but for the open-runs cache."""
         try:
-            run = Run(thread, foreman=ctx.nick, trusted=ctx.home.trust.trusted, now=now)
+            run = Run(seen.messages, foreman=ctx.nick, trusted=ctx.home.trust.trusted, now=now)
         except ValueError:
             return Outbox()
         if is_ping(run.start):  # the lurker answered it itself; it is no run
@@ -100,39 +121,47 @@ class Foreman:
         try:
             pipeline = registry.get(name)
         except ConfigError as exc:
-            return Outbox(self._posts(run, [_failed("broken-pipeline", exc.message)], 0))
+            return Outbox(self._posts(run, seen, [_failed("broken-pipeline", exc.message)], 0))
         if pipeline is None:
             known = ", ".join(registry.names())
             reason = f"unknown pipeline {name!r}; known: {known}"
-            return Outbox(self._posts(run, [_failed("unknown-pipeline", reason)], 0))
+            return Outbox(self._posts(run, seen, [_failed("unknown-pipeline", reason)], 0))
         if run.finished:
             self._open.discard(run.thread)
             return Outbox()
         actions = pipeline.advance(run)
-        posts = self._posts(run, actions, pipeline.in_flight_limit(run))
+        posts = self._posts(run, seen, actions, pipeline.in_flight_limit(run))
         if any(isinstance(a, Report) and a.final for a in actions):
             self._open.discard(run.thread)
         else:
             self._open.add(run.thread)
         return Outbox(posts)
 
-    def _posts(self, run: Run, actions: list[Ask | Report], limit: int) -> list[OutPost]:
-        in_flight = len(run.pending())
-        seen = run.keys
+    def _posts(
+        self, run: Run, seen: Seen, actions: list[Ask | Report], limit: int
+    ) -> list[OutPost]:
+        """The actions whose keys are neither in the thread nor decided already; the ones
+        returned are claimed, so a decision before they land does not post them again."""
+        posted = run.keys
+        unposted = seen.unposted(posted, time.monotonic())
+        in_flight = len(run.pending()) + sum(unposted.values())
+        keys = posted | set(unposted)
         posts = []
         for action in actions:
-            if action.key in seen:
+            if action.key in keys:
                 continue
-            seen.add(action.key)
+            keys.add(action.key)
             if isinstance(action, Ask):
                 if in_flight >= limit:
                     continue
                 in_flight += 1
+                seen.claim(action.key, ask=True)
                 data = {**action.data, KEY: action.key}
                 if action.timeout_s is not None:
                     data["overdue_s"] = action.timeout_s
                 posts.append(OutPost(f"@{action.to}", action.body, "ask", data, None, run.thread))
             else:
+                seen.claim(action.key, ask=False)
                 data = {**action.data, KEY: action.key, "final": action.final}
                 target = action.in_reply_to or run.start.id
                 posts.append(
@@ -143,22 +172,30 @@ class Foreman:
     async def tick(self, ctx: StepContext) -> Outbox:
         """Report every overdue step in an open run, then advance the run: a pipeline may
         route around a step that will never answer (a dead lurker never wakes us)."""
-        async with self._lock:
-            if not self._bootstrapped:
-                await self._bootstrap(ctx)
-            posts: list[OutPost] = []
-            now = time.time()
-            for thread in sorted(self._open):
-                messages = await ctx.read_thread(thread, 0)
-                posts += self.overdue(messages, ctx, now)
-                advanced = self.decide(messages, ctx, now)
-                if isinstance(advanced, Outbox):
-                    posts += advanced.posts
-            return Outbox(posts)
+        if not self._bootstrapped:
+            await self._bootstrap(ctx)
+        posts: list[OutPost] = []
+        for thread in sorted(self._open):
+            after = self._seen.after(thread)
+            try:
+                fresh, last = await self._read(ctx, thread, after, 0)
+            except HubUnavailable as exc:  # the others still move on; this one next tick
+                log.warning("could not read an open run", thread=thread, error=exc.message)
+                continue
+            async with self._lock:
+                seen = self._seen.get(thread, self._open)
+                if not seen.merge(after, fresh, last):
+                    continue  # the cache was dropped meanwhile: the next tick reads it again
+                now = time.time()
+                posts += self.overdue(seen, ctx, now)
+                advanced = self.decide(seen, ctx, now)
+            if isinstance(advanced, Outbox):
+                posts += advanced.posts
+        return Outbox(posts)
 
-    def overdue(self, thread: list[Message], ctx: StepContext, now: float) -> list[OutPost]:
+    def overdue(self, seen: Seen, ctx: StepContext, now: float) -> list[OutPost]:
         try:
-            run = Run(thread, foreman=ctx.nick, trusted=ctx.home.trust.trusted, now=now)
+            run = Run(seen.messages, foreman=ctx.nick, trusted=ctx.home.trust.trusted, now=now)
         except ValueError:
             return []
         if run.finished:
@@ -177,12 +214,12 @@ class Foreman:
             if waited > limit:
                 body = f"[STEP TIMEOUT — @{nick} did not reply in {int(limit)} s]"
                 reports.append(Report(overdue_key(key), body, {"overdue": key, "nick": nick}))
-        return self._posts(run, list(reports), 0)
+        return self._posts(run, seen, list(reports), 0)
 
     async def _bootstrap(self, ctx: StepContext) -> None:
         """After a restart, find the runs still open from the asks addressed to us."""
-        self._bootstrapped = True
         recent = await ctx.read_to(ctx.nick, RECENT_WINDOW)
+        self._bootstrapped = True
         for message in recent:
             opens_a_run = message.type == "ask" and not is_ping(message)
             if opens_a_run and message.thread and message.verified:

@@ -14,13 +14,13 @@ import importlib
 import inspect
 import json
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import structlog
 
 from agents.config import NickConfig
+from agents.runtime.forked import StepDied, run_forked
 from agents.runtime.outcome import Failure, Handler, Outcome, as_outcome
 from agents.runtime.procgroup import kill_group
 from agents.runtime.step import Reply, StepContext
@@ -65,41 +65,19 @@ class PythonStep(Handler):
             ):
                 result = await asyncio.wait_for(self.func(message, ctx), timeout)
             else:
-                # A blocking step runs on a daemon thread; if it overruns, the reply says so
-                # and the thread is abandoned (it cannot hold up the lurker's exit).
-                result = await asyncio.wait_for(_in_daemon_thread(self.func, message, ctx), timeout)
+                # A blocking step runs in a forked child, killed at the timeout: a step that
+                # overruns stops, rather than burn CPU on a thread after its FAILED reply.
+                result = await asyncio.wait_for(run_forked(self.func, message, ctx), timeout)
         except TimeoutError:
             return Failure(f"timed out after {timeout:g} s", {"timeout_s": timeout})
         except BullpenError as exc:
             return Failure(exc.message, exc.to_dict())
+        except StepDied as exc:
+            return Failure(str(exc))
         except Exception as exc:
             log.exception("step raised", target=self.target, message_id=message.id)
             return Failure(f"{type(exc).__name__}: {exc}")
         return as_outcome(result)
-
-
-def _in_daemon_thread(func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(outcome: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(outcome)
-
-    def work() -> None:
-        try:
-            outcome = func(*args)
-        except BaseException as exc:  # handed to the awaiting coroutine
-            loop.call_soon_threadsafe(settle, None, exc)
-        else:
-            loop.call_soon_threadsafe(settle, outcome, None)
-
-    threading.Thread(target=work, name="bullpen-step", daemon=True).start()
-    return future
 
 
 class CommandHandler(Handler):

@@ -35,6 +35,7 @@ from room.client import RoomClient, read_file
 from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
 from room.log import Filter
 from room.message import Message
+from room.openapi import MAX_READ_SENDERS
 from room.reader import RoomFile
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
 
@@ -83,6 +84,7 @@ class Lurker:
             judge=self._judge_call,
             read_thread=self.read_thread,
             read_to=self.read_to,
+            read_trusted=self.read_trusted,
         )
         self.handler.prepare(self.ctx)
 
@@ -107,16 +109,33 @@ class Lurker:
         line a moment before the hub has synced and acknowledged it, so wait
         (briefly) until the hub's answer covers it.
         """
+        messages, _ = await self._read_thread_after(thread, 0, through)
+        return messages
+
+    async def read_trusted(
+        self, thread: str, after: int, through: int = 0
+    ) -> tuple[list[Message], int]:
+        """The thread's verified lines from trusted nicks after seq `after`, and the seq the
+        answer covers up to (pass it as `after` next time). The hub filters: lines nobody
+        trusts, however many, are never sent, so the reader's cost follows what can matter."""
+        # A trust table longer than /read takes senders is filtered on `verified` alone
+        # (Run drops the rest); ordinary tables name a handful of nicks.
+        senders = self.trusted if len(self.trusted) <= MAX_READ_SENDERS else None
+        return await self._read_thread_after(thread, after, through, senders=senders, verified=True)
+
+    async def _read_thread_after(
+        self, thread: str, after: int, through: int, **filters: Any
+    ) -> tuple[list[Message], int]:
         messages: list[Message] = []
-        after, wait = 0, 0.0
+        wait = 0.0
         while True:
-            lines, last = await self.client.read(after, 1000, thread=thread, wait=wait)
+            lines, last = await self.client.read(after, 1000, thread=thread, wait=wait, **filters)
             messages += [Message.model_validate(line) for line in lines]
             after = max(after, last)
             if len(lines) == 1000:
                 wait = 0.0  # more to page through
-            elif last >= through:
-                return messages
+            elif after >= through:
+                return messages, after
             elif wait:
                 raise HubUnavailable(f"the hub has not acknowledged seq {through} after {wait:g} s")
             else:

@@ -3,8 +3,8 @@
 A lurker calls its step with the message that woke it and a StepContext;
 the step returns a Reply (body for people, data for machines) or raises
 StepFailed, which the lurker posts as `[<NICK> FAILED — reason]`. A step may
-be a plain function or a coroutine function; blocking work in a plain one
-runs on a worker thread.
+be a plain function or a coroutine function; a plain one runs in a forked
+child process, killed at its timeout (agents/runtime/forked.py).
 
 Model judgments go through `ctx.judge`, never straight to a model: it picks
 the role's seat, validates the JSON answer against a pydantic schema,
@@ -57,6 +57,9 @@ class StepContext:
     read_thread: Callable[[str, int], Awaitable[list[Message]]]
     # (nick, window): messages to @nick among the room's last `window` lines
     read_to: Callable[[str, int], Awaitable[list[Message]]] | None = None
+    # (thread, after, through): the thread's verified lines from trusted nicks after seq
+    # `after`, covering at least `through`, and the seq the answer covers up to
+    read_trusted: Callable[[str, int, int], Awaitable[tuple[list[Message], int]]] | None = None
 
 
 Step = Callable[[Message, StepContext], "Reply | Awaitable[Reply]"]

@@ -298,7 +298,14 @@ class Appender:
         elif not pending.duplicate:
             post = pending.draft.post
             pending.future.set_result(
-                Stored(pending.stored_at, pending.raw, post.from_, post.to, post.thread)
+                Stored(
+                    pending.stored_at,
+                    pending.raw,
+                    post.from_,
+                    post.to,
+                    post.thread,
+                    pending.draft.verified,
+                )
             )
         else:
             task = asyncio.ensure_future(self._fetch_stored(pending))
@@ -310,7 +317,14 @@ class Appender:
         try:
             raw = await self._view.line_for(pending.stored_at)
             obj = json.loads(raw)
-            stored = Stored(pending.stored_at, raw, obj["from"], obj["to"], obj.get("thread"))
+            stored = Stored(
+                pending.stored_at,
+                raw,
+                obj["from"],
+                obj["to"],
+                obj.get("thread"),
+                obj.get("verified") is True,
+            )
         except Exception as exc:
             if not pending.future.done():
                 pending.future.set_exception(

@@ -36,7 +36,7 @@ log = structlog.get_logger("room.jetstream.view")
 class _Line:
     """A stream message as this hub's view holds it; `message` is None for a non-room line."""
 
-    __slots__ = ("raw", "sender", "seq", "thread", "to", "valid")
+    __slots__ = ("raw", "sender", "seq", "thread", "to", "valid", "verified")
 
     def __init__(self, seq: int, raw: bytes, message: Message | None) -> None:
         self.seq = seq
@@ -45,9 +45,10 @@ class _Line:
         self.sender = message.from_ if message is not None else ""
         self.to = message.to if message is not None else ""
         self.thread = message.thread if message is not None else None
+        self.verified = message.verified if message is not None else False
 
     def stored(self) -> Stored:
-        return Stored(self.seq, self.raw, self.sender, self.to, self.thread)
+        return Stored(self.seq, self.raw, self.sender, self.to, self.thread, self.verified)
 
 
 class StreamView:
@@ -187,7 +188,9 @@ class StreamView:
                     break
                 if not entry.valid:
                     continue  # logged when it arrived; `bullpen audit` reports it
-                if entry.seq > after and flt.matches(entry.sender, entry.to, entry.thread):
+                if entry.seq > after and flt.matches(
+                    entry.sender, entry.to, entry.thread, entry.verified
+                ):
                     lines.append(entry.raw)
                     if len(lines) == limit:
                         return ReadResult(lines, entry.seq)
@@ -212,7 +215,7 @@ class StreamView:
                     why=why_not_a_line(seq, raw),
                 )
                 continue
-            if not flt.matches(message.from_, message.to, message.thread):
+            if not flt.matches(message.from_, message.to, message.thread, message.verified):
                 continue
             lines.append(raw)
             if len(lines) == limit:
@@ -237,7 +240,9 @@ class StreamView:
         for seq in [s for s in seqs if after < s <= head]:
             raw = await self.line_for(seq)
             message = room_line(seq, raw)
-            if message is None or not flt.matches(message.from_, message.to, message.thread):
+            if message is None or not flt.matches(
+                message.from_, message.to, message.thread, message.verified
+            ):
                 continue
             lines.append(raw)
             if len(lines) == limit:

@@ -203,3 +203,29 @@ class TestStateFile:
         assert (
             f"no branch was needed, but the state file {bp_home.state} could not be updated" in body
         )
+
+
+class TestTraceBound:
+    def test_a_100_mb_one_line_trace_is_refused_from_stat_unread(
+        self, bp_home: BackpassHome
+    ) -> None:
+        """A 100 MB trace on one line fails with the setting named, and is never read into memory."""
+        import tracemalloc
+
+        path = bp_home.trace("huge.jsonl", "")
+        with path.open("wb") as handle:
+            handle.truncate(100 * 1024 * 1024)  # sparse: its size is what stat reports
+        params = bp_home.params()
+        data = {
+            "run": params.model_dump(),
+            "date": "2026-10-20",
+            "trace": {"n": 1, "path": str(path), "session": "huge.jsonl"},
+        }
+        tracemalloc.start()
+        try:
+            with pytest.raises(StepFailed, match=r"104857600 bytes on disk.*max_trace_chars"):
+                asyncio.run(steps.analyse(_ask(data), _ctx(bp_home)))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 10 * 1024 * 1024

@@ -24,6 +24,13 @@ def hang(message: Message, ctx: StepContext) -> Reply:
     return Reply("never")
 
 
+def spin(message: Message, ctx: StepContext) -> Reply:
+    """Burn CPU forever, after writing down the pid doing it (a test checks it is stopped)."""
+    Path(os.environ["BULLPEN_TEST_SPIN_PID"]).write_text(str(os.getpid()))
+    while True:
+        pass
+
+
 async def slow(message: Message, ctx: StepContext) -> Reply:
     await asyncio.sleep(float((message.data or {}).get("sleep", 1)))
     return Reply("slow done")
