@@ -115,7 +115,8 @@ class ListenerApp:
         raw = await _body(request)
         post_request = parse_request(raw, screen=self.hub.gate.refuse_secrets)
         verified = await self.hub.gate.admit(post_request, self.relaxed)
-        stored = await self.hub.log.append(Draft(post_request.post, verified))
+        via = self.hub.gate.admitted_via(post_request, self.relaxed, verified)
+        stored = await self.hub.log.append(Draft(post_request.post, verified, via))
         return Response(stored.raw, media_type="application/json")
 
     async def read(self, request: Request) -> Response:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from room.errors import BadPost, Unauthorized
-from room.message import PostRequest
+from room.message import VIA_RELAXED, PostRequest
 from trust import keys
 from trust.nonces import NonceStore
 from trust.proof import hmac_hex, proof_bytes
@@ -89,6 +89,18 @@ class Gate:
         if fresh is not None and not await self._nonces.reserve_async(fresh[1], fresh[0]):
             raise _replayed()
         return verified
+
+    @staticmethod
+    def admitted_via(request: PostRequest, relaxed: bool, verified: bool) -> str | None:
+        """The mark a stored line keeps of how it was admitted, where no proof stays in it.
+
+        A verified post with a `sig` carries its own evidence; one admitted on the
+        relaxed listener's token alone carries `via: "relaxed"`, so an audit can
+        tell it from a line appended behind the hub's back (trust/audit.py).
+        """
+        if verified and relaxed and request.proof is None and request.post.sig is None:
+            return VIA_RELAXED
+        return None
 
     def _judge(self, request: PostRequest, relaxed: bool) -> tuple[bool, tuple[int, str] | None]:
         """`verified`, and the (ts, nonce) still to reserve; raise on anything else wrong."""
