@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 import uvicorn
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
@@ -104,6 +104,9 @@ class ListenerApp:
             if scope["method"] != route[0]:
                 raise HTTPException(405, headers={"Allow": route[0]})
             response = await route[1](request)
+        except ClientDisconnect:  # nobody to answer: one line, not a traceback per hang-up
+            log.info("client hung up mid-request", path=scope["path"], listener=self.listener)
+            return
         except Exception as exc:  # every failure becomes a JSON answer
             response = self.on_error(request, exc)
         await response(scope, receive, send)
