@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support import Society, run_cli, wait_for
+from tests.support import Society, run_cli, start_up, wait_for
 
 HANGUPS = 50
 
@@ -51,3 +51,34 @@ def test_half_sent_bodies_are_one_line_each(tmp_path: Path) -> None:
         assert httpx.get(f"{society.strict_url}/health", timeout=5).status_code == 200
     finally:
         society.stop_all()
+
+
+def test_hub_log_under_up_is_rotated(tmp_path: Path) -> None:
+    """Under `bullpen up` a noisy hub's log is rotated at [logs] max_bytes, keeping [logs] keep files."""
+    society = Society(tmp_path / "home")
+    society_file = society.root / "society.toml"
+    society_file.write_text(society_file.read_text() + "\n[logs]\nmax_bytes = 4096\nkeep = 2\n")
+    up = start_up(society)
+    logs = society.root / "logs"
+    try:
+        for _ in range(120):  # ~140 bytes of log each: about 4 rotations' worth
+            _half_a_body(society.strict_port)
+
+        def rotated_twice() -> bool:
+            return (logs / "hub.log.2").exists() and (logs / "hub.log").stat().st_size > 0
+
+        wait_for(rotated_twice, 20, "the hub's log to rotate twice")
+        wait_for(
+            lambda: sum(p.read_bytes().count(b"client hung up") for p in logs.glob("hub.log*")) > 0,
+            10,
+            "the hub's log to hold hang-ups",
+        )
+        assert not (logs / "hub.log.3").exists()
+        for path in logs.glob("hub.log*"):
+            assert path.stat().st_size <= 4096 + 64 * 1024
+            assert path.stat().st_mode & 0o077 == 0, oct(path.stat().st_mode)
+        assert run_cli(society.root, "say", "@echo", "still here").returncode == 0
+    finally:
+        up.stop()
+        society.stop_all()
+    assert up.proc.returncode == 0, up.output()
