@@ -2,7 +2,7 @@
 
 society.toml     who runs and how (agents.config)
 trust.toml       PRIVILEGED and TRUST (trust.table)
-secrets/         post-secret, relaxed-token, hub.key, keys/<nick>.key (all 0600)
+secrets/         post-secret, relaxed-token, read-token, hub.key, keys/<nick>.key (all 0600)
 room/room.jsonl  the room (its place is configurable)
 state/<nick>/    each lurker's cursor and flags (under systemd: $STATE_DIRECTORY/<nick>)
 """
@@ -21,7 +21,7 @@ from room.errors import ConfigError
 from room.logs import register_secret
 from trust import table as trust_table
 from trust.proof import KeySigner, SecretSigner, Signer
-from trust.secretfiles import read_secret_text
+from trust.secretfiles import ensure_secret_text, read_secret_text
 
 DEFAULT_HOME = Path("~/.config/bullpen")
 
@@ -119,6 +119,12 @@ class Home:
         register_secret(value)
         return value
 
+    def read_token(self) -> bytes:
+        """The strict listener's read token; made now (0600) if this home predates it."""
+        value, _ = ensure_secret_text(self.trust.read_token_file, "read token file")
+        register_secret(value)
+        return value
+
     def signer_for(self, nick: str) -> Signer | None:
         """How `nick` proves itself from this home: its own key, the shared secret, or not at all."""
         proof = self.trust.proof_of(nick)
@@ -143,4 +149,6 @@ class Home:
                 )
             return RoomClient(url, nick=nick, token=self.relaxed_token(), timeout=timeout)
         signer = self.signer_for(nick) if nick else None
-        return RoomClient(hub.strict_url(), nick=nick, signer=signer, timeout=timeout)
+        return RoomClient(
+            hub.strict_url(), nick=nick, signer=signer, token=self.read_token(), timeout=timeout
+        )

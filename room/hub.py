@@ -2,6 +2,7 @@
 
     POST /say          a post in, the stored line out (200), or a JSON error (4xx)
     GET  /read         lines after a seq, filtered, optionally long-polling
+                       (strict: `Authorization: Bearer <read token>`)
     GET  /health       liveness and the room's head
     GET  /openapi.json the schema of the above
 
@@ -98,6 +99,8 @@ class ListenerApp:
         try:
             if self.relaxed:  # the token first: without it, not even the routes are told
                 self.hub.gate.check_bearer(request.headers.get("authorization"))
+            elif scope["path"] == "/read":  # the strict listener: reading needs the read token
+                self.hub.gate.check_reader(request.headers.get("authorization"))
             self.hub.gate.refuse_secrets(scope["query_string"])
             if route is None:
                 raise HTTPException(404)

@@ -70,7 +70,7 @@ def move_aside(room: Path, fd: int, keep: int, size: int, why: str, io: FileIO) 
     while True:
         side = room.with_name(f"{room.name}.torn-{stamp}" + (f"-{n}" if n else ""))
         try:
-            side_fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o640)
+            side_fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             break
         except FileExistsError:
             n += 1
@@ -241,7 +241,7 @@ class JsonlLog(RoomLog):
         self._lock_fd = _take_lock(self.path)
         try:
             self._fd = os.open(
-                self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640
+                self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600
             )
             self._head, self._size, notes = recover(self.path, self._fd, self._io)
         except OSError as exc:

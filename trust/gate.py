@@ -36,6 +36,7 @@ class Gate:
         nonces: NonceStore,
         window_s: int = WINDOW_S,
         clock: Callable[[], float] = time.time,
+        read_token: bytes | None = None,
     ) -> None:
         self.table = table
         self._secret = secret
@@ -43,8 +44,11 @@ class Gate:
         self._nonces = nonces
         self._window = window_s
         self._clock = clock
+        self._read_token = read_token
         # Only secrets long enough that no honest post contains them by chance.
-        self._screened = [s for s in (secret, relaxed_token) if s is not None and len(s) >= 16]
+        self._screened = [
+            s for s in (secret, relaxed_token, read_token) if s is not None and len(s) >= 16
+        ]
 
     def refuse_secrets(self, content: bytes) -> None:
         """Refuse a request carrying the hub's own secret or token: the room stores no secret.
@@ -54,8 +58,8 @@ class Gate:
         """
         if any(secret in content for secret in self._screened):
             raise BadPost(
-                "the request contains one of this hub's secrets (the shared secret or the "
-                "relaxed token); nothing was written. Remove it: the room must never hold a "
+                "the request contains one of this hub's secrets (the shared secret, the "
+                "relaxed token or the read token); nothing was written. Remove it: the room must never hold a "
                 "secret, and a secret that was sent anywhere should be replaced"
             )
 
@@ -71,6 +75,26 @@ class Gate:
             )
         if not hmac.compare_digest(value.strip().encode(), self._token):
             raise Unauthorized("the bearer token is wrong")
+
+    def check_reader(self, header: str | None) -> None:
+        """The strict listener's /read: the room is read only with the home's read token.
+
+        Without it any local user could read the whole room over HTTP, though the
+        file itself is private. A gate built without a read token leaves reads open.
+        """
+        if self._read_token is None:
+            return
+        where = self.table.read_token_file
+        scheme, _, value = (header or "").partition(" ")
+        if scheme.lower() != "bearer" or not value:
+            raise Unauthorized(
+                f"reading the room needs 'Authorization: Bearer <read token>'; the token is "
+                f"in {where} (read_token_file in trust.toml), readable only by the home's user"
+            )
+        if not hmac.compare_digest(value.strip().encode(), self._read_token):
+            raise Unauthorized(
+                f"the read token is wrong; send the one in {where} (read_token_file in trust.toml)"
+            )
 
     def judge(self, request: PostRequest, relaxed: bool) -> bool:
         """Return `verified` for this post, or raise Unauthorized / BadPost."""
