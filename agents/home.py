@@ -17,7 +17,7 @@ from pathlib import Path
 
 from agents import config as society
 from room.client import RoomClient
-from room.errors import ConfigError
+from room.errors import ConfigError, SecretFileError
 from room.logs import register_secret
 from trust import table as trust_table
 from trust.proof import KeySigner, SecretSigner, Signer
@@ -121,7 +121,16 @@ class Home:
 
     def read_token(self) -> bytes:
         """The strict listener's read token; made now (0600) if this home predates it."""
-        value, _ = ensure_secret_text(self.trust.read_token_file, "read token file")
+        path = self.trust.read_token_file
+        try:
+            value, _ = ensure_secret_text(path, "read token file")
+        except OSError as exc:  # a home this user may read but not write
+            raise SecretFileError(
+                f"the read token file {path} is missing and cannot be made here "
+                f"({exc.strerror or exc}); start the home's hub once (it makes it), or copy it "
+                "from the home's owner",
+                path=str(path),
+            ) from None
         register_secret(value)
         return value
 
