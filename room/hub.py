@@ -99,13 +99,13 @@ class ListenerApp:
         try:
             if self.relaxed:  # the token first: without it, not even the routes are told
                 self.hub.gate.check_bearer(request.headers.get("authorization"))
-            elif scope["path"] == "/read":  # the strict listener: reading needs the read token
-                self.hub.gate.check_reader(request.headers.get("authorization"))
             self.hub.gate.refuse_secrets(scope["query_string"])
             if route is None:
                 raise HTTPException(404)
             if scope["method"] != route[0]:
                 raise HTTPException(405, headers={"Allow": route[0]})
+            if not self.relaxed and route[1] == self.read:  # strict: reading needs the read token
+                self.hub.gate.check_reader(request.headers.get("authorization"))
             response = await route[1](request)
         except ClientDisconnect:  # nobody to answer: one line, not a traceback per hang-up
             log.info("client hung up mid-request", path=scope["path"], listener=self.listener)
