@@ -190,11 +190,19 @@ class RootsConfig(_Strict):
         return [value] if isinstance(value, str) else value
 
 
+class LogsConfig(_Strict):
+    """How `bullpen up` keeps each child's log: rotated at max_bytes, `keep` old files kept."""
+
+    max_bytes: int = Field(default=10 * 1024 * 1024, ge=4096)
+    keep: int = Field(default=5, ge=1, le=100)
+
+
 class SocietyConfig(_Strict):
     operator: str = "operator"
     room: RoomConfig = Field(default_factory=RoomConfig)
     hub: HubConfig = Field(default_factory=HubConfig)
     lurker: LurkerDefaults = Field(default_factory=LurkerDefaults)
+    logs: LogsConfig = Field(default_factory=LogsConfig)
     nicks: dict[str, NickConfig] = Field(default_factory=dict)
     seats: dict[str, dict[str, Any]] = Field(default_factory=dict)
     roots: RootsConfig = Field(default_factory=RootsConfig)

@@ -2,7 +2,7 @@
 
 society.toml     who runs and how (agents.config)
 trust.toml       PRIVILEGED and TRUST (trust.table)
-secrets/         post-secret, relaxed-token, hub.key, keys/<nick>.key (all 0600)
+secrets/         post-secret, relaxed-token, read-token, hub.key, keys/<nick>.key (all 0600)
 room/room.jsonl  the room (its place is configurable)
 state/<nick>/    each lurker's cursor and flags (under systemd: $STATE_DIRECTORY/<nick>)
 """
@@ -17,12 +17,12 @@ from pathlib import Path
 
 from agents import config as society
 from room.client import RoomClient
-from room.errors import ConfigError
+from room.errors import ConfigError, SecretFileError
 from room.logs import register_secret
 from trust import table as trust_table
 from trust.proof import KeySigner, SecretSigner, Signer
 from trust.screen import HomeSecrets
-from trust.secretfiles import read_secret_text
+from trust.secretfiles import ensure_secret_text, read_secret_text
 
 DEFAULT_HOME = Path("~/.config/bullpen")
 
@@ -127,6 +127,21 @@ class Home:
         register_secret(value)
         return value
 
+    def read_token(self) -> bytes:
+        """The strict listener's read token; made now (0600) if this home predates it."""
+        path = self.trust.read_token_file
+        try:
+            value, _ = ensure_secret_text(path, "read token file")
+        except OSError as exc:  # a home this user may read but not write
+            raise SecretFileError(
+                f"the read token file {path} is missing and cannot be made here "
+                f"({exc.strerror or exc}); start the home's hub once (it makes it), or copy it "
+                "from the home's owner",
+                path=str(path),
+            ) from None
+        register_secret(value)
+        return value
+
     def signer_for(self, nick: str) -> Signer | None:
         """How `nick` proves itself from this home: its own key, the shared secret, or not at all."""
         proof = self.trust.proof_of(nick)
@@ -151,4 +166,6 @@ class Home:
                 )
             return RoomClient(url, nick=nick, token=self.relaxed_token(), timeout=timeout)
         signer = self.signer_for(nick) if nick else None
-        return RoomClient(hub.strict_url(), nick=nick, signer=signer, timeout=timeout)
+        return RoomClient(
+            hub.strict_url(), nick=nick, signer=signer, token=self.read_token(), timeout=timeout
+        )

@@ -2,6 +2,7 @@
 
     POST /say          a post in, the stored line out (200), or a JSON error (4xx)
     GET  /read         lines after a seq, filtered, optionally long-polling
+                       (strict: `Authorization: Bearer <read token>`)
     GET  /health       liveness and the room's head
     GET  /openapi.json the schema of the above
 
@@ -25,7 +26,7 @@ from urllib.parse import unquote_to_bytes
 import structlog
 import uvicorn
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
@@ -107,7 +108,12 @@ class ListenerApp:
                 raise HTTPException(404)
             if scope["method"] != route[0]:
                 raise HTTPException(405, headers={"Allow": route[0]})
+            if not self.relaxed and route[1] == self.read:  # strict: reading needs the read token
+                self.hub.gate.check_reader(request.headers.get("authorization"))
             response = await route[1](request)
+        except ClientDisconnect:  # nobody to answer: one line, not a traceback per hang-up
+            log.info("client hung up mid-request", path=scope["path"], listener=self.listener)
+            return
         except Exception as exc:  # every failure becomes a JSON answer
             response = self.on_error(request, exc)
         await response(scope, receive, send)
@@ -119,7 +125,8 @@ class ListenerApp:
         raw = await _body(request)
         post_request = parse_request(raw, screen=self.hub.gate.refuse_secrets)
         verified = await self.hub.gate.admit(post_request, self.relaxed)
-        stored = await self.hub.log.append(Draft(post_request.post, verified))
+        via = self.hub.gate.admitted_via(post_request, self.relaxed, verified)
+        stored = await self.hub.log.append(Draft(post_request.post, verified, via))
         return Response(stored.raw, media_type="application/json")
 
     async def read(self, request: Request) -> Response:

@@ -74,7 +74,7 @@ def move_aside(room: Path, fd: int, keep: int, size: int, why: str, io: FileIO) 
     while True:
         side = room.with_name(f"{room.name}.torn-{stamp}" + (f"-{n}" if n else ""))
         try:
-            side_fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o640)
+            side_fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             break
         except FileExistsError:
             n += 1
@@ -247,7 +247,7 @@ class JsonlLog(RoomLog):
         try:
             new = not self.path.exists()
             self._fd = os.open(
-                self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640
+                self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600
             )
             if new:  # the room's name must survive a power loss before any line is acked
                 fsync_dir(self.path.parent)

@@ -26,6 +26,7 @@ class Draft:
 
     post: Post
     verified: bool
+    via: str | None = None  # how a proofless verified post was admitted (room/message.py)
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,10 @@ def build_line(seq: int, ulid: str, ms: int, draft: Draft, prev: str) -> bytes:
         "thread": post.thread,
         "sig": None if post.sig is None else post.sig.model_dump(),
         "verified": draft.verified,
-        "prev": prev,
     }
+    if draft.via is not None:  # only where it matters: most lines stay as they were
+        obj["via"] = draft.via
+    obj["prev"] = prev
     return strictjson.dumps(obj).encode("utf-8")
 
 

@@ -2,7 +2,9 @@
 
 A poster sets `from`, `to`, `type`, `body` and optionally `data`,
 `in_reply_to`, `thread` and `sig`; the hub alone sets `seq`, `id`, `ts`,
-`verified` and `prev`. Checking the raw keys first, before any model, lets
+`verified`, `via` and `prev`. `via` is there only on a verified line the
+hub admitted without any proof it could keep (`"relaxed"`: through the
+relaxed listener's token), so an audit can tell such a line from a forgery. Checking the raw keys first, before any model, lets
 every rejection name the exact field and what to do about it.
 """
 
@@ -24,10 +26,12 @@ _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}")
 MessageType = Literal["ask", "chat", "ack", "reply", "system"]
 MESSAGE_TYPES: tuple[str, ...] = ("ask", "chat", "ack", "reply", "system")
 
-HUB_FIELDS = ("seq", "id", "ts", "verified", "prev")
+HUB_FIELDS = ("seq", "id", "ts", "verified", "via", "prev")
 POSTER_FIELDS = ("from", "to", "type", "body", "data", "in_reply_to", "thread", "sig")
 REQUEST_FIELDS = (*POSTER_FIELDS, "proof")
-LINE_FIELDS = ("seq", "id", "ts", *POSTER_FIELDS, "verified", "prev")
+LINE_FIELDS = ("seq", "id", "ts", *POSTER_FIELDS, "verified", "via", "prev")
+
+VIA_RELAXED = "relaxed"  # admitted verified on the relaxed listener's token, with no proof
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_DATA_BYTES = 256 * 1024
@@ -144,10 +148,14 @@ class Message(BaseModel):
     thread: str | None = None
     sig: dict[str, Any] | None = None
     verified: bool = False
+    via: str | None = None
     prev: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True)
+        fields = self.model_dump(by_alias=True)
+        if fields["via"] is None:  # the hub writes it only where it matters
+            del fields["via"]
+        return fields
 
     def addressed_to(self, nick: str) -> bool:
         return bare(self.to) == nick
@@ -269,6 +277,7 @@ class _AuditedLine(Message):
     type: MessageType
     from_: FromNick = Field(alias="from")
     to: StoredAddress
+    via: Literal["relaxed"] | None = None
 
 
 def check_stored(raw: bytes) -> Message:

@@ -78,6 +78,7 @@ _LINE: dict[str, Any] = {
         "thread": {"type": ["string", "null"]},
         "sig": {"type": ["object", "null"]},
         "verified": {"type": "boolean"},
+        "via": {"enum": ["relaxed"], "description": "how a proofless verified post was admitted"},
         "prev": {"type": "string"},
     },
 }
@@ -160,6 +161,8 @@ def schema(listener: str) -> dict[str, Any]:
             },
             "/read": {
                 "get": {
+                    # the strict listener reads only with the read token (trust.toml read_token_file)
+                    "security": [{"bearer": []}],
                     "parameters": query,
                     "responses": {
                         "200": _json(
@@ -173,7 +176,7 @@ def schema(listener: str) -> dict[str, Any]:
                             },
                             "matching lines and the seq they cover",
                         ),
-                        **_errors(400, *auth),
+                        **_errors(400, 401),
                     },
                 }
             },

@@ -8,8 +8,14 @@ from typing import Any
 VERIFIED, UNVERIFIED = "✓", "·"
 
 # C0 and C1 controls, DEL, and the line/paragraph separators: a post must not
-# be able to move the cursor, recolour or clear the reader's terminal.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# be able to move the cursor, recolour or clear the reader's terminal. The
+# bidirectional controls (embeddings and overrides U+202A-U+202E, isolates
+# U+2066-U+2069, the LRM/RLM marks U+200E/U+200F, the Arabic letter mark
+# U+061C) are shown too: they would let a post reorder what the reader sees,
+# making a line's nick, seq or body look like something else ("Trojan Source").
+_CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]"
+)
 
 
 def printable(text: str) -> str:

@@ -31,7 +31,7 @@ from trust import checkpoint, hubkey
 from trust.gate import Gate
 from trust.nonces import NonceStore
 from trust.screen import Screen
-from trust.secretfiles import read_secret_text
+from trust.secretfiles import ensure_secret_text, read_secret_text
 from trust.table import TrustTable
 
 log = structlog.get_logger("room.service")
@@ -161,12 +161,27 @@ async def run_hub(settings: HubSettings) -> int:
             else None
         )
         hub_key = hubkey.load(trust)
+        read_token, made = ensure_secret_text(trust.read_token_file, "read token file")
     except ConfigError as exc:
         _say(f"bullpen hub: {exc.message}")
         return EXIT_CONFIG
+    except OSError as exc:
+        _say(
+            f"bullpen hub: cannot create the read token file {trust.read_token_file} "
+            f"({exc.strerror or exc}); make its folder writable, or create it with "
+            f"`umask 077; openssl rand -hex 32 > {trust.read_token_file}`"
+        )
+        return EXIT_CONFIG
     logs.register_secret(secret)
+    logs.register_secret(read_token)
     if token:
         logs.register_secret(token)
+    if made:  # a home from before reads needed a token: it has one now
+        log.warning("created the read token file", path=str(trust.read_token_file))
+        _say(
+            f"bullpen hub: created the read token file {trust.read_token_file} (0600); "
+            "/read on the strict listener now needs it (docs/operating.md)"
+        )
 
     try:
         room_log, nonces = build_log(settings)
@@ -206,7 +221,7 @@ async def run_hub(settings: HubSettings) -> int:
 
     fatal: list[BaseException] = []
     room_log.on_fatal = fatal.append
-    gate = Gate(trust, secret, token, nonces, screen=Screen.of_trust(trust))
+    gate = Gate(trust, secret, token, nonces, screen=Screen.of_trust(trust), read_token=read_token)
 
     def ready() -> None:
         where = ", ".join(f"{item.name} {item.address}" for item in listeners)

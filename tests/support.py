@@ -154,6 +154,10 @@ class Society:
     def token(self) -> str:
         return self.home.relaxed_token().decode()
 
+    def read_headers(self) -> dict[str, str]:
+        """What a reader of the strict listener's /read sends: the home's read token."""
+        return {"authorization": f"Bearer {self.home.read_token().decode()}"}
+
     def spawn(self, name: str, *args: str, env: dict[str, str] | None = None) -> Proc:
         logs = self.root / "test-logs"
         logs.mkdir(exist_ok=True)

@@ -8,6 +8,12 @@ that the whole file was not rewritten. A signed checkpoint from the hub
 (seq and head hash at a moment) closes both gaps for everything up to it.
 Signatures made with a nick's own key are checked against the public keys
 in trust.toml, so authorship is verifiable with no secret at all.
+
+A verified line of a nick that proves with its own key is one the hub could
+only have written with that nick's `sig` in it, or, through the relaxed
+listener, with `via: "relaxed"`; a line with neither was appended behind the
+hub's back. Lines a hub wrote before it kept that mark are vouched for only
+by a signed checkpoint that covers them (docs/room.md, "What an audit proves").
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ class AuditResult:
     reason: str | None = None
     signed: int = 0  # lines that carry a nick's own signature
     signatures: int = 0  # of those, verified against trust.toml's public keys
+    unmarked: int = (
+        0  # keyed nicks' verified lines with no sig and no via, all under the checkpoint
+    )
+    checkpoint_seq: int | None = None  # the seq the signed checkpoint vouches for
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -49,6 +59,35 @@ class AuditResult:
         if self.ok:
             return f"ok: {self.lines} lines"
         return f"FAILED at seq {self.bad_seq}: {self.reason}"
+
+    @property
+    def beyond_checkpoint(self) -> int:
+        """Lines after the last signed checkpoint: the chain alone speaks for them."""
+        return self.lines - (self.checkpoint_seq or 0)
+
+    def checkpoint_note(self) -> str | None:
+        """For stderr: how much of the room no signed checkpoint covers."""
+        if not self.ok:
+            return None
+        if self.checkpoint_seq is None:
+            return (
+                f"beyond the last checkpoint: {self.lines} lines (no signed checkpoint was "
+                "checked; the chain alone speaks for them)"
+            )
+        return (
+            f"beyond the last checkpoint: {self.beyond_checkpoint} lines after seq "
+            f"{self.checkpoint_seq} (the chain alone speaks for them)"
+        )
+
+    def unmarked_note(self) -> str | None:
+        """For stderr: old lines only the checkpoint vouches for."""
+        if not self.ok or not self.unmarked:
+            return None
+        return (
+            f"unmarked: {self.unmarked} verified lines of nicks with their own key carry "
+            "neither sig nor via; all lie under the signed checkpoint (written by a hub from "
+            "before the via mark, or before the nick had a key)"
+        )
 
     def signature_note(self) -> str | None:
         """For stderr: what was and was not said about authorship."""
@@ -85,6 +124,16 @@ def _check_sig(message: Message, public_keys: dict[str, Ed25519PublicKey]) -> st
     return None
 
 
+def _unprovable(message: Message, public_keys: dict[str, Ed25519PublicKey]) -> bool:
+    """A keyed nick's verified line with nothing the hub would have admitted it on."""
+    return (
+        message.verified
+        and message.sig is None
+        and message.via is None
+        and message.from_ in public_keys
+    )
+
+
 def _continues_from(following: bytes | None, raw: bytes) -> bool:
     """True when the line after `raw` records raw's exact hash as its prev."""
     if following is None:
@@ -114,7 +163,7 @@ def audit_lines(
     prev is the hash of the later line's original bytes), or, at the end, a
     checkpoint of that seq does.
     """
-    result = AuditResult()
+    result = AuditResult(checkpoint_seq=None if checkpoint is None else checkpoint.seq)
     prev_hash, expected = GENESIS, 1
     prev_raw: bytes | None = None
     ids: set[str] = set()
@@ -183,6 +232,16 @@ def audit_lines(
             if problem:
                 return result.fail(message.seq, problem)
             result.signatures += 1
+        if public_keys is not None and _unprovable(message, public_keys):
+            if checkpoint is None or message.seq > checkpoint.seq:
+                return result.fail(
+                    message.seq,
+                    f"it says {message.from_} posted it verified, with no sig and no via mark, "
+                    f"but {message.from_} proves with its own key (trust.toml): the hub admits "
+                    "such a post only with its signature, or through the relaxed listener, "
+                    "which marks the line via: relaxed. This line was forged or edited",
+                )
+            result.unmarked += 1  # the checkpoint vouches the hub wrote it (checked below)
         prev_hash = line_hash(raw)
         expected += 1
         result.lines += 1

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from room.errors import BadPost, Unauthorized
-from room.message import PostRequest
+from room.message import VIA_RELAXED, PostRequest
 from trust import keys
 from trust.nonces import NonceStore
 from trust.proof import hmac_hex, proof_bytes
@@ -38,6 +38,7 @@ class Gate:
         window_s: int = WINDOW_S,
         clock: Callable[[], float] = time.time,
         screen: Screen | None = None,
+        read_token: bytes | None = None,
     ) -> None:
         self.table = table
         self._secret = secret
@@ -45,9 +46,14 @@ class Gate:
         self._nonces = nonces
         self._window = window_s
         self._clock = clock
-        # The home's whole secret set (trust/screen.py); without one, at least these two.
+        self._read_token = read_token
+        # The home's whole secret set (trust/screen.py); without one, at least these.
         self._screen = screen or Screen.of(
-            [(secret, "the shared secret"), (relaxed_token, "the relaxed token")]
+            [
+                (secret, "the shared secret"),
+                (relaxed_token, "the relaxed token"),
+                (read_token, "the read token"),
+            ]
         )
 
     def refuse_secrets(self, content: bytes) -> None:
@@ -78,6 +84,26 @@ class Gate:
         if not hmac.compare_digest(value.strip().encode(), self._token):
             raise Unauthorized("the bearer token is wrong")
 
+    def check_reader(self, header: str | None) -> None:
+        """The strict listener's /read: the room is read only with the home's read token.
+
+        Without it any local user could read the whole room over HTTP, though the
+        file itself is private. A gate built without a read token leaves reads open.
+        """
+        if self._read_token is None:
+            return
+        where = self.table.read_token_file
+        scheme, _, value = (header or "").partition(" ")
+        if scheme.lower() != "bearer" or not value:
+            raise Unauthorized(
+                f"reading the room needs 'Authorization: Bearer <read token>'; the token is "
+                f"in {where} (read_token_file in trust.toml), readable only by the home's user"
+            )
+        if not hmac.compare_digest(value.strip().encode(), self._read_token):
+            raise Unauthorized(
+                f"the read token is wrong; send the one in {where} (read_token_file in trust.toml)"
+            )
+
     def judge(self, request: PostRequest, relaxed: bool) -> bool:
         """Return `verified` for this post, or raise Unauthorized / BadPost."""
         verified, fresh = self._judge(request, relaxed)
@@ -95,6 +121,18 @@ class Gate:
         if fresh is not None and not await self._nonces.reserve_async(fresh[1], fresh[0]):
             raise _replayed()
         return verified
+
+    @staticmethod
+    def admitted_via(request: PostRequest, relaxed: bool, verified: bool) -> str | None:
+        """The mark a stored line keeps of how it was admitted, where no proof stays in it.
+
+        A verified post with a `sig` carries its own evidence; one admitted on the
+        relaxed listener's token alone carries `via: "relaxed"`, so an audit can
+        tell it from a line appended behind the hub's back (trust/audit.py).
+        """
+        if verified and relaxed and request.proof is None and request.post.sig is None:
+            return VIA_RELAXED
+        return None
 
     def _judge(self, request: PostRequest, relaxed: bool) -> tuple[bool, tuple[int, str] | None]:
         """`verified`, and the (ts, nonce) still to reserve; raise on anything else wrong."""

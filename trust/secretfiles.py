@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import shutil
 import stat
 from pathlib import Path
 
@@ -24,6 +25,22 @@ def new_secret() -> str:
 def ensure_private_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
     path.chmod(0o700)
+
+
+def copy_private_tree(source: Path, dest: Path, ignore: tuple[str, ...] = ()) -> None:
+    """Copy a folder of packaged files into a home, private to its user whatever the source's
+    modes or the umask: folders 0700, files 0600 (0700 if the owner could run them)."""
+    shutil.copytree(
+        source, dest, ignore=shutil.ignore_patterns(*ignore), copy_function=shutil.copyfile
+    )
+    dest.chmod(0o700)
+    for where, dirs, files in os.walk(dest):
+        for name in dirs:
+            os.chmod(os.path.join(where, name), 0o700, follow_symlinks=False)
+        for name in files:
+            path = os.path.join(where, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o700 if os.stat(path).st_mode & 0o100 else 0o600)
 
 
 def create_secret_file(path: Path, content: str | bytes) -> None:
@@ -46,6 +63,30 @@ def create_secret_file(path: Path, content: str | bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def ensure_secret_text(path: Path, what: str = "secret file") -> tuple[bytes, bool]:
+    """The secret in `path`, made first (0600, a fresh random value) if there is none.
+
+    Returns (secret, created). A home laid down before this secret existed
+    gets it from whichever bullpen process needs it first; the file appears
+    whole (written aside, then linked into place), so a concurrent reader
+    never sees it empty, and two creators agree on the one that landed.
+    """
+    if not os.path.lexists(path):
+        ensure_private_dir(path.parent)
+        aside = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        create_secret_file(aside, new_secret() + "\n")
+        try:
+            os.link(aside, path)
+            created = True
+        except FileExistsError:
+            created = False
+        finally:
+            os.unlink(aside)
+        if created:
+            return read_secret_text(path, what), True
+    return read_secret_text(path, what), False
 
 
 def read_secret_file(path: Path, what: str = "secret file") -> bytes:

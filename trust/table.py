@@ -43,6 +43,9 @@ class TrustTable:
     relaxed_token_file: Path
     hub_key_file: Path
     key_dir: Path
+    # The strict listener's /read asks for it (a home from before it had none:
+    # the hub creates it on start, docs/operating.md).
+    read_token_file: Path = Path("secrets/read-token")
     public_keys: dict[str, Ed25519PublicKey] = field(default_factory=dict)
     hub_public_text: str | None = None
 
@@ -96,6 +99,7 @@ def load(path: Path) -> TrustTable:
     known = {
         "secret_file",
         "relaxed_token_file",
+        "read_token_file",
         "hub_key_file",
         "hub_public_key",
         "key_dir",
@@ -158,6 +162,7 @@ def load(path: Path) -> TrustTable:
         relaxed_token_file=_path("relaxed_token_file", "secrets/relaxed-token"),
         hub_key_file=_path("hub_key_file", "secrets/hub.key"),
         key_dir=_path("key_dir", "secrets/keys"),
+        read_token_file=_path("read_token_file", "secrets/read-token"),
         public_keys=public_keys,
         hub_public_text=_checked_public(hub_public, f"{path}: hub_public_key"),
     )

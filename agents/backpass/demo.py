@@ -13,12 +13,12 @@ machine with no git identity configured.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from agents.backpass.gitwork import git
 from agents.packaged import defaults
 from room.errors import ConfigError
+from trust.secretfiles import copy_private_tree
 
 __all__ = ["lay_down_demo"]
 
@@ -39,11 +39,7 @@ def lay_down_demo(home_root: Path) -> None:
             )
     source = defaults() / "demo"
     for name, target in TARGETS.items():
-        shutil.copytree(
-            source / name,
-            home_root / target,
-            ignore=shutil.ignore_patterns("__pycache__", "__init__.py"),
-        )
+        copy_private_tree(source / name, home_root / target, ignore=("__pycache__", "__init__.py"))
     for repo in ("memory/public", "memory/private"):
         path = home_root / repo
         git(path, "init", "--quiet", "--initial-branch=main")

@@ -2,7 +2,10 @@
 
 Every call is `git -C <repo> …` with an explicit argv (never a shell), a
 clean environment (no inherited GIT_DIR and friends, no prompts) and a
-timeout. A git that overruns is stopped by killing the process group of the
+timeout. Nothing but the repository's own config shapes it: no system or
+global config (GIT_CONFIG_NOSYSTEM, GIT_CONFIG_GLOBAL=/dev/null), no hooks
+(core.hooksPath=/dev/null) and no fsmonitor daemon: an unattended backpass
+must not run programs a memory repository names (`git_argv`, `git_env`). A git that overruns is stopped by killing the process group of the
 one child this module started — never by a name or pattern: the hand run's
 `pkill -f` matched its own caller and killed the run.
 
@@ -39,6 +42,8 @@ __all__ = [
     "discard",
     "free_branch",
     "git",
+    "git_argv",
+    "git_env",
     "inspect_repo",
     "release",
     "repos_from",
@@ -47,6 +52,8 @@ __all__ = [
 
 GIT_TIMEOUT_S = 120.0
 IDENTITY = ("-c", "user.name=bullpen", "-c", "user.email=bullpen@localhost")
+# On the command line, so they win over anything the repository's own config says.
+QUIET = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 _GIT_ENV_DROP = (
     "GIT_DIR",
     "GIT_WORK_TREE",
@@ -65,10 +72,28 @@ class GitError(StepFailed):
     code = "git"
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP}
-    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
+def git_env() -> dict[str, str]:
+    """The environment every bullpen git runs in: ours, minus git's, plus no config but the repo's."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in _GIT_ENV_DROP and not k.startswith("GIT_CONFIG")
+    }
+    env.update(
+        {
+            "GIT_TERMINAL_PROMPT": "0",
+            "LC_ALL": "C",
+            "GIT_OPTIONAL_LOCKS": "0",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+        }
+    )
     return env
+
+
+def git_argv(repo: Path, *args: str, identity: bool = False) -> list[str]:
+    """`git -C repo` with hooks and fsmonitor off (and the bullpen identity if asked)."""
+    return ["git", "-C", str(repo), *QUIET, *(IDENTITY if identity else ()), *args]
 
 
 def git(
@@ -79,14 +104,14 @@ def git(
     timeout: float = GIT_TIMEOUT_S,
 ) -> tuple[int, bytes, str]:
     """Run `git -C repo args…`; return (exit code, stdout bytes, stderr text)."""
-    argv = ["git", "-C", str(repo), *(IDENTITY if identity else ()), *args]
+    argv = git_argv(repo, *args, identity=identity)
     try:
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=_env(),
+            env=git_env(),
             start_new_session=True,  # its own process group: the one we may kill
         )
     except FileNotFoundError:

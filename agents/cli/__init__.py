@@ -20,7 +20,14 @@ from room.errors import BullpenError, ConfigError, UsageError
 __all__ = ["build_parser", "main"]
 
 
+PRIVATE_UMASK = 0o077
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # Everything bullpen creates in a home (room, memory, runs, logs, state, briefs,
+    # and whatever a child process makes) is its user's alone: 0700 folders, 0600
+    # files. One umask here covers every mkdir and open, and every child inherits it.
+    os.umask(PRIVATE_UMASK)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "home"):

@@ -43,8 +43,8 @@ def report_audit(result: AuditResult, checkpoint: Checkpoint | None) -> int:
     """`ok: N lines` (or the first bad seq) on stdout, the rest for people on stderr."""
     if checkpoint is not None and result.ok:
         print(f"checkpoint: seq {checkpoint.seq} matches", file=sys.stderr)
-    note = result.signature_note()
-    if note:
-        print(note, file=sys.stderr)
+    for note in (result.signature_note(), result.unmarked_note(), result.checkpoint_note()):
+        if note:
+            print(note, file=sys.stderr)
     print(result.summary())
     return 0 if result.ok else 1

@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import httpx
 
+from agents.backpass.gitwork import git
 from agents.cli.init import InitOptions, init_home
 from agents.home import Home
 from room import render
@@ -132,19 +132,10 @@ async def show_backpass(home: Home) -> None:
     code = await backpass(home, wait_timeout=60)
     if code != 0:
         raise DemoFailed(f"the second backpass exited {code}")
-    branches = subprocess.run(
-        [
-            "git",
-            "-C",
-            str(home.root / "memory" / "private"),
-            "branch",
-            "--list",
-            "memory-backpass/*",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
+    _, listed, _ = git(
+        home.root / "memory" / "private", "branch", "--list", "memory-backpass/*", check=False
+    )
+    branches = listed.decode("utf-8", "replace").split()
     say(
         f"  the private memory now has a branch to review: {' '.join(b for b in branches if b != '*')}"
     )

@@ -24,7 +24,12 @@ from room.errors import ConfigError, UsageError
 from room.message import check_nick
 from room.tail import Position
 from trust import keys
-from trust.secretfiles import create_secret_file, ensure_private_dir, new_secret
+from trust.secretfiles import (
+    copy_private_tree,
+    create_secret_file,
+    ensure_private_dir,
+    new_secret,
+)
 
 
 @dataclass
@@ -60,9 +65,7 @@ def _fill(text: str, values: dict[str, str]) -> str:
 
 
 def _copy_tree(name: str, dest: Path) -> None:
-    shutil.copytree(
-        defaults() / name, dest, ignore=shutil.ignore_patterns("__pycache__", "__init__.py")
-    )
+    copy_private_tree(defaults() / name, dest, ignore=("__pycache__", "__init__.py"))
 
 
 def _check_target(root: Path) -> None:
@@ -115,7 +118,7 @@ def init_home(root: Path, options: InitOptions) -> Path:
 
 
 def _lay_down(home: Path, options: InitOptions) -> None:
-    home.chmod(0o755)
+    home.chmod(0o700)  # the home is its user's alone: room, memory, logs and runs included
     # The demo corpus speaks of its operator as Avery; a real home starts from the nick.
     names = ["Avery"] if options.demo else [options.operator.capitalize()]
     society_text = _fill(
@@ -136,6 +139,7 @@ def _lay_down(home: Path, options: InitOptions) -> None:
     ensure_private_dir(secrets / "keys")
     create_secret_file(secrets / "post-secret", new_secret() + "\n")
     create_secret_file(secrets / "relaxed-token", new_secret() + "\n")
+    create_secret_file(secrets / "read-token", new_secret() + "\n")
     hub_key = keys.generate_private_key(secrets / "hub.key")
 
     members = [options.operator, *nicks]
@@ -149,7 +153,7 @@ def _lay_down(home: Path, options: InitOptions) -> None:
     )
     (home / "trust.toml").write_text(trust_text, encoding="utf-8")
 
-    (home / "room").mkdir(mode=0o750)
+    (home / "room").mkdir(mode=0o700)
     for nick in nicks:
         # A lurker of a new home starts at the room's beginning, so nothing posted
         # before its first start is missed; a nick added later starts at the end.
@@ -157,7 +161,7 @@ def _lay_down(home: Path, options: InitOptions) -> None:
     prompts = defaults() / "prompts"
     if prompts.is_dir():
         _copy_tree("prompts", home / "prompts")
-    (home / "briefs").mkdir()
+    (home / "briefs").mkdir(mode=0o700)
     if options.demo:
         from agents.backpass.demo import lay_down_demo
 

@@ -71,7 +71,7 @@ async def export_stream(
         info, _ = await ensure_stream(js, settings, create=False)
         last = info.state.last_seq
         count = 0
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o640)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
             chunk: list[bytes] = []
             async for seq, raw in scan(js, settings, 1, last):

@@ -159,6 +159,10 @@ def static_rows(home: Home) -> tuple[list[Row], list[str]]:
         check_secret_file(trust.relaxed_token_file, "relaxed token file")
         if society.hub.relaxed
         else None,
+        # an old home has none until its hub makes it: only a file that is there can be wrong
+        check_secret_file(trust.read_token_file, "read token file")
+        if os.path.lexists(trust.read_token_file)
+        else None,
     ):
         if problem:
             general.append(problem)

@@ -104,7 +104,8 @@ def touched_paths(home: Home) -> list[Path]:
     files, and the [expedition] and [backpass] folders (knowledge base, memory repositories)."""
     config, trust = home.society, home.trust
     found = [home.root, home.room_path]
-    found += [trust.secret_file, trust.relaxed_token_file, trust.hub_key_file, trust.key_dir]
+    found += [trust.secret_file, trust.relaxed_token_file, trust.read_token_file]
+    found += [trust.hub_key_file, trust.key_dir]
     if config.room.credentials:
         found.append(home.path(config.room.credentials))
     expedition, backpass = ExpeditionConfig.of(home), BackpassConfig.from_home(home)

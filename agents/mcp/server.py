@@ -109,7 +109,14 @@ class RoomDoor:
         method = (
             "none" if signer is None else ("key" if needed and needed.method == "key" else "secret")
         )
-        client = RoomClient(hub.strict_url(), nick=self.nick, signer=signer, timeout=self.timeout)
+        read_token: bytes | None = None
+        try:
+            read_token = self.home.read_token()
+        except ConfigError as exc:
+            problem = problem or exc.message
+        client = RoomClient(
+            hub.strict_url(), nick=self.nick, signer=signer, token=read_token, timeout=self.timeout
+        )
         return client, Proof("strict", method, problem)
 
 

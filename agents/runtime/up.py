@@ -5,7 +5,9 @@ A child that crashes is restarted with backoff (a configuration error, exit
 78, is not: it would only fail again). Ctrl-C or SIGTERM stops the lurkers,
 then the hub, and waits for them; children also get SIGTERM from the kernel
 if `up` itself dies, so nothing is left behind. Each child's log goes to
-`<home>/logs/<name>.log`; the terminal shows one status line per event.
+`<home>/logs/<name>.log`, rotated at `[logs] max_bytes` keeping `[logs] keep`
+old files (agents/runtime/rotating.py); the terminal shows one status line
+per event.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents.config import LogsConfig
 from agents.home import Home
 from agents.runtime import handlers
+from agents.runtime.rotating import RotatingLog, pump
 from agents.runtime.wake import orchestrator_problem, wake_set
 from room.chain import GENESIS, line_hash
 from room.client import RoomClient
@@ -33,6 +37,7 @@ EXIT_CONFIG = 78
 STOP_GRACE_S = 10.0
 HUB_START_S = 40.0  # above the hub's own 30 s wait for NATS (room/jetstream/stream.py)
 STABLE_S = 30.0
+PUMP_DRAIN_S = 2.0  # how long a child's last output may take to reach its log
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
@@ -63,7 +68,9 @@ class Child:
     name: str
     argv: list[str]
     log_path: Path
+    logs: LogsConfig = field(default_factory=LogsConfig)
     proc: asyncio.subprocess.Process | None = None
+    pumping: asyncio.Task[None] | None = None
     started_at: float = 0.0
     restarts: int = 0
     backoff: float = 1.0
@@ -72,19 +79,33 @@ class Child:
 
     async def start(self, env: dict[str, str]) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+        log = RotatingLog(self.log_path, self.logs.max_bytes, self.logs.keep)
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *self.argv,
                 stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
                 env=env,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
-        finally:
+        except BaseException:
             log.close()
+            raise
+        assert self.proc.stdout is not None
+        self.pumping = asyncio.create_task(pump(self.proc.stdout, log))
         self.started_at = time.monotonic()
+
+    async def wait(self) -> int:
+        """The child's exit code, once its last output is in its log."""
+        assert self.proc is not None
+        code = await self.proc.wait()
+        if self.pumping is not None:
+            # A grandchild may still hold the pipe: its output keeps going to the log,
+            # but it must not keep `up` from restarting or stopping this child.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.pumping), PUMP_DRAIN_S)
+        return code
 
     def log_tail(self, lines: int = 15) -> str:
         try:
@@ -99,9 +120,11 @@ class Supervisor:
         self.home = home
         base = [sys.executable, "-m", "agents.cli", "--home", str(home.root)]
         logs = home.root / "logs"
-        self.hub = Child("hub", [*base, "hub"], logs / "hub.log") if with_hub else None
+        kept = home.society.logs
+        self.hub = Child("hub", [*base, "hub"], logs / "hub.log", kept) if with_hub else None
         self.lurkers = [
-            Child(nick, [*base, "lurk", nick], logs / f"{nick}.log") for nick in home.society.nicks
+            Child(nick, [*base, "lurk", nick], logs / f"{nick}.log", kept)
+            for nick in home.society.nicks
         ]
         self.env = {**os.environ, "BULLPEN_HOME": str(home.root), "PYTHONUNBUFFERED": "1"}
         self._stopping = asyncio.Event()
@@ -182,6 +205,7 @@ class Supervisor:
             assert self.hub.proc is not None
             if not await self._hub_ready():
                 await self._terminate([self.hub])
+                await self.hub.wait()  # its last words are in its log
                 code = self.hub.proc.returncode
                 status(f"the hub did not start (it {ended(code or 0)}); its log says:")
                 print(self.hub.log_tail(), file=sys.stderr)
@@ -216,7 +240,7 @@ class Supervisor:
     async def _watch(self, child: Child) -> None:
         while not self._stopping.is_set():
             assert child.proc is not None
-            code = await child.proc.wait()
+            code = await child.wait()
             if self._stopping.is_set():
                 return
             if code == EXIT_CONFIG:
@@ -252,11 +276,11 @@ class Supervisor:
         for child in running:
             assert child.proc is not None
             try:
-                await asyncio.wait_for(child.proc.wait(), STOP_GRACE_S)
+                await asyncio.wait_for(child.wait(), STOP_GRACE_S)
             except TimeoutError:
                 status(f"{child.name} did not stop in {STOP_GRACE_S:g} s; killing it")
                 child.proc.kill()
-                await child.proc.wait()
+                await child.wait()
 
 
 def cmd_up(args: argparse.Namespace) -> int:

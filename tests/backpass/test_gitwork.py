@@ -17,6 +17,7 @@ from agents.backpass.gitwork import (
     free_branch,
     git,
     inspect_repo,
+    release,
     show_file,
 )
 from tests.backpass.helpers import git as tgit
@@ -147,20 +148,54 @@ class TestTimeout:
     def test_overrun_kills_only_the_process_group_it_started(
         self, tmp_path: Path, repo: Path
     ) -> None:
-        """A hanging hook is killed with its git; a look-alike process elsewhere survives."""
-        pid_file = tmp_path / "hook.pid"
-        hook = repo / ".git" / "hooks" / "pre-commit"
-        hook.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 300\n")
-        hook.chmod(0o755)
-        bystander = subprocess.Popen(["sleep", "300"])  # same command line as the hook's
+        """A hanging clean filter is killed with its git; a look-alike process elsewhere survives."""
+        pid_file = tmp_path / "filter.pid"
+        # Hooks never run (see TestIsolation), so a repository's own filter does the hanging.
+        tgit(repo, "config", "filter.hang.clean", f"echo $$ > {pid_file}; exec sleep 300")
+        (repo / ".git" / "info").mkdir(exist_ok=True)
+        (repo / ".git" / "info" / "attributes").write_text("memory.md filter=hang\n")
+        bystander = subprocess.Popen(["sleep", "300"])  # same command line as the filter's
         try:
             (repo / "memory.md").write_text("- changed\n")
-            git(repo, "add", "memory.md")
             with pytest.raises(GitError, match="ran over 2 s and was stopped"):
-                git(repo, "commit", "-m", "x", identity=True, timeout=2)
+                git(repo, "add", "memory.md", timeout=2)
             hook_pid = int(pid_file.read_text())
-            wait_for(lambda: not _alive(hook_pid), timeout=10, what="the hook to be killed")
+            wait_for(lambda: not _alive(hook_pid), timeout=10, what="the filter to be killed")
             assert bystander.poll() is None
         finally:
             bystander.kill()  # by the exact child we started, never by a pattern
             bystander.wait()
+
+
+class TestIsolation:
+    def test_hooks_fsmonitor_and_outside_config_are_off(
+        self, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A pre-commit hook, an fsmonitor program and system/global/env config do nothing."""
+        marker = tmp_path / "ran"
+        script = f'#!/bin/sh\necho "$0" >> {marker}\n'
+        hook = repo / ".git" / "hooks" / "pre-commit"
+        hook.write_text(script)
+        hook.chmod(0o755)
+        monitor = tmp_path / "fsmonitor"
+        monitor.write_text(script)
+        monitor.chmod(0o755)
+        tgit(repo, "config", "core.fsmonitor", str(monitor))
+        signer = tmp_path / "gpg"
+        signer.write_text(script + "exit 1\n")
+        signer.chmod(0o755)
+        global_config = tmp_path / "gitconfig"
+        global_config.write_text(f"[commit]\n\tgpgsign = true\n[gpg]\n\tprogram = {signer}\n")
+        monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(global_config))
+        monkeypatch.setenv("GIT_CONFIG_COUNT", "2")
+        monkeypatch.setenv("GIT_CONFIG_KEY_0", "commit.gpgsign")
+        monkeypatch.setenv("GIT_CONFIG_VALUE_0", "true")
+        monkeypatch.setenv("GIT_CONFIG_KEY_1", "gpg.program")
+        monkeypatch.setenv("GIT_CONFIG_VALUE_1", str(signer))
+        info = inspect_repo(repo, PREFIX)
+        worktree = add_worktree(info, f"{PREFIX}/quiet", tmp_path / "wt")
+        (worktree.path / "memory.md").write_text("- changed\n")
+        assert commit(worktree, "x", ["memory.md"], prefix=PREFIX)
+        git(repo, "status")
+        assert not marker.exists(), marker.read_text()
+        release(worktree)

@@ -6,6 +6,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agents.backpass.ledger import open_entries, parse
 from agents.runtime.step import JudgmentRequest
 from tests.backpass.helpers import (
@@ -272,16 +274,54 @@ class TestWrites:
 
     def test_git_failure_leaves_nothing_behind(self, bp_home: BackpassHome) -> None:
         """When a commit fails, the run fails, its worktrees and branches are gone, and the state is not written."""
-        hook = bp_home.public / ".git" / "hooks" / "pre-commit"
-        hook.write_text("#!/bin/sh\necho 'refused by a test hook' >&2\nexit 1\n")
-        hook.chmod(0o755)
+        # Hooks never run (gitwork.py), so the failure comes from a required clean filter.
+        git(
+            bp_home.public,
+            "config",
+            "filter.refuse.clean",
+            "echo 'refused by a test filter' >&2; exit 1",
+        )
+        git(bp_home.public, "config", "filter.refuse.smudge", "cat")
+        git(bp_home.public, "config", "filter.refuse.required", "true")
+        (bp_home.public / ".git" / "info" / "attributes").write_text("* filter=refuse\n")
         bp_home.trace("alpha.md", ALPHA)
         synthesis = {"edits": [{"repo": "public", "op": "add", "text": "x y z"}], "summary": ""}
         outcome = drive(
             bp_home.home, bp_home.params(), FakeJudge(scripted(GOOD_AND_FABRICATED, synthesis))
         )
-        assert outcome.data["ok"] is False and "refused by a test hook" in outcome.final.body
+        assert outcome.data["ok"] is False and "refused by a test filter" in outcome.final.body
         for repo in (bp_home.public, bp_home.private):
             assert git(repo, "branch", "--list", "memory-backpass/*") == ""
             assert len(git(repo, "worktree", "list").splitlines()) == 1
         assert not bp_home.state.exists()
+
+
+class TestGitSurprises:
+    def test_hooks_and_global_config_never_run(
+        self, bp_home: BackpassHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A memory repo's hooks and a global config's signing program never run in a backpass."""
+        marker = tmp_path / "ran"
+        script = f'#!/bin/sh\necho "$0" >> {marker}\n'
+        for repo in (bp_home.public, bp_home.private):
+            for name in (
+                "pre-commit",
+                "commit-msg",
+                "post-commit",
+                "post-checkout",
+                "post-index-change",
+            ):
+                hook = repo / ".git" / "hooks" / name
+                hook.write_text(script)
+                hook.chmod(0o755)
+        signer = tmp_path / "gpg"
+        signer.write_text(script + "exit 1\n")
+        signer.chmod(0o755)
+        global_config = tmp_path / "gitconfig"
+        global_config.write_text(f"[commit]\n\tgpgsign = true\n[gpg]\n\tprogram = {signer}\n")
+        monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(global_config))
+        bp_home.trace("alpha.md", ALPHA)
+        outcome = drive(bp_home.home, bp_home.params(), FakeJudge(scripted(GOOD_AND_FABRICATED)))
+        assert outcome.data["ok"] is True, outcome.final.body
+        assert git(bp_home.private, "branch", "--list", "memory-backpass/*").strip()
+        assert not marker.exists(), marker.read_text()

@@ -45,7 +45,9 @@ def read(society: Society, **params: Any) -> list[dict[str, Any]]:
     after = 0
     while True:
         answer = httpx.get(
-            f"{society.strict_url}/read", params={**params, "after": after, "limit": 1000}
+            f"{society.strict_url}/read",
+            params={**params, "after": after, "limit": 1000},
+            headers=society.read_headers(),
         ).json()
         found += answer["messages"]
         if len(answer["messages"]) < 1000:

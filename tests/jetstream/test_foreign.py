@@ -81,16 +81,22 @@ def test_foreign_messages_are_skipped_by_read_tail_and_the_lurker(
         assert {s for s in seqs if any(f'"seq": {s}' in line for line in skipped)} == set(seqs)
 
         # /read serves room lines only; its last_seq covers the foreign messages.
-        answer = httpx.get(f"{society.strict_url}/read", params={"after": 0}).json()
+        answer = httpx.get(
+            f"{society.strict_url}/read", params={"after": 0}, headers=society.read_headers()
+        ).json()
         assert answer["last_seq"] == seqs[-1]
         assert [m["seq"] for m in answer["messages"]] == [1, 2]
         for message in answer["messages"]:
             parse_line(json.dumps(message))
-        assert httpx.get(f"{society.strict_url}/read", params={"thread": "t1"}).json() == {
+        assert httpx.get(
+            f"{society.strict_url}/read", params={"thread": "t1"}, headers=society.read_headers()
+        ).json() == {
             "messages": [],
             "last_seq": seqs[-1],
         }
-        to_worker = httpx.get(f"{society.strict_url}/read", params={"to": "worker"}).json()
+        to_worker = httpx.get(
+            f"{society.strict_url}/read", params={"to": "worker"}, headers=society.read_headers()
+        ).json()
         assert [m["id"] for m in to_worker["messages"]] == [first["id"]]
         hub = society.procs[0]
         for seq in seqs:
@@ -102,7 +108,9 @@ def test_foreign_messages_are_skipped_by_read_tail_and_the_lurker(
         restarted = society.start_hub()
         wait_for(lambda: "hub listening" in restarted.output(), 10, "the hub to start again")
         assert f'"stream_seq": {seqs[-1]}' in restarted.output()
-        again = httpx.get(f"{society.strict_url}/read", params={"after": 0}).json()
+        again = httpx.get(
+            f"{society.strict_url}/read", params={"after": 0}, headers=society.read_headers()
+        ).json()
         assert again == answer
 
         # The room goes on past them.

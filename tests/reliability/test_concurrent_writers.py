@@ -46,6 +46,8 @@ def test_sixteen_writers_eight_readers(society: Society, tmp_path: Path, soak: b
             str(total),
             "--out",
             str(out),
+            "--read-token-file",
+            str(society.home.trust.read_token_file),
         ],
         cwd=REPO,
         stdin=subprocess.DEVNULL,

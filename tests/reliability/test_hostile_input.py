@@ -292,7 +292,7 @@ def answers(hub: Society) -> Iterator[Answers]:
 def listener(society: Society, relaxed: bool) -> tuple[int, dict[str, str]]:
     if relaxed:
         return society.relaxed_port, {"authorization": f"Bearer {society.token()}"}
-    return society.strict_port, {}
+    return society.strict_port, society.read_headers()
 
 
 @pytest.mark.soak

@@ -47,7 +47,8 @@ def test_intact_room_is_ok(tmp_path: Path) -> None:
     room = tmp_path / "room.jsonl"
     make_room(room)
     code, out = audit(tmp_path, room)
-    assert code == 0 and out.strip() == "ok: 8 lines"
+    assert code == 0 and out.splitlines()[0] == "ok: 8 lines"
+    assert "beyond the last checkpoint: 8 lines (no signed checkpoint was checked" in out
 
 
 def test_edited_line_is_named(tmp_path: Path) -> None:

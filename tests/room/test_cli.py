@@ -249,6 +249,31 @@ class TestSayRead:
         assert "\x1b" not in shown and "\r" not in shown and "\u2028" not in shown
         assert "\\x1b[31mRED\\x1b[2J\\x0d over\\u2028x" in shown
 
+    def test_tail_shows_bidi_controls_as_escapes(self, society: Society) -> None:
+        """A post cannot reorder what a tailing reader sees with bidirectional controls."""
+        bidi = [*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C]
+        body = "pay " + "".join(f"{chr(c)}{c:x}" for c in bidi)
+        society.start_hub()
+        run_cli(society.root, "say", "@echo", body)
+        out = society.root / "tail-bidi.out"
+        with out.open("w") as sink:
+            tail = subprocess.Popen(
+                bullpen_argv(society.root, "tail"),
+                stdout=sink,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            try:
+                wait_for(lambda: "pay " in out.read_text(), 15, "tail to show the line")
+            finally:
+                os.killpg(tail.pid, 15)
+                tail.wait(10)
+        shown = out.read_text(encoding="utf-8")
+        assert not any(chr(c) in shown for c in bidi), [
+            hex(ord(ch)) for ch in shown if ord(ch) > 127
+        ]
+        assert "pay " + "".join(f"\\u{c:04x}{c:x}" for c in bidi) in shown
+
 
 class TestKeys:
     def test_keys_new_writes_a_private_key_and_prints_the_trust_line(

@@ -163,6 +163,31 @@ class TestStrict:
         assert post(hubbed.strict_url, other).status_code == 401
 
 
+class TestReadToken:
+    def test_read_needs_the_read_token(self, hubbed: Society) -> None:
+        """The strict /read answers 401 naming the token's file without it, and 200 with it."""
+        where = str(hubbed.home.trust.read_token_file)
+        bare = httpx.get(f"{hubbed.strict_url}/read", timeout=10)
+        assert bare.status_code == 401 and where in bare.json()["message"], bare.text
+        for wrong in ("Bearer nope", f"Bearer {hubbed.token()}", "Basic x"):
+            answer = httpx.get(
+                f"{hubbed.strict_url}/read", headers={"authorization": wrong}, timeout=10
+            )
+            assert answer.status_code == 401, (wrong, answer.text)
+            assert hubbed.token() not in answer.text
+        good = httpx.get(f"{hubbed.strict_url}/read", headers=hubbed.read_headers(), timeout=10)
+        assert good.status_code == 200 and "messages" in good.json()
+        # posting and health are unchanged: proofs, not the read token, guard /say
+        assert httpx.get(f"{hubbed.strict_url}/health", timeout=10).status_code == 200
+        assert post(hubbed.strict_url, fields("stranger", body="no token")).status_code == 200
+
+    def test_read_token_in_a_post_is_refused(self, hubbed: Society) -> None:
+        """The room never stores the read token: a post carrying it is a 400."""
+        token = hubbed.home.read_token().decode()
+        answer = post(hubbed.strict_url, fields("stranger", body=f"leak {token}"))
+        assert answer.status_code == 400 and token not in answer.text
+
+
 class TestRelaxed:
     def test_no_token_is_rejected(self, hubbed: Society) -> None:
         """Every relaxed request needs the bearer token: posts, reads and health."""
@@ -315,7 +340,7 @@ class TestBadInput:
     )
     def test_bad_read_parameters_are_400(self, hubbed: Society, query: str) -> None:
         """Every malformed /read parameter gets a 400 that names it."""
-        answer = httpx.get(f"{hubbed.strict_url}/read?{query}")
+        answer = httpx.get(f"{hubbed.strict_url}/read?{query}", headers=hubbed.read_headers())
         assert answer.status_code == 400, answer.text
         assert answer.json()["error"] == "bad_request"
         assert query.split("=")[0] in answer.json()["message"]
@@ -363,7 +388,11 @@ class TestBadInput:
                 None,
                 raw=b'{"from":"stranger","to":"@echo","type":"chat","body":"' + escaped + b'"}',
             ),
-            httpx.get(f"{hubbed.strict_url}/read", params={"thread": secret}),
+            httpx.get(
+                f"{hubbed.strict_url}/read",
+                headers=hubbed.read_headers(),
+                params={"thread": secret},
+            ),
         ]
         for answer in attempts:
             assert answer.status_code == 400, answer.text
@@ -374,7 +403,12 @@ class TestBadInput:
         """/read?from= accepts `alice` and `@alice` alike, as `to` does."""
         post(hubbed.strict_url, fields("stranger", body="from a stranger"))
         for sender in ("stranger", "@stranger"):
-            answer = httpx.get(f"{hubbed.strict_url}/read", params={"from": sender}, timeout=10)
+            answer = httpx.get(
+                f"{hubbed.strict_url}/read",
+                headers=hubbed.read_headers(),
+                params={"from": sender},
+                timeout=10,
+            )
             assert answer.status_code == 200, answer.text
             messages = answer.json()["messages"]
             assert messages and all(m["from"] == "stranger" for m in messages)
@@ -385,20 +419,29 @@ class TestRead:
         """/read returns lines after a seq, filtered by thread, to and from."""
         for n in range(3):
             post(hubbed.strict_url, fields("stranger", body=f"t{n}", thread="read-test"))
-        answer = httpx.get(f"{hubbed.strict_url}/read", params={"thread": "read-test"}).json()
+        answer = httpx.get(
+            f"{hubbed.strict_url}/read",
+            headers=hubbed.read_headers(),
+            params={"thread": "read-test"},
+        ).json()
         assert [m["body"] for m in answer["messages"]] == ["t0", "t1", "t2"]
         assert answer["last_seq"] == hubbed.lines()[-1]["seq"]
         first = answer["messages"][0]["seq"]
         after = httpx.get(
-            f"{hubbed.strict_url}/read", params={"thread": "read-test", "after": first}
+            f"{hubbed.strict_url}/read",
+            headers=hubbed.read_headers(),
+            params={"thread": "read-test", "after": first},
         ).json()
         assert [m["body"] for m in after["messages"]] == ["t1", "t2"]
         limited = httpx.get(
-            f"{hubbed.strict_url}/read", params={"thread": "read-test", "limit": 1}
+            f"{hubbed.strict_url}/read",
+            headers=hubbed.read_headers(),
+            params={"thread": "read-test", "limit": 1},
         ).json()
         assert len(limited["messages"]) == 1 and limited["last_seq"] == first
         mine = httpx.get(
             f"{hubbed.strict_url}/read",
+            headers=hubbed.read_headers(),
             params={"from": "stranger", "to": "@echo", "thread": "read-test"},
         ).json()
         assert len(mine["messages"]) == 3
@@ -414,6 +457,7 @@ class TestRead:
             started = time.monotonic()
             answer = httpx.get(
                 f"{hubbed.strict_url}/read",
+                headers=hubbed.read_headers(),
                 params={"after": head, "wait": 20, "thread": "poll"},
                 timeout=30,
             )
@@ -438,6 +482,7 @@ class TestRead:
         head = httpx.get(f"{hubbed.strict_url}/health").json()["seq"]
         answer = httpx.get(
             f"{hubbed.strict_url}/read",
+            headers=hubbed.read_headers(),
             params={"after": head, "wait": 0.3, "thread": "silent"},
             timeout=10,
         ).json()

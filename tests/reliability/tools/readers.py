@@ -43,7 +43,8 @@ async def read_until(follower: FileFollower | HubFollower, until: int, out: Path
 async def main_async(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    clients = [RoomClient(args.url, timeout=30) for _ in range(args.hub)]
+    token = Path(args.read_token_file).read_bytes().strip() if args.read_token_file else None
+    clients = [RoomClient(args.url, token=token, timeout=30) for _ in range(args.hub)]
     followers: list[tuple[str, FileFollower | HubFollower]] = [
         (f"file-{i}", FileFollower(Path(args.room), Position(0, 0))) for i in range(args.file)
     ]
@@ -73,6 +74,7 @@ def main() -> int:
     parser.add_argument("--until", type=int, required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--read-token-file", help="the home's read token, for /read")
     args = parser.parse_args()
     asyncio.run(main_async(args))
     return 0
