@@ -257,7 +257,8 @@ def recover(
             elif size - good > MAX_BATCH_BYTES:
                 why = (
                     f"the damaged part is {size - good} bytes, more than the {MAX_BATCH_BYTES} "
-                    "bytes the hub writes between two fsyncs, so acknowledged lines are in it"
+                    "bytes the hub writes between two fsyncs, so lines fsynced before the last write "
+                    "are in it"
                 )
             if why is not None:
                 raise refuse.damaged(why, head.seq + 1, good, size, following)
