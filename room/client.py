@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from room import strictjson
+from room.durable import durable_end
 from room.errors import BadPost, HubUnavailable, PostRejected, Unauthorized
 from room.log import Filter
 from room.message import Post, normalize_to, parse_request_obj
@@ -243,7 +244,8 @@ def read_file(
     found: list[dict[str, Any]] = []
     last = after
     with RoomFile(path) as room:
-        for _, raw in room.lines_from(room.offset_after(after)):
+        end = durable_end(path, room.size())  # only what the hub has made durable
+        for _, raw in room.lines_from(room.offset_after(after, end), end):
             last = max(last, seq_of(raw))
             if needles and not all(n in raw for n in needles):
                 continue

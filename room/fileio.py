@@ -8,6 +8,8 @@ ever chosen by the BULLPEN_FAULTS environment variable:
     BULLPEN_FAULTS="enospc@write:12"   the 12th write raises ENOSPC
     BULLPEN_FAULTS="eio@fsync:3"       the 3rd fsync raises EIO
     BULLPEN_FAULTS="short@write:5"     the 5th write stores only half its bytes
+    BULLPEN_FAULTS="delay@fsync:4:1500"  the 4th fsync takes 1.5 s longer (a slow disk:
+                                         the batch is written, not yet durable)
 
 Counting starts when the hub opens the room: recovery's fsync at start-up is
 the 1st fsync (and its truncate, when it moves a torn tail aside, goes
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from pathlib import Path
 
 
@@ -37,8 +40,9 @@ class FileIO:
 class FaultyIO(FileIO):
     """Fails one chosen call the way a full or failing disk would."""
 
-    def __init__(self, kind: str, op: str, nth: int) -> None:
+    def __init__(self, kind: str, op: str, nth: int, delay_ms: int = 0) -> None:
         self.kind, self.op, self.nth = kind, op, nth
+        self.delay_ms = delay_ms
         self.counts = {"write": 0, "fsync": 0}
 
     def _due(self, op: str) -> bool:
@@ -47,6 +51,9 @@ class FaultyIO(FileIO):
 
     def write(self, fd: int, data: bytes) -> int:
         if self._due("write"):
+            if self.kind == "delay":
+                time.sleep(self.delay_ms / 1000)
+                return os.write(fd, data)
             if self.kind == "short":
                 return os.write(fd, data[: max(1, len(data) // 2)])
             raise OSError(errno.ENOSPC if self.kind == "enospc" else errno.EIO, "injected fault")
@@ -54,6 +61,10 @@ class FaultyIO(FileIO):
 
     def fsync(self, fd: int) -> None:
         if self._due("fsync"):
+            if self.kind == "delay":
+                time.sleep(self.delay_ms / 1000)  # the injected slow disk itself
+                os.fsync(fd)
+                return
             raise OSError(errno.EIO if self.kind == "eio" else errno.ENOSPC, "injected fault")
         os.fsync(fd)
 
@@ -64,14 +75,16 @@ def from_environment() -> FileIO:
         return FileIO()
     try:
         kind, rest = spec.split("@", 1)
-        op, nth = rest.split(":", 1)
-        if kind not in ("enospc", "eio", "short") or op not in ("write", "fsync"):
+        op, nth, *ms = rest.split(":")
+        if kind not in ("enospc", "eio", "short", "delay") or op not in ("write", "fsync"):
             raise ValueError
-        return FaultyIO(kind, op, int(nth))
+        if len(ms) != (1 if kind == "delay" else 0):
+            raise ValueError
+        return FaultyIO(kind, op, int(nth), int(ms[0]) if ms else 0)
     except ValueError:
         raise SystemExit(
             f"BULLPEN_FAULTS={spec!r} is not understood; use KIND@OP:N with KIND one of "
-            "enospc, eio, short and OP one of write, fsync"
+            "enospc, eio, short and OP one of write, fsync, or delay@OP:N:MS"
         ) from None
 
 

@@ -5,15 +5,13 @@
   next batch; each is acknowledged only after its batch is on disk.
 - Fail-stop: a failed write or fsync truncates back to the last good size,
   rejects everything in flight and stops the hub; it is never retried.
-- Recovery: a torn or unparseable tail found at start-up is moved to a side
-  file next to the room and reported, never silently dropped.
-
-Why recovery re-checks a whole tail, not just the last line: a power failure
-can leave any part of the last unsynced write on disk — a prefix, or 512-byte
-sectors in any order, zeroed or garbled — so a damaged line can sit before
-lines that look whole. Writes are bounded (MAX_BATCH_BYTES, each synced
-before the next, and recovery syncs what it keeps), so only the last
-TAIL_CHECK_BYTES can hold unsynced bytes; every line there is checked in order.
+- Recovery (room/recovery.py): a torn tail found at start-up is moved to a
+  side file next to the room and reported; damage a crash cannot explain
+  stops the start and moves nothing.
+- Durable before seen: after each batch the durable mark (room/durable.py)
+  says how far the room is fsynced; file followers deliver no further.
+- Side files first: the nonce journal is synced before the batch is even
+  written, so no line whose proof it records can reach the disk before it.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ import bisect
 import errno
 import json
 import os
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
@@ -31,24 +28,20 @@ from pathlib import Path
 
 import structlog
 
-from room import pidlock
+from room import durable, pidlock
 from room.chain import GENESIS, line_hash
-from room.errors import DurabilityError, RoomCorrupt, RoomLocked
+from room.errors import DurabilityError, RoomLocked
 from room.fileio import FileIO, fsync_dir
 from room.ids import IdClock
 from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Stored, build_line
-from room.message import Message, parse_line
+from room.message import parse_line
 from room.reader import RoomFile, seq_of
+from room.recovery import MAX_BATCH_BYTES, Checkpointed, recover
 from room.threads import ThreadIndex, pick
 
-log = structlog.get_logger("room.jsonl")
+__all__ = ["MAX_BATCH_BYTES", "Checkpointed", "JsonlLog", "lock_path"]
 
-MAX_TAIL_GARBAGE = 64 * 1024 * 1024
-# One write of a batch holds at most this many bytes (a single line is always
-# smaller: a post's body is at most 64 KiB, 384 KiB escaped, and its data 256 KiB).
-MAX_BATCH_BYTES = 1024 * 1024
-# Recovery checks every line this far back from the end: more than one batch.
-TAIL_CHECK_BYTES = 2 * MAX_BATCH_BYTES
+log = structlog.get_logger("room.jsonl")
 
 
 def lock_path(room: Path) -> Path:
@@ -65,129 +58,6 @@ def _take_lock(room: Path) -> int:
             "this hub at another room",
             room=str(room),
         ) from None
-
-
-def move_aside(room: Path, fd: int, keep: int, size: int, why: str, io: FileIO) -> Path:
-    """Copy bytes [keep, size) to a new side file, then cut the room back to `keep`."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    n = 0
-    while True:
-        side = room.with_name(f"{room.name}.torn-{stamp}" + (f"-{n}" if n else ""))
-        try:
-            side_fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            break
-        except FileExistsError:
-            n += 1
-    try:
-        pos = keep
-        while pos < size:
-            chunk = os.pread(fd, min(1 << 20, size - pos), pos)
-            os.write(side_fd, chunk)
-            pos += len(chunk)
-        os.fsync(side_fd)
-    finally:
-        os.close(side_fd)
-    fsync_dir(room.parent)
-    io.truncate(fd, keep)
-    io.fsync(fd)
-    log.warning("room tail moved aside", side_file=str(side), bytes=size - keep, reason=why)
-    return side
-
-
-def _message(line: bytes) -> Message | None:
-    """The line as a room message, or None when it is not one (torn, garbled, not JSON)."""
-    try:
-        message = parse_line(line)
-    except ValueError:
-        return None
-    return message if message.seq >= 1 and len(message.prev) == 64 else None
-
-
-def _last_message_end(room: Path, reader: RoomFile, fd: int, size: int) -> int:
-    """The offset just past the last whole line that parses as a room message."""
-    good = size
-    if size and os.pread(fd, 1, size - 1) != b"\n":
-        good = reader._last_newline_before(size)
-    while good > 0:
-        start = reader._last_newline_before(good - 1)
-        if _message(os.pread(fd, good - 1 - start, start)) is not None:
-            break
-        good = start
-        if size - good > MAX_TAIL_GARBAGE:
-            raise RoomCorrupt(
-                f"the last {size - good} bytes of {room} hold no valid room line; "
-                "this is more than a torn write. Run `bullpen audit` on it and move "
-                "the damaged part aside by hand before starting the hub"
-            )
-    return good
-
-
-def _check_tail(room: Path, reader: RoomFile, end: int) -> tuple[Head, int]:
-    """Check every line in the last TAIL_CHECK_BYTES before `end`; return the head and where the room ends.
-
-    The room ends before the first line there that is not a room message:
-    from a crash, only unsynced bytes can be damaged, and a damaged line does
-    not parse. A line that parses but does not follow the one before it
-    cannot come from a crash, so it is reported as an edited file.
-    """
-    head = Head(0, GENESIS)
-    start = reader._last_newline_before(end - TAIL_CHECK_BYTES) if end > TAIL_CHECK_BYTES else 0
-    if start > 0:
-        before = reader.last_line(start)
-        anchor = None if before is None else _message(before[1])
-        if before is None or anchor is None:
-            raise RoomCorrupt(
-                f"{room} is damaged {end - start} bytes or more before its end, further back "
-                f"than a crash can reach; run `bullpen audit {room}` to find where",
-            )
-        head = Head(anchor.seq, line_hash(before[1]))
-    good = start
-    for offset, raw in reader.lines_from(start, end):
-        message = _message(raw)
-        if message is None:
-            if offset == start and start > 0:
-                raise RoomCorrupt(
-                    f"{room} is damaged {end - offset} bytes before its end, further back than "
-                    f"a crash can reach; run `bullpen audit {room}` to find where",
-                )
-            break  # a torn or garbled line from the last unsynced write: the room ends here
-        if head.seq == 0 and (message.seq != 1 or message.prev != GENESIS):
-            raise RoomCorrupt(
-                f"{room} starts at seq {message.seq}, not 1; run `bullpen audit {room}`"
-            )
-        if message.seq != head.seq + 1 or message.prev != head.hash:
-            raise RoomCorrupt(
-                f"seq {message.seq} of {room} does not chain to the line before it; the file "
-                f"was edited. Run `bullpen audit {room}` to find where",
-                seq=message.seq,
-            )
-        head = Head(message.seq, line_hash(raw))
-        good = offset + len(raw) + 1
-    return head, good
-
-
-def recover(room: Path, fd: int, io: FileIO | None = None) -> tuple[Head, int, list[str]]:
-    """Find the end of the valid room; move anything after it aside. Returns (head, size, notes)."""
-    io = io or FileIO()
-    size = os.fstat(fd).st_size
-    notes: list[str] = []
-    reader = RoomFile(room)
-    try:
-        end = _last_message_end(room, reader, fd, size)
-        head, good = _check_tail(room, reader, end)
-        if good < size:
-            side = move_aside(room, fd, good, size, "torn or unparseable tail", io)
-            notes.append(
-                f"moved {size - good} bytes of torn or unparseable tail from {room.name} "
-                f"to {side.name}"
-            )
-        else:
-            # A hub that died may have left lines it wrote but never synced: they are
-            # the head now, so make them durable before anyone is served them.
-            io.fsync(fd)
-        return head, good, notes
-    finally:
-        reader.close()
 
 
 class _Cached:
@@ -207,14 +77,17 @@ class JsonlLog(RoomLog):
         self,
         path: Path,
         *,
-        before_sync: Sequence[Callable[[], None]] = (),  # synced with every batch
+        before_sync: Sequence[Callable[[], None]] = (),  # synced before every batch
         io: FileIO | None = None,
+        checkpoint: Checkpointed | None = None,
         cache_lines: int = 8192,
         thread_index_size: int = 1024,
     ) -> None:
         self.path = path
         self._before_sync = list(before_sync)
         self._io = io or FileIO()
+        self._checkpoint = checkpoint
+        self._mark: durable.MarkWriter | None = None
         self._cache: deque[_Cached] = deque(maxlen=cache_lines)
         self._threads = ThreadIndex(thread_index_size)
         self._building: dict[str, asyncio.Future[tuple[list[int], int]]] = {}
@@ -251,7 +124,15 @@ class JsonlLog(RoomLog):
             )
             if new:  # the room's name must survive a power loss before any line is acked
                 fsync_dir(self.path.parent)
-            self._head, self._size, notes = recover(self.path, self._fd, self._io)
+            self._head, self._size, notes = recover(
+                self.path,
+                self._fd,
+                self._io,
+                checkpoint=self._checkpoint,
+                mark=durable.load(self.path),
+            )
+            self._mark = durable.MarkWriter(self.path)
+            self._publish()
         except OSError as exc:
             self._release()
             raise DurabilityError(
@@ -313,16 +194,11 @@ class JsonlLog(RoomLog):
             stored.append(Stored(seq, raw, post.from_, post.to, post.thread, draft.verified))
         batch, self._queue = self._queue[: len(stored)], self._queue[len(stored) :]
         blob = b"".join(s.raw + b"\n" for s in stored)
-        # Side files (the nonce journal) sync on their own thread, alongside the
-        # room's write and fsync: a batch costs one fsync's latency, not two.
-        outcomes = await asyncio.gather(
-            *(asyncio.to_thread(hook) for hook in self._before_sync),
-            asyncio.to_thread(self._write_and_sync, blob),
-            return_exceptions=True,
-        )
-        errors = [o for o in outcomes if isinstance(o, BaseException)]
-        if errors:
-            self._fail(errors[0], batch)  # every post of this batch and the queue is refused
+        try:
+            await asyncio.to_thread(self._write_and_sync, blob)
+            self._publish(self._size + len(blob), Head(seq, prev))
+        except Exception as exc:
+            self._fail(exc, batch)  # every post of this batch and the queue is refused
             return True
         self._commit(stored, len(blob), Head(seq, prev))
         for (_, future), line in zip(batch, stored, strict=True):
@@ -331,10 +207,21 @@ class JsonlLog(RoomLog):
         return self._closing and not self._queue
 
     def _write_and_sync(self, blob: bytes) -> None:
+        # Side files first (the nonce journal, a no-op when no proof came in): the
+        # kernel may write the room's pages back at any moment after write(), so a
+        # nonce must be on disk before any line whose proof it records is written.
+        for hook in self._before_sync:
+            hook()
         written = self._io.write(self._fd, blob)
         if written != len(blob):
             raise OSError(errno.EIO, f"short write: {written} of {len(blob)} bytes")
         self._io.fsync(self._fd)
+
+    def _publish(self, size: int | None = None, head: Head | None = None) -> None:
+        """Tell file followers how far the room is durable (after the fsync, never before)."""
+        assert self._mark is not None
+        head = head or self._head
+        self._mark.publish(durable.Mark(head.seq, self._size if size is None else size, head.hash))
 
     def _commit(self, stored: list[Stored], nbytes: int, head: Head) -> None:
         self._size += nbytes
@@ -508,6 +395,9 @@ class JsonlLog(RoomLog):
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        if self._mark is not None:
+            self._mark.close()
+            self._mark = None
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1

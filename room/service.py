@@ -1,10 +1,11 @@
 """Running a hub: open the log, load the gate, bind both listeners, serve, close.
 
 Exit codes: 0 after a clean stop; 1 when the hub could not start (the room
-is locked, a port is taken, the room is corrupt, the NATS servers are not
-reachable or not ready yet: systemd and `bullpen up` start it again); 70 when
-it stopped because the room could not store a post (a failed fsync, a post
-the NATS servers did not confirm); 78 for a configuration error (systemd
+is locked, a port is taken, the NATS servers are not reachable or not ready
+yet: systemd and `bullpen up` start it again); 70 when it stopped because the
+room could not store a post (a failed fsync, a post the NATS servers did not
+confirm); 78 when only a person can help: a configuration error, or a room
+damaged beyond a torn tail or contradicting the hub's checkpoint (systemd
 units do not restart on it).
 """
 
@@ -23,9 +24,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from room import fileio, logs
 from room.chain import line_hash
-from room.errors import BullpenError, ConfigError, DurabilityError
+from room.errors import BullpenError, ConfigError, DurabilityError, RoomCorrupt
 from room.hub import Hub, Listener, bind, serve
-from room.jsonl import JsonlLog
+from room.jsonl import Checkpointed, JsonlLog
 from room.log import Filter, RoomLog
 from trust import checkpoint, hubkey
 from trust.gate import Gate
@@ -50,12 +51,19 @@ class HubSettings:
     engine_options: dict[str, Any] = field(default_factory=dict)
 
 
-def build_log(settings: HubSettings) -> tuple[RoomLog, NonceStore]:
+def build_log(
+    settings: HubSettings, known: Checkpointed | None = None
+) -> tuple[RoomLog, NonceStore]:
     """The configured log engine and the nonce store that goes with it."""
     if settings.engine == "jsonl":
         settings.room.parent.mkdir(parents=True, exist_ok=True)
         nonces = NonceStore(nonce_journal(settings.room))
-        room_log = JsonlLog(settings.room, before_sync=[nonces.flush], io=fileio.from_environment())
+        room_log = JsonlLog(
+            settings.room,
+            before_sync=[nonces.flush],
+            io=fileio.from_environment(),
+            checkpoint=known,
+        )
         return room_log, nonces
     if settings.engine == "jetstream":
         from room.jetstream.engine import JetStreamLog
@@ -103,47 +111,50 @@ class Checkpointer:
                 log.warning("could not write a checkpoint", error=str(exc), path=str(self.path))
 
 
-async def _keep_contradicted_checkpoint(
-    room_log: RoomLog, path: Path, key: Ed25519PrivateKey
-) -> str | None:
-    """Move aside a checkpoint the room contradicts (cut short or rewritten); say why.
+def _read_checkpoint(path: Path, key: Ed25519PrivateKey) -> tuple[Checkpointed | None, str | None]:
+    """The hub's last checkpoint when it verifies, else why not (None, None: there is none).
 
-    The hub still starts: a tail torn at start-up may end below the last
-    checkpoint, and the room must stay usable. But the next checkpoint must
-    not overwrite the evidence, or the damaged room would audit clean; the
-    old one is kept beside the room for `bullpen audit --checkpoint`.
+    Read before the room is opened: recovery must know what was acknowledged
+    before it decides what a torn tail is.
     """
     if not path.exists():
-        return None
-    problem = None
+        return None, None
     try:
         mark = checkpoint.load(path, key.public_key())
     except ConfigError as exc:
-        problem = exc.message
-    else:
-        head = room_log.head.seq
-        if mark.seq > head:
-            problem = (
-                f"the room ends at seq {head}, but the hub's last checkpoint recorded seq "
-                f"{mark.seq}: acknowledged lines were lost (a damaged disk, a cut) or the room "
-                "was replaced"
+        return None, exc.message
+    return Checkpointed(mark.seq, mark.head, path), None
+
+
+async def _contradiction(room_log: RoomLog, known: Checkpointed) -> str | None:
+    """Why the opened room contradicts the checkpoint, if it does (cut short or rewritten).
+
+    The JSONL engine refuses such a room while recovering; this is the same
+    check for an engine that has no recovery of its own (JetStream).
+    """
+    head = room_log.head.seq
+    if known.seq > head:
+        return (
+            f"the room ends at seq {head}, but the hub's last checkpoint recorded seq "
+            f"{known.seq}: acknowledged lines were lost (a damaged disk, a cut) or the room "
+            "was replaced"
+        )
+    if known.seq:
+        found = await room_log.read(known.seq - 1, 1, Filter())
+        if not found.lines or line_hash(found.lines[0]) != known.hash:
+            return (
+                f"line {known.seq} of the room is not the one the hub's last checkpoint "
+                "recorded: the room was rewritten"
             )
-        elif mark.seq:
-            found = await room_log.read(mark.seq - 1, 1, Filter())
-            if not found.lines or line_hash(found.lines[0]) != mark.head:
-                problem = (
-                    f"line {mark.seq} of the room is not the one the hub's last checkpoint "
-                    "recorded: the room was rewritten"
-                )
-    if problem is None:
-        return None
+    return None
+
+
+def _keep_aside(path: Path, problem: str) -> str:
+    """Move aside a checkpoint that does not verify, so the next one cannot overwrite it."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     kept = path.with_name(f"{path.name}.contradicted-{stamp}")
     os.replace(path, kept)
-    return (
-        f"{problem}. That checkpoint is kept as {kept}; check the room with "
-        f"`bullpen audit --checkpoint {kept}`, and restore it from a backup if lines are missing"
-    )
+    return f"{problem}. That checkpoint is kept as {kept}; check it with `bullpen audit --checkpoint {kept}`"
 
 
 def _say(text: str) -> None:
@@ -183,14 +194,15 @@ async def run_hub(settings: HubSettings) -> int:
             "/read on the strict listener now needs it (docs/operating.md)"
         )
 
+    known, unverified = _read_checkpoint(checkpoint_file(settings.room), hub_key)
     try:
-        room_log, nonces = build_log(settings)
+        room_log, nonces = build_log(settings, known)
         # The room first: a hub refused the room (another holds its lock) must not
         # touch the nonce journal, which the running hub is appending to.
         report = await room_log.open()
     except BullpenError as exc:
         _say(f"bullpen hub: {exc.message}")
-        if isinstance(exc, ConfigError):
+        if isinstance(exc, ConfigError | RoomCorrupt):  # only a person can fix these
             return EXIT_CONFIG
         return EXIT_DISK if isinstance(exc, DurabilityError) else EXIT_START
     try:
@@ -202,11 +214,21 @@ async def run_hub(settings: HubSettings) -> int:
             "free space or fix the disk, then start the hub again"
         )
         return EXIT_DISK
+    problem = None if known is None else await _contradiction(room_log, known)
+    if problem is not None:
+        await room_log.close()
+        nonces.close()
+        _say(
+            f"bullpen hub: {problem}. The hub will not start on it: run `bullpen audit`, "
+            f"restore the room from a backup, or move {known.path if known else ''} aside if "
+            "the room was deliberately started over"
+        )
+        return EXIT_CONFIG
     for note in report.notes:
         _say(f"bullpen hub: {note}")
-    warning = await _keep_contradicted_checkpoint(room_log, checkpoint_file(settings.room), hub_key)
-    if warning:
-        log.warning("the room contradicts the last checkpoint", detail=warning)
+    if unverified is not None:
+        warning = _keep_aside(checkpoint_file(settings.room), unverified)
+        log.warning("the last checkpoint does not verify", detail=warning)
         _say(f"bullpen hub: WARNING: {warning}")
 
     try:

@@ -5,6 +5,11 @@ room's folder reports a change (room.watch), plus a slow safety re-read in
 case an event is ever missed. Idle, it costs nothing: no polling loop. When
 no watcher can be had, the caller is told and can follow the hub instead.
 
+It delivers a line only once the hub's durable mark (room/durable.py) covers
+it: a line is in the file from its write, but a power loss before its fsync
+would take it back, after a lurker had already acted on it. The mark is
+rewritten right after each fsync, and its change wakes the follower too.
+
 Both followers yield (Message, Position); a Position is what a reader saves
 to resume exactly where it stopped.
 """
@@ -21,6 +26,7 @@ import structlog
 
 from room import strictjson
 from room.client import RoomClient
+from room.durable import MarkReader
 from room.errors import CursorAhead, HubUnavailable
 from room.message import Message, parse_line
 from room.reader import RoomFile, seq_of
@@ -58,6 +64,7 @@ class FileFollower:
         self._watcher = watcher
         self._stop = asyncio.Event()
         self._room: RoomFile | None = None
+        self._mark = MarkReader(path)
 
     @property
     def position(self) -> Position:
@@ -103,7 +110,7 @@ class FileFollower:
             )
         offset = self._resolve_offset(room)
         found = []
-        for start, raw in room.lines_from(offset, size):
+        for start, raw in room.lines_from(offset, self._mark.limit(size)):
             end = start + len(raw) + 1
             seq = seq_of(raw)
             if seq <= self._pos.seq:
@@ -144,6 +151,7 @@ class FileFollower:
                 await watch.changed(self._safety_s)
         finally:
             watch.close()
+            self._mark.close()
             if self._room is not None:
                 self._room.close()
                 self._room = None

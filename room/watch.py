@@ -10,7 +10,8 @@ Two ways to be woken, one interface (`await watch.changed(timeout)`):
   (docs/performance.md has the measurements).
 
 Both watch the room's folder, not the file, so a replaced or re-created
-room is noticed. Each takes one inotify instance (128 per user by default);
+room is noticed; a change to the room's durable mark (room/durable.py),
+rewritten after each fsync, counts as a change to the room. Each takes one inotify instance (128 per user by default);
 when none is left, WatchUnavailable tells the caller to follow the hub.
 """
 
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Protocol
 
 import structlog
+
+from room.durable import mark_path
 
 log = structlog.get_logger("room.watch")
 
@@ -77,7 +80,7 @@ class InotifyWatch(_EventWatch):
     def __init__(self, room: Path) -> None:
         from asyncinotify import Inotify, Mask
 
-        self._name = room.name
+        self._names = {room.name, mark_path(room).name}
         try:
             self._inotify = Inotify()
         except OSError as exc:
@@ -109,7 +112,7 @@ class InotifyWatch(_EventWatch):
 
     def _is_change(self, event: object) -> bool:
         name = getattr(event, "name", None)
-        return name is None or str(name) == self._name
+        return name is None or str(name) in self._names
 
     def close(self) -> None:
         if self._pending is not None:
@@ -124,10 +127,10 @@ class WatchfilesWatch(_EventWatch):
         import watchfiles
 
         self._stop = asyncio.Event()
-        target = str(room)
+        targets = {str(room), str(mark_path(room))}
         self._changes = watchfiles.awatch(
             room.parent,
-            watch_filter=lambda _change, path: path == target,
+            watch_filter=lambda _change, path: path in targets,
             debounce=50,
             step=step_ms,
             rust_timeout=1000,

@@ -32,6 +32,7 @@ from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
 from agents.runtime.wake import is_ping, orchestrator_problem, refusal, wake_set
 from room import logs, pidlock
 from room.client import RoomClient, read_file
+from room.durable import durable_end
 from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
 from room.log import Filter
 from room.message import Message
@@ -199,8 +200,8 @@ class Lurker:
                     )
             return saved
         if self._local() and self.home.room_path.exists():
-            with RoomFile(self.home.room_path) as room:
-                head = room.last_seq()
+            with RoomFile(self.home.room_path) as room:  # its durable end: a line not yet
+                head = room.last_seq(durable_end(room.path, room.size()))  # fsynced may go
         else:
             head = int((await self.client.health())["seq"])
         self.log.info("no cursor yet: starting at the end of the room", seq=head)

@@ -245,7 +245,10 @@ class Supervisor:
                 return
             if code == EXIT_CONFIG:
                 child.gave_up = True
-                status(f"{child.name} has a configuration error (exit 78); not restarting it:")
+                status(
+                    f"{child.name} stopped with exit 78 (a configuration error, or a room only "
+                    "a person can repair); not restarting it:"
+                )
                 print(child.log_tail(5), file=sys.stderr)
                 if child is self.hub:
                     self.stop()

@@ -5,7 +5,10 @@ its last three lines, with and without random garbage after the cut; the
 real recovery (JsonlLog.open) must keep exactly the whole lines before the
 cut, move every byte after them to a side file, and leave a room that
 chains and takes new posts. A few cuts are also recovered by a real hub
-process, which must report what it moved.
+process, which must report what it moved: cuts in lines the hub had not yet
+recorded as durable (its checkpoint and durable mark name an earlier line),
+as after a power loss; below those records a cut is refused
+(tests/reliability/test_recovery_refusals.py).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from room.durable import mark_path
 from room.jsonl import JsonlLog
 from room.log import Draft
 from room.message import Post
@@ -126,13 +130,24 @@ def test_cut_at_every_byte_of_the_last_three_lines(tmp_path: Path, soak: bool, r
 def test_the_hub_recovers_a_torn_room_and_says_so(society: Society, rng: Seeded) -> None:
     """A real hub started on a torn room moves the tail aside, reports it, and goes on from the last whole line."""
     hub = society.start_hub()
-    for n in range(10):
+
+    def say(n: int) -> None:
         answer = httpx.post(
             f"{society.strict_url}/say",
             json={"from": "w", "to": "@sink", "type": "chat", "body": f"line {n} é\u2028"},
             timeout=10,
         )
         assert answer.status_code == 200
+
+    for n in range(7):
+        say(n)
+    assert hub.stop() == 0
+    # What the hub knew had reached the disk when the power failed: lines 1-7.
+    records = [society.room.with_name("room.jsonl.checkpoint"), mark_path(society.room)]
+    known = [p.read_bytes() for p in records]
+    hub = society.start_hub()
+    for n in range(7, 10):
+        say(n)
     assert hub.stop() == 0
     full = society.room.read_bytes()
     ends = [i + 1 for i, byte in enumerate(full) if byte == 0x0A]
@@ -141,6 +156,8 @@ def test_the_hub_recovers_a_torn_room_and_says_so(society: Society, rng: Seeded)
         cut = rng.choice([c for c in range(ends[-4], len(full)) if c not in ends])  # mid-line
         tail = garbage(rng) if attempt % 2 else b""
         society.room.write_bytes(full[:cut] + tail)
+        for path, raw in zip(records, known, strict=True):
+            path.write_bytes(raw)
         kept = expected_end(full, ends, full[:cut] + tail)
         for side in society.room.parent.glob("room.jsonl.torn-*"):
             side.unlink()

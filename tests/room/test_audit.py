@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from room.chain import GENESIS, line_hash
+from room.durable import mark_path
 from tests.support import Society, run_cli
 
 
@@ -181,13 +182,16 @@ def test_a_fresh_home_audits_as_an_empty_room(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stdout.strip() == "ok: 0 lines", done.stderr
 
 
-@pytest.mark.parametrize("damage", ["emptied", "cut", "last line edited"])
-def test_a_checkpoint_the_room_contradicts_is_kept_not_overwritten(
-    society: Society, damage: str
+@pytest.mark.parametrize(
+    ("damage", "mark"),
+    [("emptied", True), ("cut", True), ("last line edited", True), ("cut", False)],
+)
+def test_a_room_the_checkpoint_contradicts_stops_the_hub(
+    society: Society, damage: str, mark: bool
 ) -> None:
-    """A room cut short or rewritten below the hub's last checkpoint: the hub still starts
-    (a torn tail must stay recoverable) but keeps that checkpoint aside, says so, and an
-    audit against it names the damage; the next checkpoint cannot overwrite the evidence."""
+    """A room cut short or rewritten below the hub's last checkpoint (and its durable mark, or
+    the checkpoint alone) is not a torn tail: the hub refuses to start (exit 78), changes
+    nothing, and an audit against that checkpoint names the damage."""
     hub = society.start_hub()
     with httpx.Client(base_url=society.strict_url, timeout=10) as client:
         for n in range(5):
@@ -197,6 +201,8 @@ def test_a_checkpoint_the_room_contradicts_is_kept_not_overwritten(
     society.procs.remove(hub)
     checkpoint = society.room.with_name("room.jsonl.checkpoint")
     kept = checkpoint.read_bytes()
+    if not mark:
+        mark_path(society.room).unlink()
     lines = society.room.read_bytes().splitlines(keepends=True)
     if damage == "emptied":
         society.room.write_bytes(b"")
@@ -204,11 +210,11 @@ def test_a_checkpoint_the_room_contradicts_is_kept_not_overwritten(
         society.room.write_bytes(b"".join(lines[:3]) + lines[3][:20])
     else:
         society.room.write_bytes(b"".join(lines[:4]) + lines[4].replace(b"m4", b"mX"))
-    again = society.start_hub()
-    assert again.alive() and "WARNING" in again.output() and "checkpoint" in again.output()
-    aside = [p for p in society.room.parent.iterdir() if ".contradicted-" in p.name]
-    assert len(aside) == 1 and aside[0].read_bytes() == kept
-    assert again.stop() == 0
-    society.procs.remove(again)
-    done = run_cli(society.root, "audit", "--checkpoint", str(aside[0]))
+    damaged = society.room.read_bytes()
+    again = society.spawn("hub-again", "hub")
+    assert again.proc.wait(20) == 78, again.output()
+    assert "bullpen audit" in again.output() and "moved nothing" in again.output()
+    assert society.room.read_bytes() == damaged and checkpoint.read_bytes() == kept
+    assert not list(society.room.parent.glob("room.jsonl.torn-*"))
+    done = run_cli(society.root, "audit", "--checkpoint", str(checkpoint))
     assert done.returncode == 1 and "FAILED" in done.stdout, done.stdout + done.stderr

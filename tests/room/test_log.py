@@ -116,7 +116,8 @@ class TestRecovery:
         assert side.read_bytes() == garbage
 
     def test_edited_last_line_stops_the_hub(self, society: Society) -> None:
-        """A last line that no longer chains is tampering: the hub refuses to guess."""
+        """A last line that no longer chains is tampering: the hub refuses to guess (exit 78,
+        restarting cannot help) and leaves the room as it found it."""
         hub = society.start_hub()
         chat(society, "one")
         chat(society, "two")
@@ -126,9 +127,11 @@ class TestRecovery:
         doctored["prev"] = "f" * 64
         lines[1] = json.dumps(doctored, separators=(",", ":")).encode()
         society.room.write_bytes(b"\n".join(lines))
+        edited = society.room.read_bytes()
         proc = society.spawn("hub-bad", "hub")
-        assert proc.proc.wait(20) == 1
+        assert proc.proc.wait(20) == 78
         assert "bullpen audit" in proc.output()
+        assert society.room.read_bytes() == edited
 
 
 class TestConcurrency:
