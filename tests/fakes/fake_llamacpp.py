@@ -25,6 +25,7 @@ The behaviour (defaults first):
     delay: 0                    seconds before answering
     fail: 0, fail_status: 503   the next `fail` chat requests get this status
     status: null                every chat request gets this status (a dead backend)
+    echo_auth: false            true: a failure's body quotes the Authorization header
     model: "fake-model"
 
 Stdlib only, so it starts fast; threads, HTTP/1.1 keep-alive.
@@ -64,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "fail": 0,
     "fail_status": 503,
     "status": None,
+    "echo_auth": False,
     "model": "fake-model",
 }
 _PIECES = re.compile(r"[A-Za-z]+|_[A-Za-z]+|.", re.S)
@@ -168,7 +170,10 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                 time.sleep(float(behave["delay"]))
             if behave["status"] is not None or failing:
                 status = behave["status"] or behave["fail_status"]
-                self._send(int(status), {"error": {"code": status, "message": "fake failure"}})
+                message = "fake failure"
+                if behave["echo_auth"]:
+                    message += f" for {headers.get('authorization', '')}"
+                self._send(int(status), {"error": {"code": status, "message": message}})
                 return
             text = str(behave["answer"])
             stops = body.get("stop") or []
