@@ -99,6 +99,10 @@ def throughput(port: int, token_file: Path | None, clients: int, each: int) -> f
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--ledger-dir",
+        help="put the ledger here (e.g. /dev/shm, to see the gateway's cost without the disk's)",
+    )
     args = parser.parse_args()
     n, n_stream, each = (200, 100, 200) if args.quick else (2000, 500, 1000)
     backend_port, gateway_port = free_port(), free_port()
@@ -113,6 +117,12 @@ def main() -> int:
             + f'base_url = "http://127.0.0.1:{backend_port}/v1"\nprefixes = ["bench"]\n'
             + "check = false\n"
         )
+        if args.ledger_dir:
+            ledger_at = Path(args.ledger_dir) / f"bench-gateway-{gateway_port}.jsonl"
+            text = society_toml.read_text().replace(
+                "[gateway]\n", f'[gateway]\nledger = "{ledger_at}"\n', 1
+            )
+            society_toml.write_text(text)
         from agents.gateway.tokens import issue
 
         token_file = issue(society.home, "bench")
@@ -127,8 +137,10 @@ def main() -> int:
             through_s = latencies(gateway_port, token, n_stream, True)
             rate_direct = throughput(backend_port, None, 8, each)
             rate_through = throughput(gateway_port, token_file, 8, each)
-            ledger = society.root / "gateway" / "ledger.jsonl"
+            ledger = ledger_at if args.ledger_dir else society.root / "gateway" / "ledger.jsonl"
             lines = len(ledger.read_bytes().splitlines())
+            if args.ledger_dir:
+                ledger.unlink()
         finally:
             society.stop_all()
             backend.terminate()

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import httptools
 import httpx
 import structlog
 from starlette.requests import Request
@@ -28,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 
 from agents.gateway.budgets import Budgets, Ticket
 from agents.gateway.config import GatewayConfig
+from agents.gateway.http1 import Pool, UpstreamResponse
 from agents.gateway.ledger import Ledger, now_stamp
 from agents.gateway.policy import Policy, Scanner
 from agents.gateway.routing import Route, Router
@@ -128,7 +130,8 @@ class Gateway:
         self.ledger = ledger
         self.budgets = budgets
         self.counted: Counter[str] = Counter()
-        self.client = httpx.AsyncClient(
+        self.pool = Pool()  # the hot path: chat completions
+        self.client = httpx.AsyncClient(  # the rest: /v1/models
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
             timeout=httpx.Timeout(config.deadline_s),
         )
@@ -139,6 +142,7 @@ class Gateway:
         }
 
     async def aclose(self) -> None:
+        await self.pool.aclose()
         await self.client.aclose()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -229,7 +233,7 @@ class Gateway:
         deadline = time.monotonic() + min(self.config.deadline_s, route.config.timeout_s)
         try:
             upstream = await open_call(
-                self.client,
+                self.pool,
                 route,
                 body,
                 deadline=deadline,
@@ -247,7 +251,14 @@ class Gateway:
                 headers={"cache-control": "no-cache"},
             )
         try:
-            raw = await upstream.aread()
+            raw = await asyncio.wait_for(upstream.read(), max(0.001, deadline - time.monotonic()))
+        except (TimeoutError, OSError, httptools.HttpParserError):
+            await upstream.aclose()
+            call.status = 502
+            await self._end(call, ticket)
+            raise BadGateway(
+                f"the backend {route.backend} did not finish its answer before the deadline"
+            ) from None
         finally:
             await upstream.aclose()
         call.status = upstream.status_code
@@ -286,11 +297,11 @@ class Gateway:
         return answer
 
     async def _stream(
-        self, upstream: httpx.Response, call: Call, ticket: Ticket, scanner: Scanner
+        self, upstream: UpstreamResponse, call: Call, ticket: Ticket, scanner: Scanner
     ) -> AsyncIterator[bytes]:
         last: dict[str, Any] = {}
         try:
-            async for line in upstream.aiter_lines():
+            async for line in upstream.lines():
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
@@ -324,7 +335,7 @@ class Gateway:
             if rest:
                 call.answer_chars.append(rest)
                 yield _sse(_extra_chunk(last, {"content": rest}, None))
-        except (httpx.HTTPError, asyncio.CancelledError) as exc:
+        except (OSError, httptools.HttpParserError, asyncio.CancelledError) as exc:
             call.status = 499 if isinstance(exc, asyncio.CancelledError) else 502
             raise
         finally:

@@ -10,12 +10,14 @@ which is masked out of anything quoted.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from typing import Any
 
-import httpx
+import httptools
 
+from agents.gateway.http1 import Pool, UpstreamResponse
 from agents.gateway.routing import Route
 from room.errors import BullpenError, ConfigError
 from room.logs import register_secret
@@ -54,42 +56,41 @@ def _mask(text: str, key: str | None) -> str:
 
 
 async def open_call(
-    client: httpx.AsyncClient,
+    pool: Pool,
     route: Route,
     body: dict[str, Any],
     *,
     deadline: float,
     retries: int,
     backoff_s: float,
-) -> httpx.Response:
+) -> UpstreamResponse:
     """The backend's open response (status < 500), or BackendFailed. Close it when done."""
     key = backend_key(route)
     headers = {"Accept": "application/json, text/event-stream"}
     if key is not None:
         headers["Authorization"] = f"Bearer {key}"
     url = route.config.base_url + "/chat/completions"
+    payload = json.dumps(body, ensure_ascii=False).encode()
     attempt, problem = 0, "no attempt was made"
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             break
-        request = client.build_request(
-            "POST", url, json=body, headers=headers, timeout=httpx.Timeout(left)
-        )
         try:
-            response = await asyncio.wait_for(client.send(request, stream=True), left)
-        except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:
-            problem = f"cannot connect ({_mask(str(exc), key) or type(exc).__name__})"
-        except (TimeoutError, httpx.TimeoutException):
+            response = await asyncio.wait_for(pool.post(url, payload, headers), left)
+        except TimeoutError:
             problem = "no answer before the request's deadline"
             break
-        except httpx.HTTPError as exc:
-            problem = f"{type(exc).__name__}: {_mask(str(exc), key)}"
+        except OSError as exc:
+            problem = (
+                f"cannot connect ({_mask(exc.strerror or str(exc), key) or type(exc).__name__})"
+            )
+        except httptools.HttpParserError as exc:
+            problem = f"not an HTTP answer ({_mask(str(exc), key)})"
         else:
             if response.status_code < 500:
                 return response
-            text = (await response.aread()).decode("utf-8", "replace")
-            await response.aclose()
+            text = (await response.read()).decode("utf-8", "replace")
             problem = f"HTTP {response.status_code}: {_mask(text, key) or '(empty body)'}"
         if attempt >= retries:
             break
