@@ -107,7 +107,7 @@ def main() -> int:
     n, n_stream, each = (200, 100, 200) if args.quick else (2000, 500, 1000)
     backend_port, gateway_port = free_port(), free_port()
     backend = subprocess.Popen([sys.executable, BACKEND, str(backend_port)])
-    with tempfile.TemporaryDirectory(prefix="bench-gateway-", dir=REPO / "bench") as folder:
+    with tempfile.TemporaryDirectory(prefix="bench-gateway-") as folder:
         society = Society(Path(folder) / "home")
         society_toml = society.root / "society.toml"
         society_toml.write_text(

@@ -63,23 +63,31 @@ class Budgets:
 
     def admit(self, caller: str, backend: str) -> Ticket:
         """Count the call in, or raise OverBudget naming the first budget without room."""
+        refusal = self.refusal(caller, backend)
+        if refusal is not None:
+            raise refusal
         day = today()
-        for kind, name, budget in self._limits(caller, backend):
-            used_calls = self.calls[(kind, name, day)]
-            if budget.calls_per_day is not None and used_calls >= budget.calls_per_day:
-                raise self._over(kind, name, "calls_per_day", used_calls, budget.calls_per_day)
-            used_tokens = self.tokens[(kind, name, day)]
-            if budget.tokens_per_day is not None and used_tokens >= budget.tokens_per_day:
-                raise self._over(kind, name, "tokens_per_day", used_tokens, budget.tokens_per_day)
-            busy = self.in_flight[(kind, name)]
-            if budget.in_flight is not None and busy >= budget.in_flight:
-                raise self._over(
-                    kind, name, "in_flight", busy, budget.in_flight, "when a call ends"
-                )
         for kind, name, _ in self._limits(caller, backend):
             self.calls[(kind, name, day)] += 1
             self.in_flight[(kind, name)] += 1
         return Ticket(caller, backend, day)
+
+    def refusal(self, caller: str, backend: str) -> OverBudget | None:
+        """Why a call now would be refused, or None; the budget hook asks this, counting nothing."""
+        day = today()
+        for kind, name, budget in self._limits(caller, backend):
+            used_calls = self.calls[(kind, name, day)]
+            if budget.calls_per_day is not None and used_calls >= budget.calls_per_day:
+                return self._over(kind, name, "calls_per_day", used_calls, budget.calls_per_day)
+            used_tokens = self.tokens[(kind, name, day)]
+            if budget.tokens_per_day is not None and used_tokens >= budget.tokens_per_day:
+                return self._over(kind, name, "tokens_per_day", used_tokens, budget.tokens_per_day)
+            busy = self.in_flight[(kind, name)]
+            if budget.in_flight is not None and busy >= budget.in_flight:
+                return self._over(
+                    kind, name, "in_flight", busy, budget.in_flight, "when a call ends"
+                )
+        return None
 
     def release(self, ticket: Ticket, tokens: int) -> None:
         """The call has ended; add its tokens to the day it was admitted on."""

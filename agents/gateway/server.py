@@ -2,6 +2,7 @@
 
     POST /v1/chat/completions   routed by model prefix; `stream: true` passed on as SSE
     GET  /v1/models             the union of the backends' models
+    GET  /v1/budget?model=M     would a call for M be admitted now (counts nothing)
     GET  /health                liveness, the backends, and the flags counted so far
 
 Every request but /health carries a caller token (401 without one). Every
@@ -138,6 +139,7 @@ class Gateway:
         self.routes: dict[str, tuple[str, Endpoint]] = {
             "/v1/chat/completions": ("POST", self.chat),
             "/v1/models": ("GET", self.models),
+            "/v1/budget": ("GET", self.budget),
             "/health": ("GET", self.health),
         }
 
@@ -180,6 +182,15 @@ class Gateway:
             },
             status_code=200 if failed is None else 503,
         )
+
+    async def budget(self, request: Request) -> Response:
+        """The budget hook (seed 004): ask before an expensive call; 200 with room, else 429."""
+        caller = self.tokens.caller(request.headers.get("authorization"))
+        route = self.router.route(request.query_params.get("model"))
+        refusal = self.budgets.refusal(caller, route.backend)
+        if refusal is not None:
+            return error_response(refusal, 429)
+        return JSONResponse({"ok": True, "caller": caller, "backend": route.backend})
 
     async def models(self, request: Request) -> Response:
         self.tokens.caller(request.headers.get("authorization"))

@@ -35,6 +35,21 @@ def test_caller_budget_exhausted_is_429_naming_it(gw: GatewayHome, fake: StartFa
     assert len(backend.requests()) == 2  # the refused call never reached the backend
     assert gw.chat(other, "fake-model").status_code == 200  # another caller has its own
     assert [e["status"] for e in gw.ledger()] == [200, 200, 429, 200]
+    hook = httpx.get(  # the budget hook: asked before a call, counting nothing
+        f"{gw.url}/v1/budget",
+        params={"model": "fake-model"},
+        headers={"Authorization": f"Bearer {scorer}"},
+        timeout=10,
+    )
+    assert hook.status_code == 429 and hook.json()["error"]["used"] == 2
+    room = httpx.get(
+        f"{gw.url}/v1/budget",
+        params={"model": "fake-model"},
+        headers={"Authorization": f"Bearer {other}"},
+        timeout=10,
+    )
+    assert room.json() == {"ok": True, "caller": "operator", "backend": "local"}
+    assert len(gw.ledger()) == 4
 
 
 def test_backend_token_budget_survives_a_restart(gw: GatewayHome, fake: StartFake) -> None:
