@@ -210,6 +210,8 @@ class SocietyConfig(_Strict):
     # (agents/expedition/config.py, agents/backpass/config.py): this file knows no pipeline.
     expedition: dict[str, Any] = Field(default_factory=dict)
     backpass: dict[str, Any] = Field(default_factory=dict)
+    # The model gateway's section, parsed by agents/gateway/config.py; empty = no gateway.
+    gateway: dict[str, Any] = Field(default_factory=dict)
     pipelines: dict[str, str] = Field(
         default_factory=dict, description="an operator's own pipelines: NAME = 'module:Class'"
     )
@@ -259,9 +261,12 @@ def _explain(exc: ValidationError, path: Path) -> str:
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         section = str(first["loc"][0]) if first["loc"] else ""
-        doc = {"backpass": "backpass", "expedition": "expedition", "seats": "seats"}.get(
-            section, "operating"
-        )
+        doc = {
+            "backpass": "backpass",
+            "expedition": "expedition",
+            "gateway": "gateway",
+            "seats": "seats",
+        }.get(section, "operating")
         message = f"unknown key; check its spelling against docs/{doc}.md"
     return f"{path}: {where}: {message}" if where else f"{path}: {message}"
 

@@ -5,6 +5,8 @@ trust.toml       PRIVILEGED and TRUST (trust.table)
 secrets/         post-secret, relaxed-token, read-token, hub.key, keys/<nick>.key (all 0600)
 room/room.jsonl  the room (its place is configurable)
 state/<nick>/    each lurker's cursor and flags (under systemd: $STATE_DIRECTORY/<nick>)
+secrets/gateway/<nick>.token   a caller's token for the model gateway (0600)
+gateway/ledger.jsonl           one line per model call through the gateway
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from trust.screen import HomeSecrets
 from trust.secretfiles import ensure_secret_text, read_secret_text
 
 DEFAULT_HOME = Path("~/.config/bullpen")
+DEFAULT_GATEWAY_LISTEN = "127.0.0.1:8090"
 
 
 def resolve(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -107,6 +110,29 @@ class Home:
     def wake_replies_flagged(self, nick: str) -> bool:
         """The seed's flag file `.wakereplies`, honoured in the home and under systemd alike."""
         return any((where / ".wakereplies").exists() for where in self.state_dirs(nick))
+
+    # -- the model gateway: where it is and what a caller holds (agents/gateway) --------
+
+    @property
+    def has_gateway(self) -> bool:
+        """Whether society.toml configures a gateway (a `[gateway]` section)."""
+        return bool(self.society.gateway)
+
+    def gateway_url(self) -> str:
+        """How callers reach the gateway: `[gateway] url`, else its listen address, + /v1."""
+        section = self.society.gateway
+        url = section.get("url")
+        if isinstance(url, str) and url:
+            return url.rstrip("/")
+        listen = section.get("listen", DEFAULT_GATEWAY_LISTEN)
+        return society.HubConfig._url_for(str(listen)) + "/v1"
+
+    def gateway_token_dir(self) -> Path:
+        return self.root / "secrets" / "gateway"
+
+    def gateway_token_file(self, nick: str) -> Path:
+        """The caller token `bullpen gateway token NICK` issues to `nick` (0600)."""
+        return self.gateway_token_dir() / f"{nick}.token"
 
     def require(self) -> None:
         if not self.society_file.exists():

@@ -14,6 +14,10 @@ _SOURCE = Path(__file__).resolve().parent.parent
 
 
 def data_dir(package: str, folder: str) -> Path:
+    beside = _SOURCE / folder
+    if (_SOURCE / "pyproject.toml").is_file() and beside.is_dir():
+        # A checkout's own folder, even when another checkout is installed editable.
+        return beside
     try:
         return Path(str(importlib.resources.files(package)))
     except ModuleNotFoundError:

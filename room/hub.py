@@ -298,51 +298,51 @@ class Listener:
 
 @dataclass
 class Serving:
-    """A running hub's servers; `stop()` ends them gracefully."""
+    """Running servers; `stop()` ends them gracefully (and runs `on_stop` first)."""
 
-    hub: Hub
+    on_stop: list[Callable[[], Any]] = field(default_factory=list)
     servers: list[_Server] = field(default_factory=list)
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     def stop(self) -> None:
-        self.hub.stopping.set()
+        for callback in self.on_stop:
+            callback()
         for server in self.servers:
             server.should_exit = True
         self.stopped.set()
 
 
-async def serve(
-    hub: Hub, listeners: list[Listener], on_ready: Callable[[], Any] | None = None
+async def serve_asgi(
+    apps: list[tuple[Any, socket.socket]],
+    on_ready: Callable[[], Any] | None = None,
+    serving: Serving | None = None,
 ) -> None:
-    """Serve every listener until SIGTERM/SIGINT or `hub.log` fails; then return."""
-    serving = Serving(hub=hub)
+    """Serve each ASGI app on its bound socket until SIGTERM/SIGINT or `serving.stop()`.
+
+    The hub's way of running uvicorn, shared with the model gateway
+    (agents/gateway/server.py): no access log, no lifespan, httptools, no
+    trust in proxy headers, signals handled here once for every server.
+    """
+    serving = serving or Serving()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, serving.stop)
-    previous_fatal = hub.log.on_fatal
-
-    def fatal(exc: BaseException) -> None:
-        if previous_fatal is not None:
-            previous_fatal(exc)
-        serving.stop()
-
-    hub.log.on_fatal = fatal
     tasks = []
-    for listener in listeners:
+    for app, sock in apps:
         config = uvicorn.Config(
-            hub.app(listener.relaxed),
+            app,
             log_config=None,
             access_log=False,
             lifespan="off",
             http="httptools",
-            proxy_headers=False,  # the hub trusts no proxy's word on who is calling
+            proxy_headers=False,  # trust no proxy's word on who is calling
             server_header=False,
             timeout_graceful_shutdown=5,
             timeout_keep_alive=30,
         )
         server = _Server(config)
         serving.servers.append(server)
-        tasks.append(asyncio.create_task(server.serve(sockets=[listener.sock])))
+        tasks.append(asyncio.create_task(server.serve(sockets=[sock])))
     while not all(server.started for server in serving.servers):
         if any(task.done() for task in tasks):
             break
@@ -357,3 +357,20 @@ async def serve(
     await asyncio.gather(*tasks, return_exceptions=True)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.remove_signal_handler(sig)
+
+
+async def serve(
+    hub: Hub, listeners: list[Listener], on_ready: Callable[[], Any] | None = None
+) -> None:
+    """Serve every listener until SIGTERM/SIGINT or `hub.log` fails; then return."""
+    serving = Serving(on_stop=[hub.stopping.set])  # ends every long-poll at once
+    previous_fatal = hub.log.on_fatal
+
+    def fatal(exc: BaseException) -> None:
+        if previous_fatal is not None:
+            previous_fatal(exc)
+        serving.stop()
+
+    hub.log.on_fatal = fatal
+    apps = [(hub.app(listener.relaxed), listener.sock) for listener in listeners]
+    await serve_asgi(apps, on_ready, serving)

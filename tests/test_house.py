@@ -89,6 +89,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "agents.config": ("room", "trust", "agents.seats"),
     "agents.home": ("room", "trust", "agents.seats", "agents.config"),
     "agents.runtime": ("room", "trust", "agents.seats", "agents.config", "agents.home"),
+    # the model gateway: its own subsystem; nothing below it knows it (a seat is handed its way in)
+    "agents.gateway": ("room", "trust", "agents.config", "agents.home"),
     "agents.foreman": (
         "room",
         "trust",

@@ -54,5 +54,7 @@ def test_wheel_carries_defaults_and_unit_templates(tmp_path: Path) -> None:
         "agents/expedition/pipeline.py",
         "agents/backpass/pipeline.py",
         "agents/seats/judge.py",
+        "agents/gateway/server.py",
+        "agents/unitfiles/bullpen-gateway.service",
     ):
         assert needed in names, needed

@@ -216,6 +216,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--nicks", nargs="+", help="only these nicks (default: all configured)")
 
+    p = add(
+        "gateway",
+        "agents.gateway.cli:cmd_gateway",
+        "the model gateway: serve it (the default), issue caller tokens, read its ledger, "
+        "check its backends' chat templates",
+    )
+    action = p.add_subparsers(dest="action", metavar="ACTION")
+    g = action.add_parser("serve", help="serve the gateway until stopped (the default)")
+    _home_option(g)
+    g = action.add_parser("token", help="issue a nick's caller token (a 0600 file)")
+    _home_option(g)
+    g.add_argument("nick")
+    g = action.add_parser("usage", help="the ledger summed as a table")
+    _home_option(g)
+    g.add_argument("--since", help="only calls from this UTC date or time on, e.g. 2026-12-01")
+    g.add_argument("--by", choices=["caller", "model", "backend"], default="caller")
+    g = action.add_parser(
+        "check", help="read each backend's chat template and markers (failure mode D)"
+    )
+    _home_option(g)
+    g.add_argument("backend", nargs="?", help="only this [gateway.backends.NAME]")
+
     p = add("trust", "agents.cli.trustcheck:cmd_trust", "check that trust works end to end")
     p.add_argument("action", choices=["check"])
     p.add_argument("--static", action="store_true", help="skip the live ping round trips")

@@ -5,7 +5,8 @@ plumbing: a nick trusted but not privileged (its replies are unverified and
 ignored — a silent dead end), an orchestrator that does not wake on replies
 (every run deadlocks after its first ask), a privileged nick whose secret or
 key is missing or loose, a missing relaxed token, a command that names no
-program here. Every nick in society.toml, TRUST or PRIVILEGED gets a row, so
+program here, and (with a [gateway]) every seat, command or MCP agent that
+reaches a model server around the gateway. Every nick in society.toml, TRUST or PRIVILEGED gets a row, so
 a nick that only speaks through `bullpen mcp --as NICK` is checked too. The
 live check asks the hub's /health once, then posts a ping ask from the
 operator to every lurker and reads back each reply's `to` (must be
@@ -166,6 +167,9 @@ def static_rows(home: Home) -> tuple[list[Row], list[str]]:
     ):
         if problem:
             general.append(problem)
+    from agents.cli.bypass import bypass_problems
+
+    general += [f"gateway bypass: {problem}" for problem in bypass_problems(home)]
     from agents.mcp.check import mcp_rows
 
     # MCP-backed nicks: can `bullpen mcp --as NICK` prove itself, is the agent there?

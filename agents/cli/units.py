@@ -29,6 +29,7 @@ from agents.backpass.config import PATH_KEYS as BACKPASS_PATHS
 from agents.backpass.config import BackpassConfig
 from agents.cli.init import _fill
 from agents.expedition.config import ExpeditionConfig
+from agents.gateway.config import GatewayConfig
 from agents.home import Home
 from agents.packaged import unit_templates
 from room.errors import ConfigError
@@ -39,6 +40,8 @@ TEMPLATES = (
     "bullpen-backpass.service",
     "bullpen-backpass.timer",
 )
+
+GATEWAY_UNIT = "bullpen-gateway.service"  # only for a home with a [gateway] section
 
 # Where PrivateTmp=yes gives a service an empty folder of its own.
 TMP_ROOTS = (Path("/tmp"), Path("/var/tmp"))
@@ -111,6 +114,8 @@ def touched_paths(home: Home) -> list[Path]:
     expedition, backpass = ExpeditionConfig.of(home), BackpassConfig.from_home(home)
     found += [home.path(expedition.kb), home.path(expedition.briefs)]
     found += [home.path(str(getattr(backpass, key))) for key in BACKPASS_PATHS]
+    if home.has_gateway:
+        found.append(GatewayConfig.of(home).ledger_path(home).parent)
     unique: list[Path] = []
     for path in found:
         path = path.resolve()
@@ -148,7 +153,10 @@ def plan_units(home: Home, command: list[str] | None = None) -> UnitPlan:
     words = command if command is not None else bullpen_command()
     hidden = [p for p in touched_paths(home) if tmp_root_of(p) is not None]
     under_tmp = [p for p in hidden if not any(p != q and p.is_relative_to(q) for q in hidden)]
-    writable = sorted({home.root, home.room_path.parent}, key=str)
+    writable_set = {home.root, home.room_path.parent}
+    if home.has_gateway:  # the ledger may be configured outside the home
+        writable_set.add(GatewayConfig.of(home).ledger_path(home).parent)
+    writable = sorted(writable_set, key=str)
     values = {
         "BULLPEN": " ".join([_program_word(words[0]), *(systemd_word(w) for w in words[1:])]),
         "HOME": systemd_word(str(home.root), "the home"),
@@ -172,8 +180,9 @@ def render(home: Home, template: str, plan: UnitPlan | None = None) -> str:
 
 def install(home: Home, target: Path, plan: UnitPlan | None = None) -> list[Path]:
     plan = plan or plan_units(home)
+    wanted = [*TEMPLATES, *((GATEWAY_UNIT,) if home.has_gateway else ())]
     rendered = {
-        name: render(home, name, plan) for name in TEMPLATES if (_template_dir() / name).exists()
+        name: render(home, name, plan) for name in wanted if (_template_dir() / name).exists()
     }
     target.mkdir(parents=True, exist_ok=True)
     written = []
@@ -220,7 +229,7 @@ def commands(target: Path, written: list[Path], nicks: list[str], user: str) -> 
             "(systemd.unit(5)), so link each unit into it first:"
         )
         lines += [f"systemctl --user link {shlex.quote(str(path))}" for path in written]
-    units = [n for n in ("bullpen-hub.service",) if n in names]
+    units = [n for n in ("bullpen-hub.service", GATEWAY_UNIT) if n in names]
     if "bullpen-lurker@.service" in names:
         units += [f"bullpen-lurker@{nick}.service" for nick in nicks]
     units += [n for n in ("bullpen-backpass.timer",) if n in names]  # the nightly backpass

@@ -95,10 +95,16 @@ class Lurker:
         self, role: str, request: JudgmentRequest, schema: type[BaseModel]
     ) -> Judgment[Any]:
         from agents.seats import build_seats, make_judge
+        from agents.seats.tables import GatewayAccess
 
         if self._seats is None:
             # One registry per process: an openai seat remembers what its server supports.
-            self._seats = build_seats(self.home.society.seats)
+            gateway = None
+            if self.home.has_gateway:  # this nick's way through it: the URL and its token
+                gateway = GatewayAccess(
+                    self.home.gateway_url(), self.home.gateway_token_file(self.nick)
+                )
+            self._seats = build_seats(self.home.society.seats, gateway)
         seat = self.config.seat  # this nick's own seat, for whatever role it judges
         judge = make_judge(self._seats, {role: seat} if seat else None, self.home.screen)
         return await judge(role, request, schema)

@@ -1,9 +1,11 @@
 """`bullpen up`: the whole society on one machine, as child processes.
 
-Starts the hub, waits until it answers, then one lurker per configured nick.
+Starts the hub, waits until it answers, then the model gateway when
+`[gateway]` is configured (and waits until it answers too), then one lurker
+per configured nick.
 A child that crashes is restarted with backoff (a configuration error, exit
 78, is not: it would only fail again). Ctrl-C or SIGTERM stops the lurkers,
-then the hub, and waits for them; children also get SIGTERM from the kernel
+then the gateway, then the hub, and waits for them; children also get SIGTERM from the kernel
 if `up` itself dies, so nothing is left behind. Each child's log goes to
 `<home>/logs/<name>.log`, rotated at `[logs] max_bytes` keeping `[logs] keep`
 old files (agents/runtime/rotating.py); the terminal shows one status line
@@ -22,6 +24,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import httpx
 
 from agents.config import LogsConfig
 from agents.home import Home
@@ -122,6 +126,11 @@ class Supervisor:
         logs = home.root / "logs"
         kept = home.society.logs
         self.hub = Child("hub", [*base, "hub"], logs / "hub.log", kept) if with_hub else None
+        self.gateway = (
+            Child("gateway", [*base, "gateway"], logs / "gateway.log", kept)
+            if home.has_gateway
+            else None
+        )
         self.lurkers = [
             Child(nick, [*base, "lurk", nick], logs / f"{nick}.log", kept)
             for nick in home.society.nicks
@@ -150,6 +159,39 @@ class Supervisor:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.hub.proc.wait(), 0.1)
         return False
+
+    async def _gateway_ready(self) -> bool:
+        """Whether the gateway answers /health before its deadline (False if it exited)."""
+        assert self.gateway is not None and self.gateway.proc is not None
+        url = self.home.gateway_url().removesuffix("/v1") + "/health"
+        deadline = time.monotonic() + HUB_START_S
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if self.gateway.proc.returncode is not None:
+                    return False
+                try:
+                    if (await client.get(url)).status_code == 200:
+                        return True
+                except httpx.HTTPError:
+                    pass
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.gateway.proc.wait(), 0.1)
+        return False
+
+    async def _start_gateway(self) -> int | None:
+        """Start the gateway and wait for it; an exit code when it did not come up."""
+        assert self.gateway is not None
+        await self.gateway.start(self.env)
+        assert self.gateway.proc is not None
+        if not await self._gateway_ready():
+            await self._terminate([self.gateway])
+            code = self.gateway.proc.returncode
+            status(f"the gateway did not start (it {ended(code or 0)}); its log says:")
+            print(self.gateway.log_tail(), file=sys.stderr)
+            return EXIT_CONFIG if code == EXIT_CONFIG else 1
+        listen = self.home.gateway_url()
+        status(f"{'gateway':<{self.width}} pid {self.gateway.proc.pid:<7} running  {listen}")
+        return None
 
     async def _hub_already_there(self) -> str | None:
         """Why not to start, when a bullpen hub already answers on this home's strict address.
@@ -215,6 +257,12 @@ class Supervisor:
                 f"{'hub':<{self.width}} pid {self.hub.proc.pid:<7} running  strict {hub.strict}"
                 + (f", relaxed {hub.relaxed}" if hub.relaxed else "")
             )
+        if self.gateway is not None:
+            failed = await self._start_gateway()
+            if failed is not None:
+                if self.hub is not None:
+                    await self._terminate([self.hub])
+                return failed
         for child in self.lurkers:
             await child.start(self.env)
             assert child.proc is not None
@@ -229,13 +277,15 @@ class Supervisor:
             task.cancel()
         await asyncio.gather(*watchers, return_exceptions=True)
         await self._terminate(self.lurkers)
+        if self.gateway is not None:
+            await self._terminate([self.gateway])
         if self.hub is not None:
             await self._terminate([self.hub])
         status("stopped")
         return 0
 
     def _children(self) -> list[Child]:
-        return ([self.hub] if self.hub else []) + self.lurkers
+        return [c for c in (self.hub, self.gateway) if c is not None] + self.lurkers
 
     async def _watch(self, child: Child) -> None:
         while not self._stopping.is_set():

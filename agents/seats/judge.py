@@ -89,6 +89,14 @@ class SeatJudge:
                     answer = validate_answer(text, schema)
                 except SeatError as exc:
                     error = str(exc.details.get("reason", exc.message))
+                    if exc.details.get("final"):  # the gateway said no: nothing else is asked
+                        self._log(role, request, seat, try_number, attempts, started, error)
+                        raise SeatError(
+                            f"{role}: no answer from seat '{seat.name}' ({seat.kind}): {error}",
+                            role=role,
+                            step=request.step,
+                            seats=[seat.name],
+                        ) from None
                     prompt_request = request  # the model never answered: ask the same again
                 except AnswerRejected as exc:
                     error = str(exc)

@@ -6,6 +6,12 @@ when there is one, is read from the environment variable the table names at
 call time, registered with the log scrubber, and never put in an error:
 server bodies quoted in errors have it masked too, in case one echoes it.
 
+A seat with `via = "gateway"` sends its calls to the model gateway instead
+(docs/gateway.md), with the nick's caller token from its 0600 file as the
+bearer; the lurker says where both are. When the gateway refuses the call
+for a budget (429), the failure is final: no retry, no fallback seat, and
+never a direct call around the gateway.
+
 `json_mode = "auto"` asks for `response_format = {"type": "json_object"}`;
 a server that answers 400 (or 422) mentioning response_format is asked once
 more without it, and the seat remembers not to send it again.
@@ -24,11 +30,12 @@ import structlog
 
 from agents.seats.base import Seat
 from agents.seats.request import JudgmentRequest
-from room.errors import SeatError
+from room.errors import SeatError, SecretFileError
 from room.logs import register_secret
+from trust.secretfiles import read_secret_text
 
 if TYPE_CHECKING:
-    from agents.seats.tables import OpenAISeatConfig
+    from agents.seats.tables import GatewayAccess, OpenAISeatConfig
 
 log = structlog.get_logger("agents.seats")
 
@@ -46,15 +53,21 @@ def redact_url(url: str) -> str:
 class OpenAISeat(Seat):
     kind: ClassVar[str] = "openai"
 
-    def __init__(self, name: str, config: OpenAISeatConfig) -> None:
+    def __init__(
+        self, name: str, config: OpenAISeatConfig, gateway: GatewayAccess | None = None
+    ) -> None:
         super().__init__(name, fallback=config.fallback)
         self.config = config
-        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        self.gateway = gateway if config.via == "gateway" else None
+        base = self.gateway.url if self.gateway else (config.base_url or "")
+        self.url = base.rstrip("/") + "/chat/completions"
         self.shown_url = redact_url(self.url)
         # None: not yet known; False: the server refused response_format once.
         self.json_mode_works: bool | None = None
 
     def _key(self) -> str | None:
+        if self.config.via == "gateway":
+            return self._caller_token()
         variable = self.config.api_key_env
         if variable is None:
             return None
@@ -67,6 +80,21 @@ class OpenAISeat(Seat):
             )
         register_secret(key)
         return key
+
+    def _caller_token(self) -> str:
+        if self.gateway is None:
+            raise self.fail(
+                f'[seats.{self.name}] says via = "gateway", but this home configures no '
+                "[gateway] section; add one (docs/gateway.md) or give the seat a base_url"
+            )
+        try:
+            token = read_secret_text(self.gateway.token_file, "gateway token file").decode()
+        except SecretFileError as exc:
+            raise self.fail(
+                f"{exc.message} — issue this nick's caller token with `bullpen gateway token NICK`"
+            ) from None
+        register_secret(token)
+        return token
 
     def _body(self, request: JudgmentRequest, json_mode: bool) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -156,6 +184,18 @@ class OpenAISeat(Seat):
 
     def _http_error(self, response: httpx.Response, key: str | None) -> SeatError:
         status = response.status_code
+        if self.gateway is not None and status in (401, 429):
+            hint = (
+                "the gateway's budget for this call is spent (the error names it and when it "
+                "resets); not retried, no fallback, no direct call"
+                if status == 429
+                else "the gateway does not know this nick's token: issue it with "
+                "`bullpen gateway token NICK` and restart the gateway"
+            )
+            reason = f"the gateway refused the call (HTTP {status}): {_excerpt(response.text, key)} — {hint}"
+            return SeatError(
+                f"{self}: {reason}", seat=self.name, kind=self.kind, reason=reason, final=True
+            )
         hint = {
             401: f"check the key in ${self.config.api_key_env}"
             if self.config.api_key_env

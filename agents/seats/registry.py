@@ -24,12 +24,13 @@ from agents.seats.base import Seat
 from agents.seats.cmd import CmdSeat
 from agents.seats.local import LocalSeat
 from agents.seats.openai import OpenAISeat
-from agents.seats.tables import CmdSeatConfig, LocalSeatConfig, OpenAISeatConfig
+from agents.seats.tables import CmdSeatConfig, GatewayAccess, LocalSeatConfig, OpenAISeatConfig
 from room.errors import ConfigError, SeatError
 
 __all__ = [
     "ROLES",
     "CmdSeatConfig",
+    "GatewayAccess",
     "LocalSeatConfig",
     "OpenAISeatConfig",
     "SeatConfig",
@@ -53,11 +54,11 @@ _ADAPTER: TypeAdapter[LocalSeatConfig | OpenAISeatConfig | CmdSeatConfig] = Type
 
 _KEYS = {
     "local": "kind, fallback",
-    "openai": "kind, base_url, model, api_key_env, timeout_s, stop, temperature, max_tokens, "
+    "openai": "kind, base_url or via, model, api_key_env, timeout_s, stop, temperature, max_tokens, "
     "json_mode, fallback",
     "cmd": "kind, command, timeout_s, env, fallback",
 }
-_REQUIRED = {"openai": "base_url and model", "cmd": "command"}
+_REQUIRED = {"openai": 'base_url (or via = "gateway") and model', "cmd": "command"}
 _KIND_CHOICE = 'set kind = "local", "openai" or "cmd"'
 
 
@@ -87,6 +88,8 @@ def _explain(name: str, raw: Mapping[str, Any], exc: ValidationError) -> list[st
             )
         else:
             problems.append(f"{where}: {error['msg'].removeprefix('Value error, ')}")
+    if missing and kind == "openai" and not {"base_url", "via"} & set(raw):
+        missing.insert(0, "base_url")  # one of the two is required (checked after the fields)
     if missing:
         problems.insert(
             0,
@@ -112,9 +115,9 @@ def parse_seat_table(name: str, raw: Mapping[str, Any] | BaseModel) -> SeatConfi
         raise ConfigError("; ".join(_explain(name, raw, exc))) from None
 
 
-def _make_seat(name: str, config: SeatConfig) -> Seat:
+def _make_seat(name: str, config: SeatConfig, gateway: GatewayAccess | None = None) -> Seat:
     if isinstance(config, OpenAISeatConfig):
-        return OpenAISeat(name, config)
+        return OpenAISeat(name, config, gateway)
     if isinstance(config, CmdSeatConfig):
         return CmdSeat(name, config)
     return LocalSeat(name, fallback=config.fallback)
@@ -176,13 +179,18 @@ class SeatRegistry:
                 current = self._seats[current].fallback
 
 
-def build_seats(tables: Mapping[str, Mapping[str, Any] | BaseModel] | None = None) -> SeatRegistry:
-    """The registry for society.toml's `seats`, or ConfigError naming the table and key."""
+def build_seats(
+    tables: Mapping[str, Mapping[str, Any] | BaseModel] | None = None,
+    gateway: GatewayAccess | None = None,
+) -> SeatRegistry:
+    """The registry for society.toml's `seats`, or ConfigError naming the table and key.
+
+    `gateway` is how this nick's `via = "gateway"` seats reach the gateway."""
     problems: list[str] = []
     seats: dict[str, Seat] = {}
     for name, raw in (tables or {}).items():
         try:
-            seats[name] = _make_seat(name, parse_seat_table(name, raw))
+            seats[name] = _make_seat(name, parse_seat_table(name, raw), gateway)
         except ConfigError as exc:
             problems.append(exc.message)
     if problems:

@@ -9,11 +9,19 @@ seat classes take these as their configuration; the registry
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["DEFAULT_TIMEOUT_S", "CmdSeatConfig", "LocalSeatConfig", "OpenAISeatConfig"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "CmdSeatConfig",
+    "GatewayAccess",
+    "LocalSeatConfig",
+    "OpenAISeatConfig",
+]
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -34,11 +42,25 @@ class LocalSeatConfig(_SeatTable):
     kind: Literal["local"] = "local"
 
 
+@dataclass(frozen=True)
+class GatewayAccess:
+    """How a nick's `via = "gateway"` seats reach the model gateway (given by the lurker,
+    from agents/home.py: the seats never import the gateway)."""
+
+    url: str  # up to and including /v1
+    token_file: Path  # the nick's caller token, 0600
+
+
 class OpenAISeatConfig(_SeatTable):
-    """Any OpenAI-compatible chat-completions server."""
+    """Any OpenAI-compatible chat-completions server, directly or through the gateway."""
 
     kind: Literal["openai"]
-    base_url: str = Field(description="up to and including /v1, e.g. http://127.0.0.1:8000/v1")
+    base_url: str | None = Field(
+        default=None, description="up to and including /v1, e.g. http://127.0.0.1:8000/v1"
+    )
+    via: Literal["gateway"] | None = Field(
+        default=None, description='"gateway": through the model gateway, with the nick\'s token'
+    )
     model: str = Field(min_length=1)
     api_key_env: str | None = Field(
         default=None, description="the NAME of the environment variable holding the key"
@@ -49,9 +71,25 @@ class OpenAISeatConfig(_SeatTable):
     max_tokens: int | None = Field(default=None, ge=1)
     json_mode: bool | Literal["auto"] = "auto"
 
+    @model_validator(mode="after")
+    def _one_way(self) -> OpenAISeatConfig:
+        if (self.base_url is None) == (self.via is None):
+            raise ValueError(
+                'set either base_url (a model server, directly) or via = "gateway" (through '
+                "the model gateway, docs/gateway.md), not both or neither"
+            )
+        if self.via is not None and self.api_key_env is not None:
+            raise ValueError(
+                'via = "gateway" carries the nick\'s caller token, not a key: remove '
+                "api_key_env (the gateway holds the backend's key)"
+            )
+        return self
+
     @field_validator("base_url")
     @classmethod
-    def _base_url(cls, value: str) -> str:
+    def _base_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://, e.g. http://127.0.0.1:8000/v1")
         value = value.rstrip("/")

@@ -1,0 +1,223 @@
+"""`bullpen gateway check [BACKEND]`: failure mode D, diagnosed (seed 002, §5 D).
+
+An agent that stops mid-chain with `<|im_end|>` in its text has one of two
+problems, and they need different fixes:
+
+* a **template mismatch** (configuration): the server prompts the model in
+  a family it was not trained on — a Mistral GGUF (bos `<s>`, eos `</s>`)
+  carrying a ChatML template. Read from llama.cpp's `GET /props`
+  (`chat_template`, `bos_token`, `eos_token`). Fix: --chat-template-file.
+* a **generation artifact** (model behaviour): the marker is not a special
+  token in this vocabulary (llama.cpp's `POST /tokenize` with
+  `with_pieces` gives six pieces, `<` `|` `im` `_end` `|` `>`), so the
+  model spelt it out. Fix: stop strings at the gateway, which it enforces.
+
+A server with neither endpoint (vLLM, Ollama, a cloud API) gets a verdict
+saying what could not be checked and what to look at instead. Exit 0 when
+nothing is wrong, 1 with the verdicts otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from agents.gateway.config import BackendConfig, PolicyConfig
+from agents.gateway.routing import Route
+from agents.gateway.upstream import backend_key
+from room.errors import BullpenError
+
+__all__ = ["Verdict", "check_backend", "template_family", "token_family"]
+
+OK, NOTE, PROBLEM, UNCHECKED = "ok", "note", "PROBLEM", "unchecked"
+
+# What a template's text and a vocabulary's bos/eos say about the family.
+_TEMPLATE_SIGNS = (
+    ("ChatML", ("<|im_start|>",)),
+    ("Llama 3", ("<|start_header_id|>", "<|eot_id|>")),
+    ("Gemma", ("<start_of_turn>",)),
+    ("Mistral", ("[INST]",)),
+)
+_FAMILY_MARKERS = {
+    "ChatML": ("<|im_start|>", "<|im_end|>"),
+    "Llama 3": ("<|eot_id|>",),
+    "Gemma": ("<end_of_turn>",),
+    "Mistral": ("[INST]", "</s>"),
+}
+# Families whose template may fairly sit on another's tokens (Qwen: ChatML on its own bos/eos).
+_COMPATIBLE = {("ChatML", "Qwen")}
+
+
+def template_family(template: str) -> str | None:
+    for family, signs in _TEMPLATE_SIGNS:
+        if any(sign in template for sign in signs):
+            return family
+    return None
+
+
+def token_family(bos: str | None, eos: str | None) -> str | None:
+    pair = (bos or "", eos or "")
+    if pair == ("<s>", "</s>"):
+        return "Mistral"
+    if pair[0] == "<|begin_of_text|>" or pair[1] == "<|eot_id|>":
+        return "Llama 3"
+    if pair[1] in ("<|im_end|>",) or pair[0] == "<|im_start|>":
+        return "ChatML"
+    if pair[1] == "<|endoftext|>":
+        return "Qwen"
+    if pair[0] == "<bos>" or pair[1] in ("<eos>", "<end_of_turn>"):
+        return "Gemma"
+    return None
+
+
+@dataclass
+class Verdict:
+    backend: str
+    url: str
+    lines: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, level: str, text: str) -> None:
+        self.lines.append((level, text))
+
+    @property
+    def wrong(self) -> bool:
+        return any(level == PROBLEM for level, _ in self.lines)
+
+    def render(self) -> str:
+        head = f"backend {self.backend} ({self.url})"
+        return "\n".join([head, *(f"  {level:<9} {text}" for level, text in self.lines)])
+
+
+async def _get_json(
+    client: httpx.AsyncClient, url: str, headers: dict[str, str], body: Any = None
+) -> tuple[int, Any]:
+    if body is None:
+        response = await client.get(url, headers=headers)
+    else:
+        response = await client.post(url, json=body, headers=headers)
+    try:
+        return response.status_code, response.json()
+    except ValueError:
+        return response.status_code, None
+
+
+async def check_backend(
+    name: str, config: BackendConfig, policy: PolicyConfig, timeout_s: float = 10.0
+) -> Verdict:
+    """The verdict on one backend's template and markers."""
+    verdict = Verdict(name, config.base_url)
+    headers: dict[str, str] = {}
+    try:
+        key = backend_key(Route(name, config, ""))
+    except BullpenError as exc:
+        verdict.add(PROBLEM, exc.message)
+        return verdict
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    root = config.root_url
+    async with httpx.AsyncClient(timeout=timeout_s) as client:
+        try:
+            props_status, props = await _get_json(client, root + "/props", headers)
+        except httpx.HTTPError as exc:
+            verdict.add(
+                PROBLEM,
+                f"cannot reach {root} ({type(exc).__name__}); is the model server running?",
+            )
+            return verdict
+        family = _read_props(verdict, props_status, props)
+        tokenize_ok = await _check_markers(verdict, client, root, headers, policy, family)
+    if props_status != 200 and not tokenize_ok:
+        verdict.lines = [
+            (
+                UNCHECKED,
+                f"{root} offers neither GET /props nor POST /tokenize (not llama.cpp's server: "
+                "vLLM, Ollama or a cloud API?), so its chat template and markers cannot be "
+                "checked here. Look at the model card's chat template and the server's "
+                "template setting instead; the gateway's stop strings and marker cuts protect "
+                "every caller either way",
+            )
+        ]
+    return verdict
+
+
+def _read_props(verdict: Verdict, status: int, props: Any) -> str | None:
+    if status != 200 or not isinstance(props, dict):
+        verdict.add(UNCHECKED, f"GET /props answered HTTP {status}: the chat template is unknown")
+        return None
+    template = props.get("chat_template")
+    if not isinstance(template, str) or not template:
+        verdict.add(UNCHECKED, "GET /props gives no chat_template: the template is unknown")
+        return None
+    family = template_family(template)
+    bos, eos = props.get("bos_token"), props.get("eos_token")
+    tokens = token_family(
+        bos if isinstance(bos, str) else None, eos if isinstance(eos, str) else None
+    )
+    shown = f"bos/eos {bos} {eos}" if isinstance(bos, str) and isinstance(eos, str) else "bos/eos"
+    if family is None:
+        verdict.add(NOTE, f"the chat template is of no family this check knows ({shown})")
+    elif tokens is None:
+        verdict.add(
+            NOTE, f"a {family} template; {shown} name no family this check knows, so not compared"
+        )
+    elif family == tokens or (family, tokens) in _COMPATIBLE:
+        verdict.add(OK, f"a {family} template with {shown}: they match")
+    else:
+        verdict.add(
+            PROBLEM,
+            f"template mismatch: {tokens} {shown} with a {family} template — supply the right "
+            "template with --chat-template-file (do not trust a GGUF's embedded template)",
+        )
+    return family
+
+
+async def _check_markers(
+    verdict: Verdict,
+    client: httpx.AsyncClient,
+    root: str,
+    headers: dict[str, str],
+    policy: PolicyConfig,
+    family: str | None,
+) -> bool:
+    ours = set(_FAMILY_MARKERS.get(family or "", ()))
+    for marker in policy.markers:
+        body = {"content": marker, "add_special": False, "parse_special": True, "with_pieces": True}
+        try:
+            status, answer = await _get_json(client, root + "/tokenize", headers, body)
+        except httpx.HTTPError as exc:
+            verdict.add(UNCHECKED, f"POST /tokenize failed ({type(exc).__name__})")
+            return False
+        tokens = answer.get("tokens") if isinstance(answer, dict) else None
+        if status != 200 or not isinstance(tokens, list) or not tokens:
+            verdict.add(UNCHECKED, f"POST /tokenize answered HTTP {status}: markers not checked")
+            return False
+        if len(tokens) == 1:
+            verdict.add(OK, f"{marker} is one special token here")
+            continue
+        pieces = " ".join(_piece(token) for token in tokens)
+        text = (
+            f"{marker} is {len(tokens)} tokens here ({pieces}): a model writing it is a "
+            "generation artifact — stop strings at the gateway are the fix"
+        )
+        if marker in ours:
+            verdict.add(
+                PROBLEM,
+                text + f"; and the {family} template writes it, so the template does not "
+                "belong to this vocabulary",
+            )
+        else:
+            verdict.add(NOTE, text)
+    return True
+
+
+def _piece(token: Any) -> str:
+    if isinstance(token, dict):
+        piece = token.get("piece")
+        if isinstance(piece, str):
+            return repr(piece)
+        if isinstance(piece, list):  # llama.cpp gives bytes when a piece is not UTF-8
+            return repr(bytes(b for b in piece if isinstance(b, int) and 0 <= b < 256))
+        return str(token.get("id"))
+    return str(token)

@@ -1,0 +1,221 @@
+"""The `[gateway]` section of society.toml: backends, policy, budgets, where the ledger is.
+
+    [gateway]
+    listen = "127.0.0.1:8090"
+
+    [gateway.policy]                    # one table for every backend (overridable per backend)
+    stop = ["<|im_end|>"]
+    max_tokens = 4096
+
+    [gateway.budget]                    # every caller's budget, unless [gateway.callers.NICK]
+    calls_per_day = 2000
+    tokens_per_day = 2000000
+    in_flight = 4
+
+    [gateway.backends.local]
+    base_url = "http://127.0.0.1:8000/v1"
+    prefixes = ["qwen", "mistral"]
+
+    [gateway.backends.cloud]
+    base_url = "https://api.example.com/v1"
+    api_key_env = "CLOUD_API_KEY"
+    prefixes = ["cloud/"]
+    strip_prefix = true
+    budget = { calls_per_day = 500 }
+
+The section is parsed here, from the table agents/config.py hands on, so
+that module knows nothing of the gateway. Every key is checked
+(`extra="forbid"`), and a mistake names the key and docs/gateway.md.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agents.config import parse_address
+from agents.home import DEFAULT_GATEWAY_LISTEN
+from room.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agents.home import Home
+
+__all__ = ["DEFAULT_MARKERS", "BackendConfig", "Budget", "GatewayConfig", "PolicyConfig"]
+
+# The chat-template markers of the common families (ChatML, Llama 3, Mistral/Llama 2,
+# GPT/Qwen base, Gemma): text a model should never write into an answer.
+DEFAULT_MARKERS = (
+    "<|im_end|>",
+    "<|im_start|>",
+    "<|eot_id|>",
+    "</s>",
+    "[INST]",
+    "<|endoftext|>",
+    "<end_of_turn>",
+)
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Budget(_Strict):
+    """Limits per day (UTC) and at once; None is no limit."""
+
+    calls_per_day: int | None = Field(default=None, ge=0)
+    tokens_per_day: int | None = Field(default=None, ge=0)
+    in_flight: int | None = Field(default=None, ge=1)
+
+
+class PolicyConfig(_Strict):
+    """Request-level policy: stop strings added and enforced, a max_tokens cap, markers cut."""
+
+    stop: list[str] = Field(default_factory=list)
+    max_tokens: int | None = Field(default=None, ge=1)
+    markers: list[str] = Field(default_factory=lambda: list(DEFAULT_MARKERS))
+
+    @field_validator("stop", "markers")
+    @classmethod
+    def _no_empty(cls, value: list[str]) -> list[str]:
+        if any(not item for item in value):
+            raise ValueError("has an empty string, which would cut every answer; remove it")
+        return value
+
+
+class PolicyOverride(_Strict):
+    """A backend's changes to the policy: stop strings added, the others replaced."""
+
+    stop: list[str] = Field(default_factory=list)
+    max_tokens: int | None = Field(default=None, ge=1)
+    markers: list[str] | None = None
+
+
+class BackendConfig(_Strict):
+    """One model server the gateway sends requests to."""
+
+    base_url: str = Field(description="up to and including /v1, e.g. http://127.0.0.1:8000/v1")
+    prefixes: list[str] = Field(min_length=1, description="the model names it serves, by prefix")
+    strip_prefix: bool = False
+    api_key_env: str | None = None
+    timeout_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
+    policy: PolicyOverride = Field(default_factory=PolicyOverride)
+    budget: Budget = Field(default_factory=Budget)
+    check: bool = Field(default=True, description="run `gateway check` on it at first start")
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://, e.g. http://127.0.0.1:8000/v1")
+        return value.rstrip("/")
+
+    @field_validator("prefixes")
+    @classmethod
+    def _prefixes(cls, value: list[str]) -> list[str]:
+        if any(not prefix for prefix in value):
+            raise ValueError('has an empty prefix; name the models it serves, e.g. ["qwen"]')
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _api_key_env(cls, value: str | None) -> str | None:
+        # Never echo the value: someone may have pasted the key itself here.
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError(
+                "must be the NAME of an environment variable (like OPENAI_API_KEY), "
+                "not the key itself"
+            )
+        return value
+
+    @property
+    def root_url(self) -> str:
+        """The server's own root (llama.cpp's /props and /tokenize live there, not under /v1)."""
+        return self.base_url.removesuffix("/v1")
+
+
+class GatewayConfig(_Strict):
+    """The whole `[gateway]` section."""
+
+    listen: str = DEFAULT_GATEWAY_LISTEN
+    url: str | None = Field(default=None, description="how callers reach it, when not `listen`")
+    ledger: str = Field(default="gateway/ledger.jsonl", description="relative to the home")
+    deadline_s: float = Field(
+        default=300.0, gt=0, allow_inf_nan=False, description="a request's whole time, retries in"
+    )
+    retries: int = Field(default=2, ge=0, le=10)
+    backoff_s: float = Field(default=0.2, ge=0, allow_inf_nan=False)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    budget: Budget = Field(default_factory=Budget)
+    callers: dict[str, Budget] = Field(default_factory=dict)
+    backends: dict[str, BackendConfig] = Field(default_factory=dict)
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        parse_address(value, "listen")
+        return value
+
+    @field_validator("backends")
+    @classmethod
+    def _backends(cls, value: dict[str, BackendConfig]) -> dict[str, BackendConfig]:
+        owners: dict[str, str] = {}
+        for name, backend in value.items():
+            if not _NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name!r} is not a usable backend name; use letters, digits, -, _"
+                )
+            for prefix in backend.prefixes:
+                if prefix in owners:
+                    raise ValueError(
+                        f"the prefix {prefix!r} is served by both {owners[prefix]} and {name}; "
+                        "give it to one of them"
+                    )
+                owners[prefix] = name
+        return value
+
+    @classmethod
+    def of(cls, home: Home) -> GatewayConfig:
+        """The home's `[gateway]` section as typed settings; a ConfigError says what to fix."""
+        try:
+            return cls.model_validate(home.society.gateway)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(("gateway", *(str(p) for p in first["loc"])))
+            message = first["msg"].removeprefix("Value error, ")
+            if first["type"] == "extra_forbidden":
+                message = "unknown key; check its spelling against docs/gateway.md"
+            raise ConfigError(f"{home.society_file}: {where}: {message}") from None
+
+    @classmethod
+    def required(cls, home: Home) -> GatewayConfig:
+        """The section, for serving: it must exist and name at least one backend."""
+        config = cls.of(home)
+        if not config.backends:
+            raise ConfigError(
+                f"{home.society_file}: [gateway] has no backends; add one, e.g. "
+                '[gateway.backends.local] base_url = "http://127.0.0.1:8000/v1", '
+                'prefixes = ["qwen"] (docs/gateway.md)'
+            )
+        return config
+
+    def ledger_path(self, home: Home) -> Path:
+        return home.path(self.ledger)
+
+    def caller_budget(self, nick: str) -> Budget:
+        return self.callers.get(nick, self.budget)
+
+    def policy_for(self, backend: str) -> PolicyConfig:
+        """The policy table with the backend's override applied."""
+        override = self.backends[backend].policy
+        stop = list(dict.fromkeys([*self.policy.stop, *override.stop]))
+        return PolicyConfig(
+            stop=stop,
+            max_tokens=override.max_tokens or self.policy.max_tokens,
+            markers=self.policy.markers if override.markers is None else override.markers,
+        )

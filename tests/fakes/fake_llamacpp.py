@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""A fake llama.cpp-style server with switchable behaviours, for the gateway's tests.
+
+    python tests/fakes/fake_llamacpp.py --port 0 [--behave JSON]
+
+prints its port as the first line of stdout, then serves on 127.0.0.1:
+
+    POST /v1/chat/completions   an answer, or with "stream": true server-sent events
+    GET  /v1/models             one model, its "model" name
+    GET  /props                 chat_template, bos_token, eos_token (llama.cpp's shape)
+    POST /tokenize              {"content", "with_pieces"} → {"tokens": [{"id", "piece"}...]}
+    POST /_fake/behave          merge a JSON object into the behaviour below
+    GET  /_fake/requests        every chat request received (path, headers, body)
+
+The behaviour (defaults first):
+
+    answer: "hello world"       the completion's text
+    chunk: 4                    characters per streamed chunk
+    template: "chatml"          chatml | mistral | llama3: the template /props reports
+    bos, eos: "<s>", "</s>"     what /props reports (Mistral's: with chatml, a mismatch)
+    special: []                 markers tokenized as one piece; others split (<|im_end|> → 6)
+    props, tokenize: true       false: the endpoint answers 404 (vLLM, Ollama, a cloud API)
+    honour_stop: true           false: the stop strings in a request are ignored
+    usage: true                 false: no usage in answers (the gateway must estimate)
+    delay: 0                    seconds before answering
+    fail: 0, fail_status: 503   the next `fail` chat requests get this status
+    status: null                every chat request gets this status (a dead backend)
+    echo_auth: false            true: a failure's body quotes the Authorization header
+    model: "fake-model"
+
+Stdlib only, so it starts fast; threads, HTTP/1.1 keep-alive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+TEMPLATES = {
+    "chatml": "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+    "{% endfor %}<|im_start|>assistant\n",
+    "mistral": "{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}",
+    "llama3": "<|begin_of_text|>{% for m in messages %}<|start_header_id|>{{ m.role }}"
+    "<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endfor %}",
+}
+DEFAULTS: dict[str, Any] = {
+    "answer": "hello world",
+    "chunk": 4,
+    "template": "chatml",
+    "bos": "<s>",
+    "eos": "</s>",
+    "special": [],
+    "props": True,
+    "tokenize": True,
+    "honour_stop": True,
+    "usage": True,
+    "delay": 0,
+    "fail": 0,
+    "fail_status": 503,
+    "status": None,
+    "echo_auth": False,
+    "model": "fake-model",
+}
+_PIECES = re.compile(r"[A-Za-z]+|_[A-Za-z]+|.", re.S)
+
+
+class State:
+    def __init__(self, behave: dict[str, Any]) -> None:
+        self.behave = {**DEFAULTS, **behave}
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+
+def tokenize(text: str, special: list[str]) -> list[dict[str, Any]]:
+    tokens: list[dict[str, Any]] = []
+    at = 0
+    while at < len(text):
+        for marker in special:
+            if text.startswith(marker, at):
+                tokens.append({"id": 32000 + special.index(marker), "piece": marker})
+                at += len(marker)
+                break
+        else:
+            piece = _PIECES.match(text, at)
+            assert piece is not None
+            tokens.append({"id": 100 + len(tokens), "piece": piece.group(0)})
+            at = piece.end()
+    return tokens
+
+
+def _handler(state: State) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, body: Any, content_type: str = "application/json") -> None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _body(self) -> Any:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                return json.loads(raw) if raw else {}
+            except ValueError:
+                return None
+
+        def do_GET(self) -> None:
+            behave = state.behave
+            if self.path == "/v1/models":
+                self._send(200, {"object": "list", "data": [{"id": behave["model"]}]})
+            elif self.path == "/props" and behave["props"]:
+                self._send(
+                    200,
+                    {
+                        "default_generation_settings": {"n_ctx": 4096},
+                        "total_slots": 1,
+                        "model_path": "/models/fake.gguf",
+                        "chat_template": TEMPLATES[behave["template"]],
+                        "bos_token": behave["bos"],
+                        "eos_token": behave["eos"],
+                        "build_info": "fake",
+                    },
+                )
+            elif self.path == "/_fake/requests":
+                with state.lock:
+                    self._send(200, list(state.requests))
+            elif self.path == "/health":
+                self._send(200, {"status": "ok"})
+            else:
+                self._send(404, {"error": {"code": 404, "message": "File Not Found"}})
+
+        def do_POST(self) -> None:
+            body = self._body()
+            if self.path == "/_fake/behave":
+                state.behave.update(body or {})
+                self._send(200, state.behave)
+            elif self.path == "/tokenize" and state.behave["tokenize"]:
+                tokens = tokenize(str((body or {}).get("content", "")), state.behave["special"])
+                if not (body or {}).get("with_pieces"):
+                    tokens = [t["id"] for t in tokens]
+                self._send(200, {"tokens": tokens})
+            elif self.path.endswith("/chat/completions"):
+                self._chat(body if isinstance(body, dict) else {})
+            else:
+                self._send(404, {"error": {"code": 404, "message": "File Not Found"}})
+
+        def _chat(self, body: dict[str, Any]) -> None:
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            with state.lock:
+                state.requests.append({"path": self.path, "headers": headers, "body": body})
+                behave = dict(state.behave)
+                failing = behave["fail"] > 0
+                if failing:
+                    state.behave["fail"] -= 1
+            if behave["delay"]:
+                time.sleep(float(behave["delay"]))
+            if behave["status"] is not None or failing:
+                status = behave["status"] or behave["fail_status"]
+                message = "fake failure"
+                if behave["echo_auth"]:
+                    message += f" for {headers.get('authorization', '')}"
+                self._send(int(status), {"error": {"code": status, "message": message}})
+                return
+            text = str(behave["answer"])
+            stops = body.get("stop") or []
+            if behave["honour_stop"]:
+                for stop in [stops] if isinstance(stops, str) else stops:
+                    if stop in text:
+                        text = text[: text.index(stop)]
+            usage = {"prompt_tokens": 7, "completion_tokens": max(1, len(text) // 4)}
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+            model = body.get("model", behave["model"])
+            if body.get("stream"):
+                self._stream(text, model, usage if behave["usage"] else None, int(behave["chunk"]))
+                return
+            answer: dict[str, Any] = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+            if behave["usage"]:
+                answer["usage"] = usage
+            self._send(200, answer)
+
+        def _stream(self, text: str, model: str, usage: Any, size: int) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            pieces = [text[i : i + size] for i in range(0, len(text), max(1, size))]
+            base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model}
+            try:
+                for i, piece in enumerate(pieces):
+                    last = i == len(pieces) - 1
+                    chunk = {
+                        **base,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {"content": piece},
+                                "finish_reason": "stop" if last else None,
+                            }
+                        ],
+                    }
+                    if last and usage:
+                        chunk["usage"] = usage
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
+
+    return Handler
+
+
+def serve(port: int, behave: dict[str, Any]) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(State(behave)))
+    server.daemon_threads = True
+    return server
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--behave", default="{}", help="a JSON object of behaviours")
+    args = parser.parse_args()
+    server = serve(args.port, json.loads(args.behave))
+    print(server.server_address[1], flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever(poll_interval=0.05)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""`bullpen gateway check`: failure mode D told apart, against fake llama.cpp servers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tests.gateway.helpers import FakeBackend, GatewayHome
+from tests.support import run_cli
+
+StartFake = Callable[..., FakeBackend]
+
+
+def test_mistral_tokens_with_a_chatml_template_is_a_mismatch(
+    gw: GatewayHome, fake: StartFake
+) -> None:
+    """A ChatML template on Mistral bos/eos is named a mismatch, <|im_end|> is six tokens, exit 1."""
+    wrong = fake(template="chatml", bos="<s>", eos="</s>", special=["<s>", "</s>"])
+    gw.configure({"mistral": {"base_url": wrong.base_url, "prefixes": ["mistral"]}})
+    done = run_cli(gw.society.root, "gateway", "check")
+    assert done.returncode == 1, done.stderr
+    out = done.stdout
+    assert "template mismatch: Mistral bos/eos <s> </s> with a ChatML template" in out
+    assert "--chat-template-file" in out
+    assert "<|im_end|> is 6 tokens here ('<' '|' 'im' '_end' '|' '>')" in out
+    assert "stop strings at the gateway are the fix" in out
+    assert "</s> is one special token here" in out
+
+
+def test_a_matching_template_with_special_markers_passes(gw: GatewayHome, fake: StartFake) -> None:
+    """A ChatML template whose markers are special tokens of the vocabulary checks clean, exit 0."""
+    right = fake(
+        template="chatml",
+        bos="<|im_start|>",
+        eos="<|im_end|>",
+        special=["<|im_end|>", "<|im_start|>"],
+    )
+    gw.configure({"qwen": {"base_url": right.base_url, "prefixes": ["qwen"]}})
+    done = run_cli(gw.society.root, "gateway", "check", "qwen")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "a ChatML template with bos/eos <|im_start|> <|im_end|>: they match" in done.stdout
+    assert "<|im_end|> is one special token here" in done.stdout
+    assert "PROBLEM" not in done.stdout
+
+
+def test_a_server_without_props_or_tokenize_says_what_was_not_checked(
+    gw: GatewayHome, fake: StartFake
+) -> None:
+    """A server with neither endpoint (vLLM, Ollama, a cloud API) is unchecked, says where to look."""
+    other = fake(props=False, tokenize=False)
+    gw.configure({"vllm": {"base_url": other.base_url, "prefixes": ["v"]}})
+    done = run_cli(gw.society.root, "gateway", "check")
+    assert done.returncode == 0
+    assert "unchecked" in done.stdout
+    assert "offers neither GET /props nor POST /tokenize" in done.stdout
+    assert "model card" in done.stdout
+
+
+def test_unreachable_backend_and_unknown_name(gw: GatewayHome) -> None:
+    """A backend nobody answers for is a problem (exit 1); a backend name not configured is exit 2."""
+    gw.configure({"gone": {"base_url": "http://127.0.0.1:9/v1", "prefixes": ["g"]}})
+    done = run_cli(gw.society.root, "gateway", "check")
+    assert done.returncode == 1
+    assert "cannot reach http://127.0.0.1:9" in done.stdout
+    unknown = run_cli(gw.society.root, "gateway", "check", "nope")
+    assert unknown.returncode == 2
+    assert "there is no [gateway.backends.nope]; the backends are gone" in unknown.stderr
+
+
+def test_the_gateway_checks_a_new_backend_at_start(gw: GatewayHome, fake: StartFake) -> None:
+    """At its first start the gateway checks each backend and logs the mismatch; later starts do not."""
+    wrong = fake(template="chatml", bos="<s>", eos="</s>")
+    gw.configure({"mistral": {"base_url": wrong.base_url, "prefixes": ["mistral"]}})
+    gw.token("operator")
+    proc = gw.start()
+    from tests.support import wait_for
+
+    wait_for(lambda: "template mismatch" in proc.output(), 20, "the start-up check's verdict")
+    assert (gw.society.root / "gateway" / "checked.json").exists()
