@@ -22,13 +22,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import structlog
-from pydantic import BaseModel
 
 from agents.home import Home
 from agents.runtime import handlers
 from agents.runtime.cursor import Cursor
 from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost, screened
-from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
+from agents.runtime.services import StepServices
+from agents.runtime.step import Reply, StepContext
 from agents.runtime.wake import is_ping, orchestrator_problem, refusal, wake_set
 from room import logs, pidlock
 from room.client import RoomClient, read_file
@@ -36,7 +36,6 @@ from room.durable import durable_end
 from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
 from room.log import Filter
 from room.message import Message
-from room.openapi import MAX_READ_SENDERS
 from room.reader import RoomFile
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
 
@@ -77,88 +76,17 @@ class Lurker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending: dict[int, Position] = {}
         self._last = Position(0)
-        self._seats: Any = None
+        self.services = StepServices(home, nick, self.config, self.client, self.trusted)
         self.ctx = StepContext(
             nick=nick,
             home=home,
             options=dict(self.config.options),
-            judge=self._judge_call,
-            read_thread=self.read_thread,
-            read_to=self.read_to,
-            read_trusted=self.read_trusted,
+            judge=self.services.judge,
+            read_thread=self.services.read_thread,
+            read_to=self.services.read_to,
+            read_trusted=self.services.read_trusted,
         )
         self.handler.prepare(self.ctx)
-
-    # -- what steps may use -------------------------------------------------
-
-    async def _judge_call(
-        self, role: str, request: JudgmentRequest, schema: type[BaseModel]
-    ) -> Judgment[Any]:
-        from agents.seats import build_seats, make_judge
-        from agents.seats.tables import GatewayAccess
-
-        if self._seats is None:
-            # One registry per process: an openai seat remembers what its server supports.
-            gateway = None
-            if self.home.has_gateway:  # this nick's way through it: the URL and its token
-                gateway = GatewayAccess(
-                    self.home.gateway_url(), self.home.gateway_token_file(self.nick)
-                )
-            self._seats = build_seats(self.home.society.seats, gateway)
-        seat = self.config.seat  # this nick's own seat, for whatever role it judges
-        judge = make_judge(self._seats, {role: seat} if seat else None, self.home.screen)
-        return await judge(role, request, schema)
-
-    async def read_thread(self, thread: str, through: int = 0) -> list[Message]:
-        """A run's whole thread, read over the hub (never from a file).
-
-        `through` is the seq that woke us: a lurker tailing the file can see a
-        line a moment before the hub has synced and acknowledged it, so wait
-        (briefly) until the hub's answer covers it.
-        """
-        messages, _ = await self._read_thread_after(thread, 0, through)
-        return messages
-
-    async def read_trusted(
-        self, thread: str, after: int, through: int = 0
-    ) -> tuple[list[Message], int]:
-        """The thread's verified lines from trusted nicks after seq `after`, and the seq the
-        answer covers up to (pass it as `after` next time). The hub filters: lines nobody
-        trusts, however many, are never sent, so the reader's cost follows what can matter."""
-        # A trust table longer than /read takes senders is filtered on `verified` alone
-        # (Run drops the rest); ordinary tables name a handful of nicks.
-        senders = self.trusted if len(self.trusted) <= MAX_READ_SENDERS else None
-        return await self._read_thread_after(thread, after, through, senders=senders, verified=True)
-
-    async def _read_thread_after(
-        self, thread: str, after: int, through: int, **filters: Any
-    ) -> tuple[list[Message], int]:
-        messages: list[Message] = []
-        wait = 0.0
-        while True:
-            lines, last = await self.client.read(after, 1000, thread=thread, wait=wait, **filters)
-            messages += [Message.model_validate(line) for line in lines]
-            after = max(after, last)
-            if len(lines) == 1000:
-                wait = 0.0  # more to page through
-            elif after >= through:
-                return messages, after
-            elif wait:
-                raise HubUnavailable(f"the hub has not acknowledged seq {through} after {wait:g} s")
-            else:
-                wait = 5.0  # long-poll: the hub answers the moment it commits the line
-
-    async def read_to(self, nick: str, window: int) -> list[Message]:
-        """Messages to @nick among the room's last `window` lines, read over the hub."""
-        head = int((await self.client.health())["seq"])
-        after = max(0, head - window)
-        messages: list[Message] = []
-        while True:
-            lines, last = await self.client.read(after, 1000, to=f"@{nick}")
-            messages += [Message.model_validate(line) for line in lines]
-            if len(lines) < 1000:
-                return messages
-            after = last
 
     # -- the loop ----------------------------------------------------------
 
