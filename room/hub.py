@@ -28,11 +28,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from room import openapi
+from room import guard, openapi
 from room.errors import BadPost, BadRequest, BullpenError, DurabilityError, PostRejected
+from room.limits import HubLimits, Limits
 from room.log import Draft, Filter, RoomLog
 from room.message import check_nick, parse_request
 from room.openapi import MAX_AFTER
+from room.readbody import PAGE_LINES, ReadAnswer
 from trust.gate import Gate
 
 log = structlog.get_logger("room.hub")
@@ -49,9 +51,10 @@ def _error(exc: BullpenError, status: int) -> JSONResponse:
 class Hub:
     """What both listeners share: the log and the gate."""
 
-    def __init__(self, room_log: RoomLog, gate: Gate) -> None:
+    def __init__(self, room_log: RoomLog, gate: Gate, limits: Limits | None = None) -> None:
         self.log = room_log
         self.gate = gate
+        self.limits = limits  # room/limits.py: None bounds nothing (in-process tests)
         self.stopping = asyncio.Event()  # ends every long-poll at once on shutdown
 
     async def _wait_for_lines(self, after: int, timeout: float) -> bool:
@@ -115,28 +118,25 @@ class ListenerApp:
         raw = await _body(request)
         post_request = parse_request(raw, screen=self.hub.gate.refuse_secrets)
         verified = await self.hub.gate.admit(post_request, self.relaxed)
+        if not verified and self.hub.limits is not None:
+            self.hub.limits.admit_unverified(post_request.post.from_, len(raw))
         stored = await self.hub.log.append(Draft(post_request.post, verified))
         return Response(stored.raw, media_type="application/json")
 
     async def read(self, request: Request) -> Response:
         hub = self.hub
         after, limit, wait, flt = _read_params(request)
-        result = await hub.log.read(after, limit, flt)
+        page = min(limit, PAGE_LINES)  # the rest, if any, is read as the answer is sent
+        result = await hub.log.read(after, page, flt)
         deadline = asyncio.get_running_loop().time() + wait
         while not result.lines and wait > 0 and not hub.stopping.is_set():
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
                 break
             if await hub._wait_for_lines(result.last_seq, remaining):
-                result = await hub.log.read(result.last_seq, limit, flt)
-        payload = (
-            b'{"messages":['
-            + b",".join(result.lines)
-            + b'],"last_seq":'
-            + str(result.last_seq).encode()
-            + b"}"
-        )
-        return Response(payload, media_type="application/json")
+                result = await hub.log.read(result.last_seq, page, flt)
+        limits = hub.limits.settings if hub.limits is not None else HubLimits()
+        return ReadAnswer(hub.log, result, page, limit, flt, limits.read_max_bytes)  # type: ignore[return-value]
 
     async def health(self, request: Request) -> Response:
         """200 while the room can store a post; 503, saying why, while it cannot."""
@@ -148,7 +148,10 @@ class ListenerApp:
             "listener": self.listener,
             "seq": log.head.seq,
             "head": log.head.hash,
+            "room_bytes": log.stored_bytes(),
         }
+        if self.hub.limits is not None:
+            body.update(self.hub.limits.health(self.listener))
         if problem is not None:
             body["problem"] = problem
         return JSONResponse(body, status_code=200 if problem is None else 503)
@@ -307,17 +310,23 @@ async def serve(
 
     hub.log.on_fatal = fatal
     tasks = []
+    limits = hub.limits.settings if hub.limits is not None else HubLimits()
     for listener in listeners:
+        watch = guard.ConnectionGuard(
+            limits.max_connections, limits.head_timeout_s, limits.body_timeout_s
+        )
+        if hub.limits is not None:
+            hub.limits.guards[listener.name] = watch
         config = uvicorn.Config(
             hub.app(listener.relaxed),
             log_config=None,
             access_log=False,
             lifespan="off",
-            http="httptools",
+            http=guard.guarded_protocol(watch),  # head/body timeouts, bounded connections
             proxy_headers=False,  # the hub trusts no proxy's word on who is calling
             server_header=False,
             timeout_graceful_shutdown=5,
-            timeout_keep_alive=30,
+            timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]
         )
         server = _Server(config)
         serving.servers.append(server)

@@ -22,8 +22,9 @@ import asyncio
 import errno
 import os
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import structlog
@@ -36,6 +37,7 @@ from room.ids import IdClock
 from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Stored, build_line
 from room.message import Message, parse_line
 from room.reader import RoomFile, seq_of
+from room.threadscan import Scanner
 
 log = structlog.get_logger("room.jsonl")
 
@@ -211,8 +213,13 @@ class JsonlLog(RoomLog):
         self._before_sync = list(before_sync)
         self._io = io or FileIO()
         self._cache: deque[_Cached] = deque(maxlen=cache_lines)
-        self._threads: OrderedDict[str, list[int]] = OrderedDict()
         self._thread_index_size = thread_index_size
+        self._scanner: Scanner | None = None
+        # The writer's own threads (the room's write+fsync, and each before_sync hook):
+        # reads run on the Scanner's thread, so no read can queue in front of a write.
+        self._write_pool = ThreadPoolExecutor(
+            max_workers=1 + len(self._before_sync), thread_name_prefix="room-writer"
+        )
         self._ids = IdClock()
         self._queue: list[tuple[Draft, asyncio.Future[Stored]]] = []
         self._fd = -1
@@ -236,6 +243,9 @@ class JsonlLog(RoomLog):
     def describe(self) -> dict[str, str]:
         return {"room": str(self.path)}
 
+    def stored_bytes(self) -> int | None:
+        return self._size
+
     async def open(self) -> OpenReport:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _take_lock(self.path)
@@ -255,6 +265,7 @@ class JsonlLog(RoomLog):
             self._release()
             raise
         self._reader = RoomFile(self.path)
+        self._scanner = Scanner(self._reader, self._thread_index_size)
         self._kick = asyncio.Event()
         self._writer_task = asyncio.create_task(self._writer(), name="room-writer")
         return OpenReport(self._head, notes)
@@ -307,9 +318,10 @@ class JsonlLog(RoomLog):
         blob = b"".join(s.raw + b"\n" for s in stored)
         # Side files (the nonce journal) sync on their own thread, alongside the
         # room's write and fsync: a batch costs one fsync's latency, not two.
+        loop = asyncio.get_running_loop()
         outcomes = await asyncio.gather(
-            *(asyncio.to_thread(hook) for hook in self._before_sync),
-            asyncio.to_thread(self._write_and_sync, blob),
+            *(loop.run_in_executor(self._write_pool, hook) for hook in self._before_sync),
+            loop.run_in_executor(self._write_pool, self._write_and_sync, blob),
             return_exceptions=True,
         )
         errors = [o for o in outcomes if isinstance(o, BaseException)]
@@ -333,8 +345,9 @@ class JsonlLog(RoomLog):
         self._head = head
         for line in stored:
             self._cache.append(_Cached(line))
-            if line.thread is not None and line.thread in self._threads:
-                self._threads[line.thread].append(line.seq)
+            index = self._scanner.index if self._scanner is not None else {}
+            if line.thread is not None and line.thread in index:
+                index[line.thread].append(line.seq)
         self._wake_readers()
 
     def _fail(self, exc: BaseException, batch: list[tuple[Draft, asyncio.Future[Stored]]]) -> None:
@@ -388,7 +401,8 @@ class JsonlLog(RoomLog):
                     if len(lines) == limit:
                         return ReadResult(lines, entry.seq)
             return ReadResult(lines, head)
-        return await asyncio.to_thread(self._scan, after, limit, flt, head, end)
+        assert self._scanner is not None
+        return await self._scanner.run(self._scan, after, limit, flt, head, end)
 
     def _scan(self, after: int, limit: int, flt: Filter, head: int, end: int) -> ReadResult:
         assert self._reader is not None
@@ -414,46 +428,38 @@ class JsonlLog(RoomLog):
         self, after: int, limit: int, flt: Filter, head: int, end: int
     ) -> ReadResult:
         thread = flt.thread
-        assert thread is not None
-        seqs = self._threads.get(thread)
+        assert thread is not None and self._scanner is not None
+        scanner = self._scanner
+        seqs = scanner.index.get(thread)
         if seqs is None:
-            everything = await asyncio.to_thread(
-                self._scan, 0, 1 << 62, Filter(thread=thread), head, end
-            )
-            seqs = [seq_of(raw) for raw in everything.lines]
-            # Lines appended while the scan ran are in the cache; add them before indexing.
-            if not self._cache or self._cache[0].seq <= head + 1:
-                seqs += [c.seq for c in self._cache if c.seq > head and c.thread == thread]
-                self._threads[thread] = seqs
-                while len(self._threads) > self._thread_index_size:
-                    self._threads.popitem(last=False)
+            while True:
+                found, covered = await scanner.scan(thread, head, end)
+                # Lines stored since the scan's head are in the cache, unless it moved past them.
+                if not self._cache or self._cache[0].seq <= covered + 1:
+                    break
+                head, end = self._head.seq, self._size  # a very long scan: once more
+            seqs = found + [c.seq for c in self._cache if c.seq > covered and c.thread == thread]
+            scanner.remember(thread, seqs)
+            head = max(head, covered)
         else:
-            self._threads.move_to_end(thread)
+            scanner.index.move_to_end(thread)
         wanted = [s for s in seqs if after < s <= head]
+        first_cached = self._cache[0].seq if self._cache else head + 1
+        if wanted and wanted[0] < first_cached:  # some have left the cache: read the file
+            lines = await scanner.run(scanner.file_lines, wanted, end, flt, limit)
+            if len(lines) == limit:
+                return ReadResult(lines, seq_of(lines[-1]))
+            return ReadResult(lines, head)
         narrower = flt.to is not None or flt.sender is not None
-        lines: list[bytes] = []
+        lines = []
         for seq in wanted:
-            raw = self._line_for(seq, end)
-            if raw is None:
+            entry = self._cache[seq - first_cached]
+            if narrower and not flt.matches(entry.sender, entry.to, entry.thread):
                 continue
-            if narrower:
-                message = parse_line(raw)
-                if not flt.matches(message.from_, message.to, message.thread):
-                    continue
-            lines.append(raw)
+            lines.append(entry.raw)
             if len(lines) == limit:
                 return ReadResult(lines, seq)
         return ReadResult(lines, head)
-
-    def _line_for(self, seq: int, end: int) -> bytes | None:
-        if self._cache and self._cache[0].seq <= seq:
-            entry = self._cache[seq - self._cache[0].seq]
-            return entry.raw
-        assert self._reader is not None
-        offset = self._reader.offset_after(seq - 1, end)
-        for _, raw in self._reader.lines_from(offset, end):
-            return raw
-        return None
 
     async def close(self) -> None:
         self._closing = True
@@ -465,6 +471,10 @@ class JsonlLog(RoomLog):
         self._release()
 
     def _release(self) -> None:
+        if self._scanner is not None:
+            self._scanner.close()
+            self._scanner = None
+        self._write_pool.shutdown(wait=False)
         if self._reader is not None:
             self._reader.close()
             self._reader = None

@@ -14,7 +14,7 @@ import asyncio
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from room import fileio, logs
 from room.chain import line_hash
 from room.errors import BullpenError, ConfigError, DurabilityError
+from room.guard import connection_bound, raise_fd_limit
 from room.hub import Hub, Listener, bind, serve
 from room.jsonl import JsonlLog
+from room.limits import HubLimits, Limits
 from room.log import Filter, RoomLog
 from trust import checkpoint, hubkey
 from trust.gate import Gate
@@ -47,6 +49,7 @@ class HubSettings:
     checkpoint_interval_s: float = 60.0
     engine: str = "jsonl"
     engine_options: dict[str, Any] = field(default_factory=dict)
+    limits: HubLimits = field(default_factory=HubLimits)
 
 
 def build_log(settings: HubSettings) -> tuple[RoomLog, NonceStore]:
@@ -166,6 +169,8 @@ async def run_hub(settings: HubSettings) -> int:
     logs.register_secret(secret)
     if token:
         logs.register_secret(token)
+    # Before anything opens a descriptor: 20,000 sockets must fit (room/guard.py).
+    fd_limit = raise_fd_limit()
 
     try:
         room_log, nonces = build_log(settings)
@@ -206,6 +211,8 @@ async def run_hub(settings: HubSettings) -> int:
     fatal: list[BaseException] = []
     room_log.on_fatal = fatal.append
     gate = Gate(trust, secret, token, nonces)
+    bound = connection_bound(settings.limits.max_connections, len(listeners), fd_limit)
+    limits = Limits(replace(settings.limits, max_connections=bound), settings.room.parent)
 
     def ready() -> None:
         where = ", ".join(f"{item.name} {item.address}" for item in listeners)
@@ -214,7 +221,7 @@ async def run_hub(settings: HubSettings) -> int:
     checkpointer = Checkpointer(settings.room, room_log, hub_key)
     ticker = asyncio.create_task(checkpointer.every(settings.checkpoint_interval_s))
     try:
-        await serve(Hub(room_log, gate), listeners, on_ready=ready)
+        await serve(Hub(room_log, gate, limits), listeners, on_ready=ready)
     finally:
         ticker.cancel()
         await room_log.close()
