@@ -34,7 +34,7 @@ from room.limits import HubLimits, Limits
 from room.log import Draft, Filter, RoomLog
 from room.message import check_nick, parse_request
 from room.openapi import MAX_AFTER
-from room.readbody import PAGE_LINES, ReadAnswer
+from room.readbody import FIRST_PAGE_LINES, ReadAnswer
 from trust.gate import Gate
 
 log = structlog.get_logger("room.hub")
@@ -126,7 +126,7 @@ class ListenerApp:
     async def read(self, request: Request) -> Response:
         hub = self.hub
         after, limit, wait, flt = _read_params(request)
-        page = min(limit, PAGE_LINES)  # the rest, if any, is read as the answer is sent
+        page = min(limit, FIRST_PAGE_LINES)  # the rest, if any, is read as the answer is sent
         result = await hub.log.read(after, page, flt)
         deadline = asyncio.get_running_loop().time() + wait
         while not result.lines and wait > 0 and not hub.stopping.is_set():

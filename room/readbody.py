@@ -18,7 +18,8 @@ from starlette.types import Receive, Scope, Send
 from room.log import Filter, ReadResult, RoomLog
 from room.reader import seq_of
 
-PAGE_LINES = 64  # lines fetched from the log per page of a long answer
+FIRST_PAGE_LINES = 8  # the first read: most answers (a lurker's) are a few lines
+PAGE_BYTES = 256 * 1024  # later pages: about this many bytes each, by the lines seen so far
 
 
 def _fit(lines: list[bytes], budget: int, empty: bool) -> list[bytes]:
@@ -62,26 +63,36 @@ class ReadAnswer:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         budget = self.max_bytes
-        lines, last_seq, more = self._take(self.first, self.page, 0, budget, 0)
+        first, self.first = self.first, ReadResult([], 0)  # held only while it is sent
+        lines, last_seq, more = self._take(first, self.page, 0, budget, 0)
+        del first
         head = b'{"messages":[' + b",".join(lines)
         if not more:  # the common case: one page, one write, a Content-Length
             body = head + b'],"last_seq":' + str(last_seq).encode() + b"}"
+            del head, lines
             await send(_start([(b"content-length", str(len(body)).encode())]))
             await send({"type": "http.response.body", "body": body})
             return
         await send(_start([]))  # chunked: the length is not known yet
-        await send({"type": "http.response.body", "body": head, "more_body": True})
         sent = len(lines)
-        budget -= sum(len(line) + 1 for line in lines)
+        used = sum(len(line) + 1 for line in lines)
+        del lines
+        await send({"type": "http.response.body", "body": head, "more_body": True})
+        del head
+        budget -= used
         while more:
-            asked = min(PAGE_LINES, self.limit - sent)
+            per_line = max(1, used // max(1, sent))
+            asked = max(1, min(self.limit - sent, PAGE_BYTES // per_line))
             result = await self.log.read(last_seq, asked, self.flt)
             lines, last_seq, more = self._take(result, asked, sent, budget, last_seq)
             if lines:
                 chunk = b"," + b",".join(lines)
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 sent += len(lines)
+                used += len(chunk)
                 budget -= len(chunk)
+                del lines, result
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                del chunk
         tail = b'],"last_seq":' + str(last_seq).encode() + b"}"
         await send({"type": "http.response.body", "body": tail})
 
