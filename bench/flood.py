@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -58,6 +59,13 @@ def cli_say(society: Society, body: str) -> float:
     return elapsed
 
 
+def cli_startup() -> float:
+    """Seconds for `bullpen --help`: what the machine's load alone costs a command."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "agents.cli", "--help"], capture_output=True, check=True)
+    return time.perf_counter() - started
+
+
 def flooders(
     society: Society, plan: list[tuple[str, int]], seconds: float
 ) -> list[subprocess.Popen[str]]:
@@ -89,6 +97,7 @@ def connection_flood(base: Path, total: int, rows: list[tuple[str, str, str]]) -
     hub = society.start_hub()
     try:
         idle = [cli_say(society, f"idle {i}") for i in range(3)]
+        startup = cli_startup()
         rss_idle = rss_mib(hub.pid)[0]
         quarter = total // 4
         plan = [
@@ -101,6 +110,7 @@ def connection_flood(base: Path, total: int, rows: list[tuple[str, str, str]]) -
         time.sleep(5)  # let the flood reach its steady churn
         health = httpx.get(f"{society.strict_url}/health", timeout=30).json()
         flooded = [cli_say(society, f"flooded {i}") for i in range(5)]
+        startup_flooded = cli_startup()
         probe = asyncio.run(post_latencies(society, 20))
         rss_now, _ = rss_mib(hub.pid)
         results = [p.communicate(input="", timeout=120)[0].strip() for p in procs]
@@ -116,6 +126,13 @@ def connection_flood(base: Path, total: int, rows: list[tuple[str, str, str]]) -
             f"`bullpen say` under {total:,} idle/half-open + 200 tricklers (max of 5)",
             f"{max(flooded):.2f} s",
             "goal < 5 s",
+        )
+    )
+    rows.append(
+        (
+            "`bullpen --help` (start-up only), idle / flooded",
+            f"{startup:.2f} / {startup_flooded:.2f} s",
+            "the machine's load, not the hub",
         )
     )
     rows.append(
@@ -268,6 +285,8 @@ def main() -> int:
         connection_flood(base, 2000 if args.quick else 20_000, rows)
         unread_answers(base, 20 if args.quick else 200, rows)
         unknown_threads(base, 30 if args.quick else 300, 256, rows)
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    rows.append((f"load average at the end ({os.cpu_count()} CPUs)", load, ""))
     print_table([("measure", "value", "note"), *rows])
     return 0
 

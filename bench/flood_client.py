@@ -1,4 +1,4 @@
-"""A hostile local client: holds N connections to a hub, reopening each one the hub cuts.
+"""A hostile local client: holds N connections to a hub, reopening each one the hub cuts (0.2 s later).
 
     python bench/flood_client.py HOST PORT MODE N SECONDS
 
@@ -15,6 +15,7 @@ import resource
 import sys
 
 HALF = b"GET /read?after=0 HTTP/1.1\r\nHost: hub\r\nX-Pad: "
+REOPEN_S = 0.2  # how soon a cut connection is opened again
 TRICKLE = b"GET /health HTTP/1.1\r\nHost: hub\r\nX-Slow: " + b"a" * 4000 + b"\r\n\r\n"
 
 
@@ -55,6 +56,7 @@ async def hold(host: str, port: int, mode: str, counts: Counts) -> None:
         finally:
             counts.held -= 1
             writer.close()
+        await asyncio.sleep(REOPEN_S)  # a client that holds its sockets, not a SYN flood
 
 
 async def main(host: str, port: int, mode: str, n: int, seconds: float) -> None:

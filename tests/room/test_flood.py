@@ -196,3 +196,39 @@ def test_reads_of_unknown_threads_do_not_delay_acknowledgements(
     assert pending > 0, "every scan ended before the posts: the room is too small to tell"
     assert max(latencies) < 5, f"a post waited {max(latencies):.2f} s behind the scans"
     assert found == 0
+
+
+def test_thread_reads_find_every_line_of_the_thread_and_nothing_else(tmp_path: Path) -> None:
+    """A scanned thread holds its own lines (from the file and the cache), not a "thread" key in data."""
+    from room.jsonl import JsonlLog
+    from room.log import Draft, Filter
+    from room.message import Post
+
+    def draft(n: int, thread: str | None, data: dict | None = None) -> Draft:
+        fields = {"from": "w", "to": "@sink", "type": "chat", "body": f"line {n}", "thread": thread}
+        return Draft(Post.model_validate({**fields, "data": data}), verified=False)
+
+    async def run() -> tuple[list[int], list[int], list[int]]:
+        room = tmp_path / "room.jsonl"
+        log = JsonlLog(room, cache_lines=16)
+        await log.open()
+        for n in range(200):  # most of these leave the 16-line cache
+            thread = "t" if n % 7 == 0 else None
+            await log.append(draft(n, thread, {"thread": "t"} if n % 5 == 0 else None))
+        await log.close()
+        log = JsonlLog(room, cache_lines=16)
+        await log.open()
+        scans = await asyncio.gather(*(log.read(0, 1000, Filter(thread="t")) for _ in range(8)))
+        await log.append(draft(200, "t"))
+        later = await log.read(0, 1000, Filter(thread="t"))  # from the index now, plus the new line
+        paged = await log.read(100, 3, Filter(thread="t"))
+        await log.close()
+        seqs = [[json.loads(line)["seq"] for line in r.lines] for r in (*scans, later, paged)]
+        assert all(s == seqs[0] for s in seqs[:8])
+        return seqs[0], seqs[8], seqs[9]
+
+    first, later, paged = asyncio.run(run())
+    expected = [n + 1 for n in range(200) if n % 7 == 0]
+    assert first == expected
+    assert later == [*expected, 201]
+    assert paged == [s for s in expected if s > 100][:3]
