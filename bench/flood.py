@@ -247,7 +247,7 @@ def unknown_threads(
 ) -> None:
     society = Society(base / "home-scan")
     started = time.perf_counter()
-    synthetic_room(society.room, megabytes * 1024 * 1024 // 330)
+    synthetic_room(society.room, megabytes * 1_000_000 // 300)  # ~300-byte lines
     built = time.perf_counter() - started
     size = society.room.stat().st_size
     society.start_hub()
