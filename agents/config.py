@@ -10,6 +10,7 @@ Paths are relative to the home that holds the file.
 from __future__ import annotations
 
 import tomllib
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +25,7 @@ from pydantic import (
 )
 
 from room.errors import ConfigError
+from room.limits import HubLimits
 from room.message import check_nick
 
 
@@ -73,6 +75,26 @@ class HubConfig(_Strict):
     url: str | None = Field(default=None, description="how clients reach the strict listener")
     relaxed_url: str | None = None
     checkpoint_interval_s: float = Field(default=60.0, gt=0)
+    # Bounds against a flooding client (room/limits.py, docs/room.md "Limits"); 0 turns a rate off.
+    head_timeout_s: float = Field(default=HubLimits.head_timeout_s, gt=0)
+    body_timeout_s: float = Field(default=HubLimits.body_timeout_s, gt=0)
+    idle_timeout_s: float = Field(default=HubLimits.idle_timeout_s, gt=0)
+    max_connections: int = Field(default=HubLimits.max_connections, ge=16)
+    read_max_bytes: int = Field(default=HubLimits.read_max_bytes, ge=64 * 1024)
+    unverified_nick_posts_per_s: float = Field(default=HubLimits.unverified_nick_posts_per_s, ge=0)
+    unverified_nick_bytes_per_s: float = Field(default=HubLimits.unverified_nick_bytes_per_s, ge=0)
+    unverified_total_posts_per_s: float = Field(
+        default=HubLimits.unverified_total_posts_per_s, ge=0
+    )
+    unverified_total_bytes_per_s: float = Field(
+        default=HubLimits.unverified_total_bytes_per_s, ge=0
+    )
+    unverified_burst_s: float = Field(default=HubLimits.unverified_burst_s, gt=0)
+    min_free_disk_bytes: int = Field(default=HubLimits.min_free_disk_bytes, ge=0)
+
+    def limits(self) -> HubLimits:
+        """The bounds as the hub takes them."""
+        return HubLimits(**{f.name: getattr(self, f.name) for f in fields(HubLimits)})
 
     @field_validator("strict", "relaxed")
     @classmethod

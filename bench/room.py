@@ -28,7 +28,7 @@ from bench.table import print_table  # noqa: E402
 from room.chain import GENESIS, line_hash  # noqa: E402
 from room.client import read_file  # noqa: E402
 from room.reader import RoomFile  # noqa: E402
-from tests.support import Society  # noqa: E402
+from tests.support import Society, set_hub  # noqa: E402
 
 CLIENT = str(REPO / "bench" / "load_client.py")
 
@@ -134,6 +134,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bullpen-bench-") as tmp:
         base = Path(tmp)
         society = Society(base / "home")
+        # The load clients post unverified at full speed: turn the stranger limits off.
+        set_hub(
+            society.root,
+            unverified_nick_posts_per_s=0,
+            unverified_nick_bytes_per_s=0,
+            unverified_total_posts_per_s=0,
+            unverified_total_bytes_per_s=0,
+        )
         society.start_hub()
         try:
             raw = raw_fsync_rate(society.room.parent, 3.0)

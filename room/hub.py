@@ -30,11 +30,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from room import openapi
+from room import guard, openapi
 from room.errors import BadPost, BadRequest, BullpenError, DurabilityError, PostRejected
+from room.limits import HubLimits, Limits
 from room.log import Draft, Filter, RoomLog
 from room.message import check_nick, parse_request
 from room.openapi import MAX_AFTER, MAX_READ_SENDERS
+from room.readbody import FIRST_PAGE_LINES, ReadAnswer
 from trust.gate import Gate
 
 log = structlog.get_logger("room.hub")
@@ -51,9 +53,10 @@ def _error(exc: BullpenError, status: int) -> JSONResponse:
 class Hub:
     """What both listeners share: the log and the gate."""
 
-    def __init__(self, room_log: RoomLog, gate: Gate) -> None:
+    def __init__(self, room_log: RoomLog, gate: Gate, limits: Limits | None = None) -> None:
         self.log = room_log
         self.gate = gate
+        self.limits = limits  # room/limits.py: None bounds nothing (in-process tests)
         self.stopping = asyncio.Event()  # ends every long-poll at once on shutdown
 
     async def _wait_for_lines(self, after: int, timeout: float) -> bool:
@@ -125,6 +128,8 @@ class ListenerApp:
         raw = await _body(request)
         post_request = parse_request(raw, screen=self.hub.gate.refuse_secrets)
         verified = await self.hub.gate.admit(post_request, self.relaxed)
+        if not verified and self.hub.limits is not None:
+            self.hub.limits.admit_unverified(post_request.post.from_, len(raw))
         via = self.hub.gate.admitted_via(post_request, self.relaxed, verified)
         stored = await self.hub.log.append(Draft(post_request.post, verified, via))
         return Response(stored.raw, media_type="application/json")
@@ -132,22 +137,17 @@ class ListenerApp:
     async def read(self, request: Request) -> Response:
         hub = self.hub
         after, limit, wait, flt = _read_params(request)
-        result = await hub.log.read(after, limit, flt)
+        page = min(limit, FIRST_PAGE_LINES)  # the rest, if any, is read as the answer is sent
+        result = await hub.log.read(after, page, flt)
         deadline = asyncio.get_running_loop().time() + wait
         while not result.lines and wait > 0 and not hub.stopping.is_set():
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
                 break
             if await hub._wait_for_lines(result.last_seq, remaining):
-                result = await hub.log.read(result.last_seq, limit, flt)
-        payload = (
-            b'{"messages":['
-            + b",".join(result.lines)
-            + b'],"last_seq":'
-            + str(result.last_seq).encode()
-            + b"}"
-        )
-        return Response(payload, media_type="application/json")
+                result = await hub.log.read(result.last_seq, page, flt)
+        limits = hub.limits.settings if hub.limits is not None else HubLimits()
+        return ReadAnswer(hub.log, result, page, limit, flt, limits.read_max_bytes)  # type: ignore[return-value]
 
     async def health(self, request: Request) -> Response:
         """200 while the room can store a post; 503, saying why, while it cannot."""
@@ -160,7 +160,10 @@ class ListenerApp:
             "seq": log.head.seq,
             "head": log.head.hash,
             "readers_waiting": log.readers_waiting,
+            "room_bytes": log.stored_bytes(),
         }
+        if self.hub.limits is not None:
+            body.update(self.hub.limits.health(self.listener))
         if problem is not None:
             body["problem"] = problem
         return JSONResponse(body, status_code=200 if problem is None else 503)
@@ -316,29 +319,41 @@ async def serve_asgi(
     apps: list[tuple[Any, socket.socket]],
     on_ready: Callable[[], Any] | None = None,
     serving: Serving | None = None,
+    limits: HubLimits | None = None,
+    guards: list[guard.ConnectionGuard] | None = None,
 ) -> None:
     """Serve each ASGI app on its bound socket until SIGTERM/SIGINT or `serving.stop()`.
 
     The hub's way of running uvicorn, shared with the model gateway
-    (agents/gateway/server.py): no access log, no lifespan, httptools, no
-    trust in proxy headers, signals handled here once for every server.
+    (agents/gateway/server.py): no access log, no lifespan, httptools behind
+    the connection guard (head, body and idle timeouts, a bound on connections:
+    room/guard.py), no trust in proxy headers, signals handled here once for
+    every server.
     """
     serving = serving or Serving()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, serving.stop)
     tasks = []
-    for app, sock in apps:
+    limits = limits or HubLimits()
+    if guards is None:
+        guards = [
+            guard.ConnectionGuard(
+                limits.max_connections, limits.head_timeout_s, limits.body_timeout_s
+            )
+            for _ in apps
+        ]
+    for (app, sock), watch in zip(apps, guards, strict=True):
         config = uvicorn.Config(
             app,
             log_config=None,
             access_log=False,
             lifespan="off",
-            http="httptools",
+            http=guard.guarded_protocol(watch),  # head/body timeouts, bounded connections
             proxy_headers=False,  # trust no proxy's word on who is calling
             server_header=False,
             timeout_graceful_shutdown=5,
-            timeout_keep_alive=30,
+            timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]
         )
         server = _Server(config)
         serving.servers.append(server)
@@ -372,5 +387,14 @@ async def serve(
         serving.stop()
 
     hub.log.on_fatal = fatal
+    limits = hub.limits.settings if hub.limits is not None else HubLimits()
+    guards = []
+    for listener in listeners:
+        watch = guard.ConnectionGuard(
+            limits.max_connections, limits.head_timeout_s, limits.body_timeout_s
+        )
+        if hub.limits is not None:  # /health shows each listener's connections
+            hub.limits.guards[listener.name] = watch
+        guards.append(watch)
     apps = [(hub.app(listener.relaxed), listener.sock) for listener in listeners]
-    await serve_asgi(apps, on_ready, serving)
+    await serve_asgi(apps, on_ready, serving, limits, guards)

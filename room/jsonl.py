@@ -23,6 +23,7 @@ import json
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -91,6 +92,9 @@ class JsonlLog(RoomLog):
         self._cache: deque[_Cached] = deque(maxlen=cache_lines)
         self._threads = ThreadIndex(thread_index_size)
         self._building: dict[str, asyncio.Future[tuple[list[int], int]]] = {}
+        # The writer's own thread (the room's write and fsync, side files first): reads run
+        # on the default executor, so no read can queue in front of a write.
+        self._write_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="room-writer")
         self._ids = IdClock()
         self._queue: list[tuple[Draft, asyncio.Future[Stored]]] = []
         self._fd = -1
@@ -113,6 +117,9 @@ class JsonlLog(RoomLog):
 
     def describe(self) -> dict[str, str]:
         return {"room": str(self.path)}
+
+    def stored_bytes(self) -> int | None:
+        return self._size
 
     async def open(self) -> OpenReport:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -195,7 +202,9 @@ class JsonlLog(RoomLog):
         batch, self._queue = self._queue[: len(stored)], self._queue[len(stored) :]
         blob = b"".join(s.raw + b"\n" for s in stored)
         try:
-            await asyncio.to_thread(self._write_and_sync, blob)
+            await asyncio.get_running_loop().run_in_executor(
+                self._write_pool, self._write_and_sync, blob
+            )
             self._publish(self._size + len(blob), Head(seq, prev))
         except Exception as exc:
             self._fail(exc, batch)  # every post of this batch and the queue is refused
@@ -389,6 +398,7 @@ class JsonlLog(RoomLog):
         self._release()
 
     def _release(self) -> None:
+        self._write_pool.shutdown(wait=False)
         if self._reader is not None:
             self._reader.close()
             self._reader = None

@@ -198,4 +198,8 @@ class RoomLog(abc.ABC):
         """Where the room is, for the hub's start-up line."""
         return {}
 
+    def stored_bytes(self) -> int | None:
+        """How many bytes the room holds, where the engine knows (for /health); else None."""
+        return None
+
     on_fatal: Callable[[BaseException], None] | None = None

@@ -99,7 +99,9 @@ def _errors(*codes: int) -> dict[str, Any]:
         400: "malformed post or parameters",
         401: "missing or wrong proof or token",
         413: "body or data too large",
+        429: "an unverified poster is over its rate ([hub] unverified_*); see retry_after_s",
         503: "the room cannot accept writes",
+        507: "the room's disk is under [hub] min_free_disk_bytes: unverified posts refused",
     }
     return {str(code): _json(_ERROR, text[code]) for code in codes}
 
@@ -155,7 +157,7 @@ def schema(listener: str) -> dict[str, Any]:
                     "requestBody": {"required": True, **_json(_POST, "a post")},
                     "responses": {
                         "200": _json(_LINE, "the stored line"),
-                        **_errors(400, 401, 413, 503),
+                        **_errors(400, 401, 413, 429, 503, 507),
                     },
                 }
             },
@@ -174,7 +176,8 @@ def schema(listener: str) -> dict[str, Any]:
                                     "last_seq": {"type": "integer"},
                                 },
                             },
-                            "matching lines and the seq they cover",
+                            "matching lines (at most [hub] read_max_bytes of them) and the seq "
+                            "they cover",
                         ),
                         **_errors(400, 401),
                     },

@@ -15,7 +15,7 @@ import asyncio
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from room import fileio, logs
 from room.chain import line_hash
 from room.errors import BullpenError, ConfigError, DurabilityError, RoomCorrupt
+from room.guard import connection_bound, raise_fd_limit
 from room.hub import Hub, Listener, bind, serve
 from room.jsonl import Checkpointed, JsonlLog
+from room.limits import HubLimits, Limits
 from room.log import Filter, RoomLog
 from trust import checkpoint, hubkey
 from trust.gate import Gate
@@ -49,6 +51,7 @@ class HubSettings:
     checkpoint_interval_s: float = 60.0
     engine: str = "jsonl"
     engine_options: dict[str, Any] = field(default_factory=dict)
+    limits: HubLimits = field(default_factory=HubLimits)
 
 
 def build_log(
@@ -193,6 +196,8 @@ async def run_hub(settings: HubSettings) -> int:
             f"bullpen hub: created the read token file {trust.read_token_file} (0600); "
             "/read on the strict listener now needs it (docs/operating.md)"
         )
+    # Before anything opens a descriptor: 20,000 sockets must fit (room/guard.py).
+    fd_limit = raise_fd_limit()
 
     known, unverified = _read_checkpoint(checkpoint_file(settings.room), hub_key)
     try:
@@ -244,6 +249,8 @@ async def run_hub(settings: HubSettings) -> int:
     fatal: list[BaseException] = []
     room_log.on_fatal = fatal.append
     gate = Gate(trust, secret, token, nonces, screen=Screen.of_trust(trust), read_token=read_token)
+    bound = connection_bound(settings.limits.max_connections, len(listeners), fd_limit)
+    limits = Limits(replace(settings.limits, max_connections=bound), settings.room.parent)
 
     def ready() -> None:
         where = ", ".join(f"{item.name} {item.address}" for item in listeners)
@@ -252,7 +259,7 @@ async def run_hub(settings: HubSettings) -> int:
     checkpointer = Checkpointer(settings.room, room_log, hub_key)
     ticker = asyncio.create_task(checkpointer.every(settings.checkpoint_interval_s))
     try:
-        await serve(Hub(room_log, gate), listeners, on_ready=ready)
+        await serve(Hub(room_log, gate, limits), listeners, on_ready=ready)
     finally:
         ticker.cancel()
         await room_log.close()

@@ -315,6 +315,18 @@ class StreamSociety(Society):
         return dest
 
 
+def set_hub(root: Path, **keys: Any) -> None:
+    """Set keys in a home's `[hub]` table of society.toml (the hub's limits, say)."""
+    import re
+
+    path = root / "society.toml"
+    text = path.read_text()
+    for key in keys:  # a key set again replaces the old line
+        text = re.sub(rf"^{key} = .*\n", "", text, flags=re.M)
+    added = "".join(f"{key} = {_toml(value)}\n" for key, value in keys.items())
+    path.write_text(re.sub(r"^\[hub\]\n", lambda m: m.group(0) + added, text, count=1, flags=re.M))
+
+
 def set_room_engine(root: Path, servers: list[str], stream: str, replicas: int) -> None:
     """Point a home's `[room]` table at a JetStream stream (its subjects named after it)."""
     import json

@@ -44,6 +44,7 @@ def hub_settings(home: Home) -> HubSettings:
         checkpoint_interval_s=hub.checkpoint_interval_s,
         engine=home.society.room.engine,
         engine_options=home.society.room.engine_options(home.path),
+        limits=hub.limits(),
     )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import Society, bullpen_argv, run_cli, wait_for
+from tests.support import Society, bullpen_argv, run_cli, set_hub, wait_for
 
 
 class TestInit:
@@ -165,6 +165,8 @@ class TestSayRead:
 
     def test_read_through_the_hub_pages_past_its_limit(self, society: Society) -> None:
         """`read --hub` prints the whole room, not only the hub's first 1,000-line answer."""
+        # 1,005 unverified posts at full speed: past the default stranger limits (test_flood.py)
+        set_hub(society.root, unverified_nick_posts_per_s=0, unverified_total_posts_per_s=0)
         society.start_hub()
         with httpx.Client(base_url=society.strict_url, timeout=10) as client:
             for n in range(1005):

@@ -1,0 +1,165 @@
+"""Connection guard: slow, idle and half-open connections are cut, and each listener is bounded.
+
+uvicorn cuts a keep-alive connection that idles after a response
+(`timeout_keep_alive`), but not one that never finishes its request head: a
+client that connects and sends nothing, or trickles a header a byte at a
+time (slowloris), holds its socket for ever. With enough of them the hub
+runs out of file descriptors and the operator's `bullpen say` cannot get in.
+
+`guarded_protocol` wraps uvicorn's httptools protocol with three rules:
+
+- head timeout: a request head (a fresh connection's first, or the next one
+  on a keep-alive connection once its first byte arrived) must be complete
+  within `head_timeout_s`, else the connection is closed;
+- body timeout: a request's body must be complete within `body_timeout_s`
+  of its head, else the connection is closed;
+- a bound per listener: at `max_connections`, a new connection makes room
+  by closing the connection that has waited longest without a request being
+  served (idle, half-open or trickling: never one whose request is being
+  answered, such as a lurker's long-poll); when every connection is busy,
+  the new one is closed at once (accept-and-close). The flooder's oldest
+  idle sockets go first, so a fresh client that sends its request at once
+  (the operator's `bullpen say`) always gets in.
+
+Nothing is logged per connection (a flood would flood the log); the counts
+are on `/health` under "connections".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+log = structlog.get_logger("room.guard")
+
+RESERVED_FDS = 256  # the room, the journal, logs, the lock, NATS: not for clients
+
+
+@dataclass
+class ConnectionGuard:
+    """One listener's open connections and what was cut, shared by its protocol instances."""
+
+    max_connections: int
+    head_timeout_s: float
+    body_timeout_s: float
+    open: int = 0
+    idle: OrderedDict[Any, None] = field(default_factory=OrderedDict)  # waiting, oldest first
+    cut_slow: int = 0  # head or body not in time
+    cut_full: int = 0  # closed to make room, or refused at the bound
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "open": self.open,
+            "max": self.max_connections,
+            "cut_slow": self.cut_slow,
+            "cut_full": self.cut_full,
+        }
+
+    def make_room(self) -> bool:
+        """At the bound, close the longest-waiting idle connection; False when none can go."""
+        if self.open < self.max_connections:
+            return True
+        for victim in self.idle:
+            self.idle.pop(victim)
+            self.cut_full += 1
+            victim.transport.abort()  # frees the descriptor now, not after a FIN dance
+            return True
+        return False
+
+
+def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
+    """An HttpToolsProtocol class bound to one listener's guard (pass it as uvicorn's `http`)."""
+
+    class Guarded(HttpToolsProtocol):
+        _timer: asyncio.TimerHandle | None = None
+        _counted = False
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if not guard.make_room():
+                guard.cut_full += 1
+                transport.abort()
+                return
+            guard.open += 1
+            self._counted = True
+            guard.idle[self] = None
+            self._arm(guard.head_timeout_s)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            guard.idle.pop(self, None)
+            if self._counted:
+                guard.open -= 1
+                self._counted = False
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._timer is None and self in guard.idle:
+                self._arm(guard.head_timeout_s)  # the next request's head has begun
+            super().data_received(data)
+
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            guard.idle.pop(self, None)
+            self._arm(guard.body_timeout_s)
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._disarm()
+            super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                guard.idle[self] = None  # uvicorn's keep-alive timeout watches it now
+
+        def _arm(self, seconds: float) -> None:
+            self._disarm()
+            self._timer = self.loop.call_later(seconds, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+        def _too_slow(self) -> None:
+            self._timer = None
+            if not self.transport.is_closing():
+                guard.cut_slow += 1
+                self.transport.abort()
+
+    return Guarded
+
+
+def raise_fd_limit() -> int:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit; return the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        hard = max(soft, 1 << 20)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit", soft=soft, hard=hard, error=str(exc))
+    return soft
+
+
+def connection_bound(wanted: int, listeners: int, fd_limit: int) -> int:
+    """`wanted` per listener, cut down so every listener's bound fits in the descriptors left."""
+    fits = max(16, (fd_limit - RESERVED_FDS) // max(1, listeners))
+    if wanted > fits:
+        log.warning(
+            "max_connections lowered to fit the open-file limit",
+            wanted=wanted,
+            lowered_to=fits,
+            fd_limit=fd_limit,
+        )
+        return fits
+    return wanted

@@ -1,0 +1,191 @@
+"""What the hub grants posters nobody vouches for, and how much of the disk it will fill.
+
+A verified post comes from a nick the hub proved; it is never limited here
+(the society's own work must not queue behind a stranger). An unverified
+post spends from two token buckets of posts and two of bytes: its nick's and
+everyone's. Over either, it is refused with 429 and how long to wait; nothing
+is written. Below `min_free_disk_bytes` of free space where the room lives,
+unverified posts are refused with 507, so a flood cannot fill the disk and
+stop the hub for everyone (verified posts still go in until the disk itself
+refuses, which fail-stops as before).
+
+Per-nick buckets live in a bounded LRU: a flood under a million made-up
+nicks costs at most `MAX_TRACKED_NICKS` buckets, and still drains the shared
+bucket. A rate of 0 turns that limit off.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from room.errors import PostRejected
+
+MAX_TRACKED_NICKS = 4096
+DISK_CHECK_INTERVAL_S = 0.5
+
+
+@dataclass(frozen=True)
+class HubLimits:
+    """The hub's bounds; society.toml `[hub]` carries the same names (docs/room.md)."""
+
+    head_timeout_s: float = 10.0  # a request head must arrive in full within this
+    body_timeout_s: float = 30.0  # and its body within this after the head
+    idle_timeout_s: float = 30.0  # a keep-alive connection idle longer is closed
+    max_connections: int = 4096  # per listener
+    read_max_bytes: int = 4 * 1024 * 1024  # one /read answer (always at least one line)
+    unverified_nick_posts_per_s: float = 20.0
+    unverified_nick_bytes_per_s: float = 1024 * 1024
+    unverified_total_posts_per_s: float = 200.0
+    unverified_total_bytes_per_s: float = 4 * 1024 * 1024
+    unverified_burst_s: float = 10.0  # a bucket holds this many seconds of its rate
+    min_free_disk_bytes: int = 256 * 1024 * 1024
+
+
+class TooMany(PostRejected):
+    """An unverified poster (or all of them together) is over its rate."""
+
+    code = "rate_limited"
+    status = 429
+
+
+class DiskLow(PostRejected):
+    """The disk under the room is nearly full: only verified posts go in."""
+
+    code = "disk_low"
+    status = 507
+
+
+class Bucket:
+    """A token bucket: `rate` per second, holding at most `rate * burst_s`."""
+
+    __slots__ = ("capacity", "level", "rate", "stamp")
+
+    def __init__(self, rate: float, burst_s: float, now: float) -> None:
+        self.rate = rate
+        self.capacity = max(rate * burst_s, 1.0)
+        self.level = self.capacity
+        self.stamp = now
+
+    def wait_for(self, amount: float, now: float) -> float:
+        """Seconds until `amount` could be spent (0: it can now); spends nothing."""
+        if self.rate <= 0:
+            return 0.0
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+        self.stamp = now
+        need = min(amount, self.capacity)  # one post bigger than the bucket still gets in when full
+        return 0.0 if self.level >= need else (need - self.level) / self.rate
+
+    def spend(self, amount: float) -> None:
+        if self.rate > 0:
+            self.level -= min(amount, self.capacity)
+
+
+class PostLimiter:
+    """The buckets for unverified posts: per nick and in total."""
+
+    def __init__(self, limits: HubLimits) -> None:
+        self.limits = limits
+        now = time.monotonic()
+        self._total = (
+            Bucket(limits.unverified_total_posts_per_s, limits.unverified_burst_s, now),
+            Bucket(limits.unverified_total_bytes_per_s, limits.unverified_burst_s, now),
+        )
+        self._nicks: OrderedDict[str, tuple[Bucket, Bucket]] = OrderedDict()
+        self.refused = 0
+
+    def _for(self, nick: str, now: float) -> tuple[Bucket, Bucket]:
+        pair = self._nicks.get(nick)
+        if pair is None:
+            lim = self.limits
+            pair = (
+                Bucket(lim.unverified_nick_posts_per_s, lim.unverified_burst_s, now),
+                Bucket(lim.unverified_nick_bytes_per_s, lim.unverified_burst_s, now),
+            )
+            self._nicks[nick] = pair
+            while len(self._nicks) > MAX_TRACKED_NICKS:
+                self._nicks.popitem(last=False)
+        else:
+            self._nicks.move_to_end(nick)
+        return pair
+
+    def admit(self, nick: str, nbytes: int) -> None:
+        """Spend one post and `nbytes` for an unverified post by `nick`, or raise TooMany."""
+        now = time.monotonic()
+        posts, size = self._for(nick, now)
+        waits = [
+            ("this nick's", posts.wait_for(1, now), size.wait_for(nbytes, now)),
+            (
+                "all unverified posters'",
+                *(b.wait_for(a, now) for b, a in zip(self._total, (1, nbytes), strict=True)),
+            ),
+        ]
+        for whose, post_wait, byte_wait in waits:
+            wait = max(post_wait, byte_wait)
+            if wait > 0:
+                self.refused += 1
+                raise TooMany(
+                    f"too many unverified posts: {whose} rate is used up; post again in "
+                    f"{wait:.1f} s, or post as a nick that proves itself (verified posts are "
+                    "not limited)",
+                    retry_after_s=round(wait, 1),
+                )
+        for bucket, amount in zip((posts, size, *self._total), (1, nbytes, 1, nbytes), strict=True):
+            bucket.spend(amount)
+
+
+class DiskWatch:
+    """Free space where the room lives, looked up at most every DISK_CHECK_INTERVAL_S."""
+
+    def __init__(self, folder: Path, low_water: int) -> None:
+        self.folder = folder
+        self.low_water = low_water
+        self._free: int | None = None
+        self._stamp = float("-inf")
+
+    def free(self) -> int | None:
+        now = time.monotonic()
+        if now - self._stamp >= DISK_CHECK_INTERVAL_S:
+            self._stamp = now
+            try:
+                st = os.statvfs(self.folder)
+                self._free = st.f_bavail * st.f_frsize
+            except OSError:
+                self._free = None
+        return self._free
+
+    def check(self) -> None:
+        """Raise DiskLow when free space is under the low-water mark."""
+        free = self.free()
+        if free is not None and free < self.low_water:
+            raise DiskLow(
+                f"the disk under the room has {free // (1024 * 1024)} MiB free, under the hub's "
+                f"low-water mark of {self.low_water // (1024 * 1024)} MiB: unverified posts are "
+                "refused until space is freed (verified posts still go in)",
+            )
+
+
+class Limits:
+    """Everything the hub bounds, in one object the listeners share."""
+
+    def __init__(self, limits: HubLimits, room_folder: Path) -> None:
+        self.settings = limits
+        self.posts = PostLimiter(limits)
+        self.disk = DiskWatch(room_folder, limits.min_free_disk_bytes)
+        self.guards: dict[str, Any] = {}  # listener name -> room.guard.ConnectionGuard
+
+    def admit_unverified(self, nick: str, nbytes: int) -> None:
+        self.disk.check()
+        self.posts.admit(nick, nbytes)
+
+    def health(self, listener: str) -> dict[str, Any]:
+        body: dict[str, Any] = {"disk_free_bytes": self.disk.free()}
+        guard = self.guards.get(listener)
+        if guard is not None:
+            body["connections"] = guard.stats()
+        body["unverified_refused"] = self.posts.refused
+        return body
