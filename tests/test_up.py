@@ -143,6 +143,7 @@ def home_elsewhere(society: Society, root: Path, section: str = "", **paths: str
         path=root / "trust.toml",
         secret_file=root / "secrets" / "post-secret",
         relaxed_token_file=root / "secrets" / "relaxed-token",
+        read_token_file=root / "secrets" / "read-token",
         hub_key_file=root / "secrets" / "hub.key",
         key_dir=root / "secrets" / "keys",
     )

@@ -34,7 +34,7 @@ from room import strictjson
 from room.errors import PostRejected
 from room.message import parse_request
 from tests.reliability.helpers import Seeded, exchange, figures, http_request
-from tests.support import Society, run_cli
+from tests.support import Society, run_cli, set_hub
 from trust import keys, table
 from trust.gate import Gate
 from trust.nonces import NonceStore
@@ -374,6 +374,15 @@ def test_bad_posts_through_the_hub(
     """Bad posts over HTTP to both listeners: refused or written unverified; the room shows 0 verified bad lines."""
     count = 100_000 if soak else 5_000
     write_trust(society.root / "trust.toml", nick_keys)
+    # The gate is under test, not the stranger limits (tests/room/test_flood.py): thousands of
+    # unverified posts at full speed would be answered 429.
+    set_hub(
+        society.root,
+        unverified_nick_posts_per_s=0,
+        unverified_total_posts_per_s=0,
+        unverified_nick_bytes_per_s=0,
+        unverified_total_bytes_per_s=0,
+    )
     society.start_hub()
     # Fresh proofs are made just before they are sent, a chunk at a time, within 30 s of now.
     forger = Forger(rng, society.secret(), society.token(), nick_keys, time.time, skew=30)

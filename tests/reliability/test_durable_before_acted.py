@@ -68,7 +68,12 @@ def test_a_lurker_acts_only_once_the_line_is_fsynced(society: Society, tmp_path:
     poster.start()
     try:
         written = until(lambda: society.room.stat().st_size > 0, 10, "the line to be written")
-        read = httpx.get(f"{society.strict_url}/read", params={"after": 0}, timeout=10).json()
+        read = httpx.get(
+            f"{society.strict_url}/read",
+            params={"after": 0},
+            headers=society.read_headers(),
+            timeout=10,
+        ).json()
         assert read["messages"] == [] and read["last_seq"] == 0, read
         mark = durable.load(society.room)
         assert mark is not None and mark.seq == 0, mark
@@ -84,7 +89,12 @@ def test_a_lurker_acts_only_once_the_line_is_fsynced(society: Society, tmp_path:
     assert count.read_text().split() == [acked["line"]["id"]]
     assert acted - written >= DELAY_MS / 1000 * 0.9, "it acted before the fsync was done"
     assert acted - acked["at"] < 1.0, "it did not act right after the fsync"
-    read = httpx.get(f"{society.strict_url}/read", params={"after": 0}, timeout=10).json()
+    read = httpx.get(
+        f"{society.strict_url}/read",
+        params={"after": 0},
+        headers=society.read_headers(),
+        timeout=10,
+    ).json()
     assert read["messages"][0]["id"] == acked["line"]["id"]
 
 

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.flood import big_room, rss_mib, unread
-from bench.room import synthetic_room
+from bench.flood import big_room, old_thread, rss_mib, unread
 from tests.support import REPO, Society, run_cli, set_hub, wait_for
 
 FLOODER = str(REPO / "bench" / "flood_client.py")
@@ -45,21 +44,26 @@ def test_half_open_and_trickling_connections_are_cut_and_the_operator_gets_in(
     set_hub(society.root, head_timeout_s=1.0, max_connections=200)
     hub = society.start_hub()
     rss_before = rss_mib(hub.pid)[0]
-    floods = [
-        subprocess.Popen(
+
+    def flood(mode: str, n: int) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
             [sys.executable, FLOODER, "127.0.0.1", str(society.strict_port), mode, str(n), "120"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
-        for mode, n in (("idle", 250), ("half", 250), ("trickle", 20))
-    ]
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+        return proc
+
+    # Under the bound first, so connections live long enough to meet the head timeout (over
+    # it, the bound evicts the longest-idle ones before they reach it).
+    floods = [flood("half", 150), flood("trickle", 20)]
     try:
-        for proc in floods:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
         wait_for(
             lambda: health(society)["connections"]["cut_slow"] > 0, 30, "a slow connection cut"
         )
+        floods.append(flood("idle", 350))  # now 520 want in: the bound makes room
+        wait_for(lambda: health(society)["connections"]["cut_full"] > 0, 30, "a cut at the bound")
         took, stored = operator_say(society, "through the flood")
         assert stored["verified"] is True and stored["body"] == "through the flood"
         assert took < 60, f"bullpen say took {took:.1f} s under the flood"
@@ -70,7 +74,7 @@ def test_half_open_and_trickling_connections_are_cut_and_the_operator_gets_in(
         assert rss_mib(hub.pid)[0] - rss_before < 64
     finally:
         outputs = [proc.communicate(input="", timeout=60)[0] for proc in floods]
-    trickled = dict(item.split("=") for item in outputs[2].split())
+    trickled = dict(item.split("=") for item in outputs[1].split())
     assert int(trickled["cut"]) >= 20, outputs[2]  # no trickler outlived its head timeout
 
 
@@ -83,7 +87,9 @@ def test_read_answers_are_bounded_in_bytes_and_resume_where_they_stopped(
     society.start_hub()
     seen: list[int] = []
     after = 0
-    with httpx.Client(base_url=society.strict_url, timeout=30) as http:
+    with httpx.Client(
+        base_url=society.strict_url, timeout=30, headers=society.read_headers()
+    ) as http:
         while True:
             answer = http.get("/read", params={"after": after, "limit": 1000})
             assert answer.status_code == 200
@@ -109,8 +115,18 @@ def test_readers_that_do_not_read_do_not_grow_the_hub(society: Society) -> None:
     hub = society.start_hub()
     rss_before = rss_mib(hub.pid)[0]
 
+    token = society.home.read_token().decode()
+
     async def hold() -> float:
-        writers = await unread(society.strict_port, 40)
+        writers = await unread(society.strict_port, 40, token)
+        # The readers are answered in full (not refused): the answer starts with a 200.
+        reader, probe = await asyncio.open_connection("127.0.0.1", society.strict_port)
+        probe.write(
+            b"GET /read?after=0&limit=1000 HTTP/1.1\r\nHost: hub\r\n"
+            + f"Authorization: Bearer {token}\r\n\r\n".encode()
+        )
+        assert (await asyncio.wait_for(reader.readline(), 60)).startswith(b"HTTP/1.1 200")
+        probe.close()
         await asyncio.sleep(3)
         grown = rss_mib(hub.pid)[0] - rss_before
         for writer in writers:
@@ -167,17 +183,22 @@ def test_low_disk_refuses_unverified_posts_and_health_reports_the_room(society: 
 def test_reads_of_unknown_threads_do_not_delay_acknowledgements(
     society: Society, tmp_path: Path
 ) -> None:
-    """64 reads of unindexed threads on a 30 MB room: posts are acknowledged while the scans run."""
-    synthetic_room(society.room, 30 * 1024 * 1024 // 330)
+    """64 reads of unindexed old threads on a 30 MB room (each a real scan, not an answer from
+    the filter of thread names): posts are acknowledged while the scans run."""
+    lines = 30 * 1024 * 1024 // 300
+    big_room(society.room, lines, 80, threads=64)
     society.start_hub()
 
     async def run() -> tuple[list[float], int, int]:
         limits = httpx.Limits(max_connections=80)
         async with httpx.AsyncClient(
-            base_url=society.strict_url, limits=limits, timeout=600
+            base_url=society.strict_url,
+            limits=limits,
+            timeout=600,
+            headers=society.read_headers(),
         ) as http:
             reads = [
-                asyncio.create_task(http.get("/read", params={"thread": f"nowhere-{i}"}))
+                asyncio.create_task(http.get("/read", params={"thread": f"old-{i}"}))
                 for i in range(64)
             ]
             await asyncio.sleep(0.5)
@@ -195,7 +216,8 @@ def test_reads_of_unknown_threads_do_not_delay_acknowledgements(
     latencies, pending, found = asyncio.run(run())
     assert pending > 0, "every scan ended before the posts: the room is too small to tell"
     assert max(latencies) < 5, f"a post waited {max(latencies):.2f} s behind the scans"
-    assert found == 0
+    expected = sum(1 for seq in range(1, lines + 1) if old_thread(seq, 64))
+    assert found == expected  # every scan found every line of its thread
 
 
 def test_thread_reads_find_every_line_of_the_thread_and_nothing_else(tmp_path: Path) -> None:

@@ -18,7 +18,9 @@ def post(society: Society, thread: str, body: str) -> dict[str, Any]:
 
 def thread(society: Society, name: str) -> list[str]:
     params = {"thread": name, "limit": 1000}
-    answer = httpx.get(f"{society.strict_url}/read", params=params, timeout=10)
+    answer = httpx.get(
+        f"{society.strict_url}/read", params=params, headers=society.read_headers(), timeout=10
+    )
     assert answer.status_code == 200, answer.text
     return [m["body"] for m in answer.json()["messages"]]
 
