@@ -31,6 +31,9 @@ def no_inotify_left() -> Iterator[int]:
             os.close(fd)
 
 
+# It holds every inotify instance of this user: a test running beside it in another worker
+# could free one for this lurker, or be starved itself. README runs `-m serial` on its own.
+@pytest.mark.serial
 def test_lurker_falls_back_to_the_hub(society: Society, no_inotify_left: int) -> None:
     """With inotify exhausted, the lurker logs the fallback and still answers through the hub."""
     society.start_hub()
