@@ -12,7 +12,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -275,6 +275,23 @@ class SocietyConfig(_Strict):
         for nick in value:
             check_nick(nick, "[nicks] table name")
         return value
+
+
+SectionT = TypeVar("SectionT", bound=BaseModel)
+
+
+def parse_section(model: type[SectionT], table: Any, name: str, society_file: Path) -> SectionT:
+    """A subsystem's own society.toml section (`[expedition]`, `[backpass]`, `[gateway]`) as
+    its typed settings; a ConfigError names the file, the key and docs/<name>.md."""
+    try:
+        return model.model_validate(table)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join((name, *(str(part) for part in first["loc"])))
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            message = f"unknown key; check its spelling against docs/{name}.md"
+        raise ConfigError(f"{society_file}: {where}: {message}") from None
 
 
 def _explain(exc: ValidationError, path: Path) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agents.config import parse_section
 from agents.roots import OutsideRoot, Roots
 from room.errors import ConfigError
 
@@ -115,15 +116,7 @@ class BackpassConfig(BaseModel):
     @classmethod
     def from_home(cls, home: Home) -> BackpassConfig:
         """The home's `[backpass]` section, checked; a ConfigError says what to fix."""
-        try:
-            return cls.model_validate(home.society.backpass)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(("backpass", *(str(p) for p in first["loc"])))
-            message = first["msg"].removeprefix("Value error, ")
-            if first["type"] == "extra_forbidden":
-                message = "unknown key; the keys are listed in docs/backpass.md"
-            raise ConfigError(f"{home.society_file}: {where}: {message}") from None
+        return parse_section(cls, home.society.backpass, "backpass", home.society_file)
 
     def run_params(self, home: Home, *, report_only: bool = False, **overrides: Any) -> RunParams:
         """This configuration with `overrides` (None ones ignored) and every path absolute."""

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agents.config import parse_section
 from agents.roots import Roots
 from room.errors import ConfigError
 
@@ -66,15 +67,7 @@ class ExpeditionConfig(BaseModel):
     @classmethod
     def of(cls, home: Home) -> ExpeditionConfig:
         """The home's `[expedition]` section as typed settings; a ConfigError says what to fix."""
-        try:
-            return cls.model_validate(home.society.expedition)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(("expedition", *(str(p) for p in first["loc"])))
-            message = first["msg"].removeprefix("Value error, ")
-            if first["type"] == "extra_forbidden":
-                message = "unknown key; check its spelling against docs/expedition.md"
-            raise ConfigError(f"{home.society_file}: {where}: {message}") from None
+        return parse_section(cls, home.society.expedition, "expedition", home.society_file)
 
     @classmethod
     def from_home(cls, home: Home) -> ExpeditionConfig:

@@ -34,10 +34,11 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agents.config import parse_address
+from agents.config import parse_address, parse_section
 from agents.home import DEFAULT_GATEWAY_LISTEN
+from agents.seats.tables import EnvVarName
 from room.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -57,7 +58,6 @@ DEFAULT_MARKERS = (
     "<end_of_turn>",
 )
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
@@ -102,7 +102,7 @@ class BackendConfig(_Strict):
     base_url: str = Field(description="up to and including /v1, e.g. http://127.0.0.1:8000/v1")
     prefixes: list[str] = Field(min_length=1, description="the model names it serves, by prefix")
     strip_prefix: bool = False
-    api_key_env: str | None = None
+    api_key_env: EnvVarName | None = None
     timeout_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
     policy: PolicyOverride = Field(default_factory=PolicyOverride)
     budget: Budget = Field(default_factory=Budget)
@@ -120,17 +120,6 @@ class BackendConfig(_Strict):
     def _prefixes(cls, value: list[str]) -> list[str]:
         if any(not prefix for prefix in value):
             raise ValueError('has an empty prefix; name the models it serves, e.g. ["qwen"]')
-        return value
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _api_key_env(cls, value: str | None) -> str | None:
-        # Never echo the value: someone may have pasted the key itself here.
-        if value is not None and not _ENV_NAME.fullmatch(value):
-            raise ValueError(
-                "must be the NAME of an environment variable (like OPENAI_API_KEY), "
-                "not the key itself"
-            )
         return value
 
     @property
@@ -182,15 +171,7 @@ class GatewayConfig(_Strict):
     @classmethod
     def of(cls, home: Home) -> GatewayConfig:
         """The home's `[gateway]` section as typed settings; a ConfigError says what to fix."""
-        try:
-            return cls.model_validate(home.society.gateway)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(("gateway", *(str(p) for p in first["loc"])))
-            message = first["msg"].removeprefix("Value error, ")
-            if first["type"] == "extra_forbidden":
-                message = "unknown key; check its spelling against docs/gateway.md"
-            raise ConfigError(f"{home.society_file}: {where}: {message}") from None
+        return parse_section(cls, home.society.gateway, "gateway", home.society_file)
 
     @classmethod
     def required(cls, home: Home) -> GatewayConfig:

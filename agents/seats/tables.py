@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -26,6 +26,20 @@ __all__ = [
 DEFAULT_TIMEOUT_S = 300.0
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_var_name(value: str) -> str:
+    """The NAME of the environment variable that holds a key, never the key itself."""
+    # Never echo the value: someone may have pasted the key itself here.
+    if not _ENV_NAME.fullmatch(value):
+        raise ValueError(
+            "must be the NAME of an environment variable (like OPENAI_API_KEY), not the key itself"
+        )
+    return value
+
+
+EnvVarName = Annotated[str, AfterValidator(env_var_name)]
+"""An `api_key_env` setting: a seat's or a gateway backend's."""
 
 
 class _SeatTable(BaseModel):
@@ -62,7 +76,7 @@ class OpenAISeatConfig(_SeatTable):
         default=None, description='"gateway": through the model gateway, with the nick\'s token'
     )
     model: str = Field(min_length=1)
-    api_key_env: str | None = Field(
+    api_key_env: EnvVarName | None = Field(
         default=None, description="the NAME of the environment variable holding the key"
     )
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
@@ -104,17 +118,6 @@ class OpenAISeatConfig(_SeatTable):
     def _json_mode(cls, value: Any) -> Any:
         if not (value is True or value is False or value == "auto"):
             raise ValueError('must be true, false or "auto"')
-        return value
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _api_key_env(cls, value: str | None) -> str | None:
-        # Never echo the value: someone may have pasted the key itself here.
-        if value is not None and not _ENV_NAME.fullmatch(value):
-            raise ValueError(
-                "must be the NAME of an environment variable (like OPENAI_API_KEY), "
-                "not the key itself"
-            )
         return value
 
 
