@@ -118,7 +118,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bullpen-bench-") as tmp:
         society = Society(Path(tmp) / "home")
         for nick in NICKS:
-            add_nick(society.root, nick, handler="bench.steps:mark")
+            add_nick(society.root, nick, handler="bench.steps:amark")
+        # A blocking step runs in a forked child that its timeout can kill: that costs a fork.
+        add_nick(society.root, "blocking", handler="bench.steps:mark")
         marks_file = Path(tmp) / "marks"
         env = {"BULLPEN_BENCH_MARKS": str(marks_file), "PYTHONPATH": str(REPO)}
         society.start_hub()
@@ -138,6 +140,17 @@ def main() -> int:
                 ("wake after sending p99 (upper bound)", f"{percentile(sent_ms, 0.99):.2f} ms")
             )
             rows.append(("wake after ack mean", f"{statistics.mean(ms):.2f} ms"))
+            blocking = society.start_lurker("blocking", env=env)
+            measure_latency(society, signer, ["blocking"], 5, marks_file, 20)  # warm up
+            forked, _ = measure_latency(society, signer, ["blocking"], 40, marks_file, 20)
+            forked_ms = [v * 1000 for v in forked]
+            rows.append(
+                (
+                    "a blocking step's start after ack p50 / p99 (a forked child)",
+                    f"{percentile(forked_ms, 0.5):.2f} / {percentile(forked_ms, 0.99):.2f} ms",
+                )
+            )
+            blocking.stop()
             before = sum(cpu_seconds(p.pid) for p in lurkers)
             started = time.monotonic()
             time.sleep(idle_s)  # the idle window being measured

@@ -15,3 +15,9 @@ def mark(message: Message, ctx: StepContext) -> Reply:
     with open(os.environ["BULLPEN_BENCH_MARKS"], "a") as marks:
         marks.write(f"{message.id} {started:.6f}\n")
     return Reply("marked")
+
+
+async def amark(message: Message, ctx: StepContext) -> Reply:
+    """`mark` as a coroutine step: it runs in the lurker's own event loop, so the time it
+    records is the lurker's wake alone (a blocking step also pays for its forked child)."""
+    return mark(message, ctx)
