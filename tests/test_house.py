@@ -90,7 +90,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "agents.home": ("room", "trust", "agents.seats", "agents.config"),
     "agents.runtime": ("room", "trust", "agents.seats", "agents.config", "agents.home"),
     # the model gateway: its own subsystem; nothing below it knows it (a seat is handed its way in)
-    "agents.gateway": ("room", "trust", "agents.config", "agents.home"),
+    # the gateway reads seat tables (EnvVarName); seats never import the gateway
+    "agents.gateway": ("room", "trust", "agents.seats", "agents.config", "agents.home"),
     "agents.foreman": (
         "room",
         "trust",
