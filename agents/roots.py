@@ -50,6 +50,28 @@ class OutsideRoot(StepFailed):
     code = "outside_root"
 
 
+def replace_in(folder: int, name: str, data: bytes, mode: int, chmod: int | None = None) -> None:
+    """Replace `name` in the open `folder` with `data`: a new file beside it (created with
+    `mode`, then given `chmod` if set), fsynced, renamed over it. Relative to the folder's
+    descriptor, so no link swapped into the path redirects the write, and a link at `name` is
+    replaced rather than written through."""
+    temp = f".{name}.{secrets.token_hex(4)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temp, flags, mode, dir_fd=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            if chmod is not None:
+                os.fchmod(handle.fileno(), chmod)
+            os.fsync(handle.fileno())
+        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=folder)
+        raise
+
+
 class FileTooLarge(ValueError):
     """A file over its size limit, refused from its size rather than read."""
 
@@ -300,20 +322,8 @@ class Roots:
         The rename replaces a link at `path` rather than writing through it."""
         self.check(purpose, path.parent, what)
         folder = self.open_folder(purpose, path.parent, what)
-        temp = f".{path.name}.{secrets.token_hex(4)}.tmp"
         try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(temp, flags, mode, dir_fd=folder)
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(temp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temp, dir_fd=folder)
-                raise
+            replace_in(folder, path.name, data, mode)
         finally:
             os.close(folder)
         return path

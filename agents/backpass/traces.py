@@ -36,7 +36,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
@@ -45,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiofiles
 
-from agents.roots import Roots, real_path_of
+from agents.roots import Roots, real_path_of, replace_in
 from room.errors import StepFailed
 
 if TYPE_CHECKING:
@@ -352,23 +351,8 @@ def update_state(path: Path, succeeded: Mapping[str, str], roots: Roots | None =
                 mode: int | None = stat.S_IMODE(os.stat(path.name, dir_fd=folder).st_mode)
             except FileNotFoundError:
                 mode = None
-            temp = f".{path.name}.{secrets.token_hex(4)}"
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(temp, flags, 0o600, dir_fd=folder)
-            try:
-                with os.fdopen(
-                    fd, "w", encoding="utf-8", errors="surrogateescape", newline=""
-                ) as f:
-                    f.write(format_state(entries, comments))
-                    f.flush()
-                    if mode is not None:
-                        os.fchmod(f.fileno(), mode)
-                    os.fsync(f.fileno())
-                os.replace(temp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temp, dir_fd=folder)
-                raise
+            text = format_state(entries, comments)
+            replace_in(folder, path.name, text.encode("utf-8", "surrogateescape"), 0o600, mode)
     finally:
         os.close(folder)
 
