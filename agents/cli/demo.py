@@ -42,10 +42,15 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports: every socket stays bound until all are picked."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket())
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 async def wait_reply(client: RoomClient, thread: str, ask_id: str, timeout: float) -> dict:
@@ -181,7 +186,7 @@ async def wait_healthy(home: Home, up: asyncio.subprocess.Process, timeout: floa
 
 
 async def run_demo(root: Path) -> int:
-    strict, relaxed = free_port(), free_port()
+    strict, relaxed = free_ports(2)
     say(f"demo: laying down a home at {root}")
     init_home(
         root, InitOptions(strict=f"127.0.0.1:{strict}", relaxed=f"127.0.0.1:{relaxed}", demo=True)
