@@ -204,7 +204,8 @@ class WebApp:
         if run is None:
             page = pages.message(
                 "No such run",
-                f"No expedition in the room has the thread {thread}; find it on the Runs page.",
+                notice
+                or f"No expedition in the room has the thread {thread}; find it on the Runs page.",
             )
             return HTMLResponse(page, status_code=404 if status == 200 else status)
         posted = request.query_params.get("posted")

@@ -133,6 +133,7 @@ class Feed:
         self.chain = Chain()
         self.threads: dict[str, list[dict[str, Any]]] = {}
         self.last_from: dict[str, dict[str, Any]] = {}
+        self.seats: dict[str, str] = {}  # nick -> the seat its last judgment named
         self.connected = False
         self.caught_up = asyncio.Event()
         self.problem: str | None = None
@@ -228,6 +229,9 @@ class Feed:
             "ts": line.get("ts"),
             "type": line.get("type"),
         }
+        data = line.get("data")
+        if isinstance(data, dict) and isinstance(data.get("seat"), str):
+            self.seats[str(line.get("from"))] = data["seat"]
         for listener in self._listeners:
             listener(line)
         self._notify({"kind": "line", "raw": raw, "line": line})

@@ -77,13 +77,17 @@ async def answer(
     thread = thread.strip()
     if not thread:
         raise GateRefusal("No thread was given; open the run from the Runs page.")
+    if redirect is not None and not redirect.strip():  # said before the room is even read
+        raise GateRefusal(
+            "The redirect is empty: say what to look for instead, or confirm. Nothing was posted."
+        )
     operator = home.society.operator
     try:
         async with home.client(operator) as client:
             messages = await read_thread(client, thread)
             problem = not_a_run(messages, thread)
             if problem:
-                raise GateRefusal(problem.split("\n")[0])
+                raise GateRefusal(problem.split("\n")[0] + " Nothing was posted.")
             final, reports = reports_of(messages, operator)
             if final is not None:
                 raise GateRefusal(f"The run {thread} is already over; nothing was posted.")
@@ -105,14 +109,9 @@ async def answer(
                 raise GateRefusal(f"The Dig Report lists no row {unknown[0]}; nothing was posted.")
             drop = [] if redirect is not None else [row for row in rows if row not in keep]
             try:
-                check_answer(drop, redirect)
+                check_answer(drop, redirect)  # the command's own checks, word for word
             except UsageError as exc:
-                raise GateRefusal(
-                    "The redirect is empty: say what to look for instead, or confirm. "
-                    "Nothing was posted."
-                    if redirect is not None
-                    else exc.message
-                ) from None
+                raise GateRefusal(f"{exc.message}. Nothing was posted.") from None
             body, data = answer_post(drop, redirect)
             seq = await post_answer(client, report, thread, body, data)
     except BullpenError as exc:

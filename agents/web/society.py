@@ -119,7 +119,7 @@ def members(home: Home, feed: Feed) -> list[Member]:
             Member(
                 nick=nick,
                 kind=kind,
-                seat=nick_config.seat,
+                seat=nick_config.seat or feed.seats.get(nick),
                 trusted=trust.is_trusted(nick),
                 privileged=proof.method if proof else None,
                 alive=alive,

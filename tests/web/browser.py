@@ -69,7 +69,13 @@ def wait_web(base: str, timeout: float = 30.0) -> None:
     wait_for(answers, timeout, "bullpen web to answer")
 
 
-def login_url(root: Path) -> str:
+def login_url(root: Path, *, cli: bool = False) -> str:
+    """A fresh one-time login link: from `bullpen web url`, or the function behind it."""
+    if not cli:
+        from agents.home import Home
+        from agents.web.server import login_url as link
+
+        return link(Home(root))
     done = run_cli(root, "web", "url")
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
@@ -90,24 +96,44 @@ def session_client(root: Path) -> Iterator[httpx.Client]:
         yield client
 
 
-def rows(driver: Any) -> list[Any]:
-    from selenium.webdriver.common.by import By
+FIND_ROW = """
+const text = arguments[0];
+for (const li of document.querySelectorAll('#lines li.line')) {
+  if (li.querySelector('.body').textContent.includes(text)) return li.id;
+}
+return null;
+"""
 
-    return driver.find_elements(By.CSS_SELECTOR, "#lines li.line")
+
+def rows(driver: Any) -> list[str]:
+    """The text of every row of the page's log."""
+    return driver.execute_script(  # type: ignore[no-any-return]
+        "return [...document.querySelectorAll('#lines li.line')].map(li => li.textContent)"
+    )
 
 
 def row_with(driver: Any, text: str, timeout: float = 10.0) -> Any:
     """The log row whose body holds `text`, once the page shows it."""
     from selenium.webdriver.common.by import By
 
-    def find() -> Any:
-        for row in driver.find_elements(By.CSS_SELECTOR, "#lines li.line"):
-            body = row.find_element(By.CSS_SELECTOR, ".body").text
-            if text in body:
-                return row
-        return None
+    found = wait_for(
+        lambda: driver.execute_script(FIND_ROW, text), timeout, f"a row saying {text!r}"
+    )
+    return driver.find_element(By.ID, found)
 
-    return wait_for(find, timeout, f"a row saying {text!r}")
+
+def say(root: Path, body: str, to: str = "@echo", **fields: Any) -> dict[str, Any]:
+    """Post as the operator, with its proof, and return the stored line (the hub's ack)."""
+    import asyncio
+
+    from agents.home import Home
+
+    async def post() -> dict[str, Any]:
+        home = Home(root)
+        async with home.client(home.society.operator) as client:
+            return await client.say(to, body, **fields)
+
+    return asyncio.run(post())
 
 
 def csrf_of(html: str) -> str:

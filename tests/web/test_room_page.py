@@ -18,7 +18,7 @@ import pytest
 
 from agents.web.feed import Chain, LineFilter, split_answer
 from room.chain import GENESIS, line_hash
-from tests.support import Proc, Society, run_cli, wait_for
+from tests.support import Proc, Society, wait_for
 from tests.web.browser import (
     add_web,
     chromium,
@@ -27,6 +27,7 @@ from tests.web.browser import (
     login_url,
     row_with,
     rows,
+    say,
     session_client,
     wait_web,
 )
@@ -40,10 +41,8 @@ class Site:
     def root(self) -> Path:
         return self.society.root
 
-    def say(self, body: str, *args: str) -> dict[str, Any]:
-        done = run_cli(self.root, "say", "@echo", body, *args)
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
+    def say(self, body: str, **fields: Any) -> dict[str, Any]:
+        return say(self.root, body, **fields)
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +92,8 @@ class TestSession:
     def test_a_login_link_works_once_and_sets_a_strict_httponly_cookie(self, site: Site) -> None:
         """The link from `bullpen web url` logs in once; the token file is 0600; used again
         the link is refused."""
-        url = login_url(site.root)
+        url = login_url(site.root, cli=True)
+        assert url.startswith(f"{site.base}/login?")
         first = httpx.get(url, follow_redirects=False)
         assert first.status_code == 303 and first.headers["location"] == "/room"
         cookie = first.headers["set-cookie"]
@@ -147,13 +147,13 @@ class TestRoomPage:
     def test_the_filters_of_tail_apply_to_the_backlog_and_live_lines(self, site: Site) -> None:
         """?from=…&type=… keeps only matching lines, before and after the page opened."""
         site.say("a chat line")
-        site.say("an ask line", "--type", "ask")
+        site.say("an ask line", type="ask")
         open_room(site, "?type=ask&from=operator")
         row_with(site.driver, "an ask line")
-        site.say("a second ask", "--type", "ask")
+        site.say("a second ask", type="ask")
         site.say("a later chat")
         row_with(site.driver, "a second ask")
-        bodies = [r.text for r in rows(site.driver)]
+        bodies = rows(site.driver)
         assert bodies and not any("chat line" in b or "later chat" in b for b in bodies)
 
     def test_the_chain_status_shows_the_audited_seq(self, site: Site) -> None:
