@@ -73,24 +73,36 @@
     let newest = 0;
     let oldest = null;
     const es = new EventSource("/events" + (query ? "?" + query : ""));
+    // The backlog goes into one fragment and into the page at once when the stream says
+    // "ready": one layout for the first paint, not one per line.
+    let backlog = document.createDocumentFragment();
     es.addEventListener("line", function (ev) {
       const line = JSON.parse(ev.data);
       if (line.seq <= newest) return;
-      const stick = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
-      list.append(row(line));
       newest = line.seq;
       if (oldest === null) oldest = line.seq;
+      if (backlog) {
+        backlog.append(row(line));
+        return;
+      }
+      const stick = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+      list.append(row(line));
       while (list.childElementCount > MAX_ROWS) {
         list.firstElementChild.remove();
         oldest = Number(list.firstElementChild.dataset.seq);
       }
-      if (stick && log.dataset.ready) window.scrollTo(0, document.body.scrollHeight);
+      if (stick) window.scrollTo(0, document.body.scrollHeight);
     });
     es.addEventListener("status", function (ev) {
       if (chain) chainText(chain, JSON.parse(ev.data));
     });
     es.addEventListener("ready", function () {
+      if (backlog) {
+        list.append(backlog);
+        backlog = null;
+      }
       log.dataset.ready = "1";
+      if (!performance.getEntriesByName("lines-shown").length) performance.mark("lines-shown");
       window.scrollTo(0, document.body.scrollHeight);
     });
     if (older) {
