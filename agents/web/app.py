@@ -172,7 +172,7 @@ class WebApp:
         return HTMLResponse(pages.runs(found, self._csrf(request)))
 
     async def society(self, request: Request) -> Response:
-        found = await asyncio.to_thread(members, self.home, self.feed)
+        found = members(self.home, self.feed)  # on the loop: it reads the feed's threads
         usage = await asyncio.to_thread(gateway_usage, self.home)
         return HTMLResponse(pages.society(found, usage, self._csrf(request)))
 

@@ -160,7 +160,7 @@ def build_run(
         ),
         None,
     )
-    if start is None:
+    if start is None or start.get("data") == {"ping": True}:  # a trust check's ping, not a run
         return None
     run = RunView(str(start.get("thread")), start, last_ts=counted[-1].get("ts"))
     operator = start.get("from")

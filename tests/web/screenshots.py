@@ -32,13 +32,12 @@ def main(out: Path) -> int:
         base = add_web(society)
         driver = None
         try:
-            start_up(society, ready=True)
-            wait_web(base, 60)
+            start_up(society)
+            wait_web(base, 120)
             say(society.root, "good morning: the kiln is lit, the glaze tests are drying")
-            say(society.root, "<script>alert('not run')</script> is shown as text", to="@echo")
-            assert run_cli(society.root, "trust", "check", timeout=120).returncode == 0
-            run_cli(society.root, "backpass", "--report-only", timeout=600)
             confirmed = expedition(society.root)
+            run_cli(society.root, "backpass", "--report-only", timeout=600)
+            run_cli(society.root, "trust", "check", "--timeout", "60", timeout=300)
             waiting = expedition(society.root)
             driver = chromium(1280, 1000)
             login(driver, society.root)
@@ -48,6 +47,7 @@ def main(out: Path) -> int:
             driver.find_elements(By.NAME, "keep")[1].click()
             driver.find_element(By.ID, "confirm").click()
             row_with(driver, "brief written:", 120)
+            say(society.root, "<script>alert('not run')</script> is shown as text", to="@echo")
             driver.get(f"{base}/room")
             wait_for(
                 lambda: driver.execute_script(
@@ -58,7 +58,10 @@ def main(out: Path) -> int:
             )
             driver.save_screenshot(str(out / "web-room.png"))
             driver.get(f"{base}/runs")
+            height = driver.execute_script("return document.body.scrollHeight")
+            driver.set_window_size(1280, min(int(height) + 40, 3000))
             driver.save_screenshot(str(out / "web-runs.png"))
+            driver.set_window_size(1280, 1000)
             driver.get(f"{base}/gate/{waiting}")
             driver.save_screenshot(str(out / "web-gate.png"))
             driver.get(f"{base}/society")

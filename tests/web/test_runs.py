@@ -58,11 +58,13 @@ def test_a_build_run_has_its_steps_its_climb_and_its_red_verdict() -> None:
 
 
 def test_open_runs_come_first_and_threads_without_a_start_are_not_runs() -> None:
-    """A finished run sorts after an open one; a thread with no ask to the foreman is skipped."""
+    """A finished run sorts after an open one; a thread with no ask to the foreman, or a trust
+    check's ping, is no run."""
     done = build_thread()
     opened = [dict(m, thread="t-2", id=f"o{m['seq']}", seq=m["seq"]) for m in done[:2]]
     chat = [line(1, "operator", "@echo", "chat", "hi", thread="t-3")]
-    runs = build_runs({"t-1": done, "t-2": opened, "t-3": chat}, TRUSTED)
+    ping = [line(1, "operator", "@foreman", "ask", "ping", thread="t-4", data={"ping": True})]
+    runs = build_runs({"t-1": done, "t-2": opened, "t-3": chat, "t-4": ping}, TRUSTED)
     assert [r.thread for r in runs] == ["t-2", "t-1"]
     assert runs[0].state == "open" and runs[0].steps[0].state == "asked"
 

@@ -58,3 +58,35 @@ class TestLinks:
         assert auth.redeem(query["n"], query["e"], query["t"], now=1001.0) is None  # used
         assert Auth(b"other" * 8).session(cookie, now=1002.0) is None
         assert auth.csrf_ok(cookie, auth.csrf(cookie)) and not auth.csrf_ok(cookie, "")
+
+
+def test_the_society_page_sums_the_gateway_ledger_by_caller_and_backend(tmp_path: Path) -> None:
+    """With [gateway] configured, its ledger is summed by caller and by backend; without it,
+    there is no usage to show."""
+    import json
+
+    from agents.home import Home
+    from agents.web.society import gateway_usage
+    from tests.gateway.helpers import gateway_section
+
+    society = Society(tmp_path / "home")
+    assert gateway_usage(society.home) is None
+    path = society.root / "society.toml"
+    backend = {"base_url": "http://127.0.0.1:9", "prefixes": ["fake"]}
+    path.write_text(path.read_text() + gateway_section(9, {"local": backend}))
+    ledger = society.root / "gateway" / "ledger.jsonl"
+    ledger.parent.mkdir()
+    calls = [("termgen", "local", 200), ("termgen", "local", 502), ("scorer", "local", 200)]
+    ledger.write_text(
+        "".join(
+            json.dumps({"caller": c, "backend": b, "status": s, "tokens_in": 10}) + "\n"
+            for c, b, s in calls
+        )
+    )
+    usage = gateway_usage(Home(society.root))
+    assert usage is not None
+    assert {k: (v.calls, v.failed) for k, v in usage["caller"].items()} == {
+        "termgen": (2, 1),
+        "scorer": (1, 0),
+    }
+    assert usage["backend"]["local"].tokens_in == 30

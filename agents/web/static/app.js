@@ -91,7 +91,9 @@
         list.firstElementChild.remove();
         oldest = Number(list.firstElementChild.dataset.seq);
       }
-      if (stick) window.scrollTo(0, document.body.scrollHeight);
+      if (stick && document.body.dataset.page === "room") {
+        window.scrollTo(0, document.body.scrollHeight);
+      }
     });
     es.addEventListener("status", function (ev) {
       if (chain) chainText(chain, JSON.parse(ev.data));
@@ -103,7 +105,7 @@
       }
       log.dataset.ready = "1";
       if (!performance.getEntriesByName("lines-shown").length) performance.mark("lines-shown");
-      window.scrollTo(0, document.body.scrollHeight);
+      if (document.body.dataset.page === "room") window.scrollTo(0, document.body.scrollHeight);
     });
     if (older) {
       older.addEventListener("click", function () {
