@@ -2,7 +2,7 @@
 
 Per nick: its handler kind and seat (society.toml), trust and privilege
 (trust.toml), whether its lurker is alive (`bullpen up`'s state/up.json pids,
-else the last line it posted), and the last `bullpen trust check`'s
+else its systemd user unit's state, else the last line it posted), and the last `bullpen trust check`'s
 result (its ping thread in the room). Where shared memory exists
 (agents.memory, imported only if it is installed) each nick's lessons;
 where the gateway is configured, its ledger summed by caller and backend.
@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,21 @@ def up_pids(home: Home) -> dict[str, int]:
     except (OSError, ValueError):
         return {}
     return {str(k): int(v) for k, v in (data.get("pids") or {}).items() if isinstance(v, int)}
+
+
+def systemd_states(nicks: list[str]) -> dict[str, str]:
+    """`systemctl --user is-active` of each nick's lurker unit; {} without a user manager."""
+    if not nicks or shutil.which("systemctl") is None:
+        return {}
+    units = [f"bullpen-lurker@{nick}.service" for nick in nicks]
+    try:
+        done = subprocess.run(
+            ["systemctl", "--user", "is-active", *units], capture_output=True, text=True, timeout=2
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    states = done.stdout.split()
+    return dict(zip(nicks, states, strict=True)) if len(states) == len(units) else {}
 
 
 def pid_alive(pid: int) -> bool:
@@ -99,6 +116,7 @@ def lessons(home: Home, nick: str) -> list[str]:
 def members(home: Home, feed: Feed) -> list[Member]:
     config, trust = home.society, home.trust
     pids = up_pids(home)
+    units = systemd_states([nick for nick in config.nicks if nick not in pids])
     checks = _trust_checks(feed, config.operator)
     out = []
     for nick, nick_config in config.nicks.items():
@@ -112,6 +130,10 @@ def members(home: Home, feed: Feed) -> list[Member]:
         seen = feed.last_from.get(nick)
         if nick in pids:
             alive = "alive (bullpen up)" if pid_alive(pids[nick]) else "not running"
+        elif units.get(nick) in ("active", "activating", "failed"):
+            alive = {"active": "alive (systemd)", "activating": "starting (systemd)"}.get(
+                units[nick], "failed (systemd)"
+            )
         else:
             alive = f"last posted seq {seen['seq']}" if seen else "no line yet"
         proof = trust.proof_of(nick)

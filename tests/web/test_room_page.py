@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.web.feed import Chain, LineFilter, split_answer
+from agents.web.feed import Chain, Feed, LineFilter, split_answer
 from room.chain import GENESIS, line_hash
 from tests.support import Proc, Society, wait_for
 from tests.web.browser import (
@@ -211,3 +211,34 @@ class TestChainAudit:
         flt = LineFilter.of({"from": "@ann", "to": "bob", "type": "ask"})
         assert flt.matches({"from": "ann", "to": "@bob", "type": "ask"})
         assert not flt.matches({"from": "ann", "to": "@bob", "type": "chat"})
+
+
+class TestScrollBack:
+    def test_lines_older_than_memory_are_read_from_the_hub(self, site: Site) -> None:
+        """A feed that keeps only the newest lines still pages back through the whole room,
+        reading what it no longer holds from the hub, oldest first and filtered."""
+        import asyncio
+
+        for n in range(6):
+            site.say(f"scrollback {n}")
+
+        async def page_back() -> tuple[list[int], list[int], int]:
+            feed = Feed(site.society.strict_url, site.society.home.read_token(), keep=3)
+            feed.start()
+            try:
+                await asyncio.wait_for(feed.caught_up.wait(), 20)
+                head = feed.seq
+                everything = await feed.before(head + 1, 1000, LineFilter())
+                mine = await feed.before(head + 1, 4, LineFilter(sender="operator"))
+                return (
+                    [json.loads(r)["seq"] for r in everything],
+                    [json.loads(r)["seq"] for r in mine],
+                    feed.first_seq,
+                )
+            finally:
+                await feed.aclose()
+
+        seqs, mine, first = asyncio.run(page_back())
+        assert first > 1  # memory no longer holds the start of the room
+        assert seqs == list(range(1, seqs[-1] + 1))
+        assert len(mine) == 4 and mine == sorted(mine) and mine[-1] == seqs[-1]
