@@ -251,7 +251,9 @@ class WebApp:
         feed = self.feed
         queue = feed.subscribe()
         try:
-            await feed.caught_up.wait()
+            if not feed.caught_up.is_set():  # say where the view is while it reads the room
+                yield b"retry: 1000\n\n" + _status(feed)
+                await feed.caught_up.wait()
             backlog = feed.after(resume, flt) if resume is not None else feed.newest(first, flt)
             sent = resume if resume is not None else feed.seq
             chunks = [b"retry: 1000\n\n", _status(feed)]

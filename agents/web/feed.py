@@ -182,13 +182,23 @@ class Feed:
             except (httpx.HTTPError, ValueError, KeyError) as exc:
                 if self.connected:
                     log.warning("the hub stopped answering; retrying", error=str(exc)[:200])
+                refused = isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code in (
+                    401,
+                    403,
+                )
+                self.problem = (
+                    "the hub refuses this view's read token: is secrets/read-token the hub's? "
+                    "(copy it from the hub's home, then restart `bullpen web`)"
+                    if refused
+                    else None
+                )
                 self.connected = False
                 self._notify({"kind": "status"})
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue
             if not self.connected:
-                self.connected = True
+                self.connected, self.problem = True, None
                 self._notify({"kind": "status"})
             delay = 0.2
             if last < self.seq:
