@@ -177,3 +177,25 @@ def test_the_runs_and_society_pages_show_the_run_and_its_members(site: Site) -> 
     assert set(table) == set(EXPEDITION_NICKS)
     for nick, text in table.items():
         assert "alive (bullpen up)" in text and "python step" in text and "secret" in text, nick
+
+
+def test_a_redirect_from_the_gate_digs_again(site: Site) -> None:
+    """A redirect typed on the gate posts what `confirm --redirect` posts, and the page shows
+    the new Dig Report when the foreman has dug again."""
+    from selenium.webdriver.common.by import By
+
+    done = run_cli(site.root, "expedition", "--title", "Fire", "--keyword", "patience",
+                   "--timeout", "240", timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    thread = re.search(r"expedition (exp-[0-9a-f]+) started", done.stderr).group(1)  # type: ignore[union-attr]
+    driver = site.driver
+    driver.get(f"{site.base}/gate/{thread}")
+    driver.find_element(By.ID, "redirect").send_keys("kilns and ovens")
+    driver.find_element(By.ID, "do-redirect").click()
+    row_with(driver, "Redirected: kilns and ovens", 120)
+    (reply,) = [
+        m
+        for m in site.society.lines()
+        if m["from"] == "operator" and m["type"] == "reply" and m.get("thread") == thread
+    ]
+    assert (reply["body"], reply["data"]) == answer_post(redirect="kilns and ovens")
