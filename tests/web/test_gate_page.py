@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from agents.expedition.command import answer_post
+from agents.web.society import up_pids
 from tests.support import Society, run_cli, start_up, wait_for
 from tests.web.browser import add_web, chromium, csrf_of, login, row_with, session_client, wait_web
 
@@ -175,6 +176,8 @@ def test_the_runs_and_society_pages_show_the_run_and_its_members(site: Site) -> 
         for row in driver.find_elements(By.CSS_SELECTOR, "#members tr[data-nick]")
     }
     assert set(table) == set(EXPEDITION_NICKS)
+    pids = up_pids(site.society.home)  # `bullpen up` started the web view with the rest
+    assert set(pids) == {"hub", "web", *EXPEDITION_NICKS}
     for nick, text in table.items():
         assert "alive (bullpen up)" in text and "python step" in text and "secret" in text, nick
 
