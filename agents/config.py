@@ -219,6 +219,22 @@ class LogsConfig(_Strict):
     keep: int = Field(default=5, ge=1, le=100)
 
 
+class WebConfig(_Strict):
+    """[web]: `bullpen web`, the browser view (docs/web.md); `bullpen up` starts it when set."""
+
+    listen: str = "127.0.0.1:8070"
+    url: str | None = Field(default=None, description="how a browser reaches it, if not listen")
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        parse_address(value, "[web] listen")
+        return value
+
+    def base_url(self) -> str:
+        return (self.url or HubConfig._url_for(self.listen)).rstrip("/")
+
+
 class SocietyConfig(_Strict):
     operator: str = "operator"
     room: RoomConfig = Field(default_factory=RoomConfig)
@@ -234,6 +250,8 @@ class SocietyConfig(_Strict):
     backpass: dict[str, Any] = Field(default_factory=dict)
     # The model gateway's section, parsed by agents/gateway/config.py; empty = no gateway.
     gateway: dict[str, Any] = Field(default_factory=dict)
+    # The web view (agents/web); None: not configured, so `bullpen up` does not start it.
+    web: WebConfig | None = None
     pipelines: dict[str, str] = Field(
         default_factory=dict, description="an operator's own pipelines: NAME = 'module:Class'"
     )
@@ -305,6 +323,7 @@ def _explain(exc: ValidationError, path: Path) -> str:
             "expedition": "expedition",
             "gateway": "gateway",
             "seats": "seats",
+            "web": "web",
         }.get(section, "operating")
         message = f"unknown key; check its spelling against docs/{doc}.md"
     return f"{path}: {where}: {message}" if where else f"{path}: {message}"

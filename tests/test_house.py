@@ -100,6 +100,22 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.home",
         "agents.runtime",
     ),
+    # the web view reads what the pipelines post and answers the gate through the
+    # expedition's own functions; shared memory is imported lazily, only where it exists
+    "agents.web": (
+        "room",
+        "trust",
+        "agents.seats",
+        "agents.config",
+        "agents.home",
+        "agents.runtime",
+        "agents.foreman",
+        "agents.expedition",
+        "agents.backpass",
+        "agents.build",
+        "agents.gateway",
+        "agents.memory",
+    ),
 }
 
 

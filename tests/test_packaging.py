@@ -56,5 +56,9 @@ def test_wheel_carries_defaults_and_unit_templates(tmp_path: Path) -> None:
         "agents/seats/judge.py",
         "agents/gateway/server.py",
         "agents/unitfiles/bullpen-gateway.service",
+        "agents/unitfiles/bullpen-web.service",
+        "agents/web/templates/page.html",
+        "agents/web/static/app.js",
+        "agents/web/static/style.css",
     ):
         assert needed in names, needed

@@ -238,6 +238,17 @@ def build_parser() -> argparse.ArgumentParser:
     _home_option(g)
     g.add_argument("backend", nargs="?", help="only this [gateway.backends.NAME]")
 
+    p = add(
+        "web",
+        "agents.cli.web:cmd_web",
+        "serve the browser view of the room, runs, the gate and the society (docs/web.md)",
+    )
+    action = p.add_subparsers(dest="action", metavar="ACTION")
+    w = action.add_parser("serve", help="serve it until stopped (the default)")
+    _home_option(w)
+    w = action.add_parser("url", help="print a one-time login link (good for 10 minutes)")
+    _home_option(w)
+
     p = add("trust", "agents.cli.trustcheck:cmd_trust", "check that trust works end to end")
     p.add_argument("action", choices=["check"])
     p.add_argument("--static", action="store_true", help="skip the live ping round trips")

@@ -42,6 +42,7 @@ TEMPLATES = (
 )
 
 GATEWAY_UNIT = "bullpen-gateway.service"  # only for a home with a [gateway] section
+WEB_UNIT = "bullpen-web.service"  # only for a home with a [web] section
 
 # Where PrivateTmp=yes gives a service an empty folder of its own.
 TMP_ROOTS = (Path("/tmp"), Path("/var/tmp"))
@@ -181,6 +182,7 @@ def render(home: Home, template: str, plan: UnitPlan | None = None) -> str:
 def install(home: Home, target: Path, plan: UnitPlan | None = None) -> list[Path]:
     plan = plan or plan_units(home)
     wanted = [*TEMPLATES, *((GATEWAY_UNIT,) if home.has_gateway else ())]
+    wanted += [WEB_UNIT] if home.society.web is not None else []
     rendered = {
         name: render(home, name, plan) for name in wanted if (_template_dir() / name).exists()
     }
@@ -230,6 +232,7 @@ def commands(target: Path, written: list[Path], nicks: list[str], user: str) -> 
         )
         lines += [f"systemctl --user link {shlex.quote(str(path))}" for path in written]
     units = [n for n in ("bullpen-hub.service", GATEWAY_UNIT) if n in names]
+    units += [n for n in (WEB_UNIT,) if n in names]
     if "bullpen-lurker@.service" in names:
         units += [f"bullpen-lurker@{nick}.service" for nick in nicks]
     units += [n for n in ("bullpen-backpass.timer",) if n in names]  # the nightly backpass

@@ -367,6 +367,17 @@ def not_a_run(messages: Sequence[Message], thread: str) -> str | None:
     return None
 
 
+def reports_of(
+    messages: Sequence[Message], operator: str, foreman: str = FOREMAN
+) -> tuple[Message | None, list[Message]]:
+    """A run's final report (None while it runs) and its Dig Reports, oldest first."""
+    ours = [
+        m for m in messages if m.from_ == foreman and bare(m.to) == operator and m.type == "reply"
+    ]
+    final = next((m for m in ours if (m.data or {}).get("final")), None)
+    return final, [m for m in ours if is_dig_report(m)]
+
+
 async def confirm(
     home: Home,
     thread: str,
@@ -386,17 +397,11 @@ async def confirm(
         if problem:
             print(problem, file=err)
             return EXIT_USAGE
-        ours = [
-            m
-            for m in messages
-            if m.from_ == FOREMAN and bare(m.to) == operator and m.type == "reply"
-        ]
-        final = next((m for m in ours if (m.data or {}).get("final")), None)
+        final, reports = reports_of(messages, operator)
         if final is not None:
             print(f"The run {thread} is already over:", file=err)
             print(final.body, file=out)
             return outcome_code(final)
-        reports = [m for m in ours if is_dig_report(m)]
         if not reports:
             print(
                 f"The run {thread} has no Dig Report yet; wait for it (or check the thread id "

@@ -2,7 +2,9 @@
 
 Starts the hub, waits until it answers, then the model gateway when
 `[gateway]` is configured (and waits until it answers too), then one lurker
-per configured nick.
+per configured nick, then the web view when `[web]` is configured. The
+children's pids are kept in `<home>/state/up.json` (the web view's Society
+page reads them to tell a live lurker from a dead one).
 A child that crashes is restarted with backoff (a configuration error, exit
 78, is not: it would only fail again). Ctrl-C or SIGTERM stops the lurkers,
 then the gateway, then the hub, and waits for them; children also get SIGTERM from the kernel
@@ -18,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import ctypes
+import json
 import os
 import signal
 import sys
@@ -135,6 +138,11 @@ class Supervisor:
             Child(nick, [*base, "lurk", nick], logs / f"{nick}.log", kept)
             for nick in home.society.nicks
         ]
+        self.web = (
+            Child("web", [*base, "web"], logs / "web.log", kept)
+            if home.society.web is not None
+            else None
+        )
         self.env = {**os.environ, "BULLPEN_HOME": str(home.root), "PYTHONUNBUFFERED": "1"}
         self._stopping = asyncio.Event()
         # Names line up in the status lines however long a nick is.
@@ -269,6 +277,14 @@ class Supervisor:
             status(
                 f"{child.name:<{self.width}} pid {child.proc.pid:<7} running  log {child.log_path}"
             )
+        if self.web is not None:
+            await self.web.start(self.env)
+            assert self.web.proc is not None
+            status(
+                f"{'web':<{self.width}} pid {self.web.proc.pid:<7} running  "
+                f"{self.home.society.web.base_url()}"  # type: ignore[union-attr]
+            )
+        self._write_pids()
         status(f"{len(self.lurkers)} lurkers up; Ctrl-C stops everything")
         watchers = [asyncio.create_task(self._watch(c)) for c in self._children()]
         await self._stopping.wait()
@@ -276,6 +292,8 @@ class Supervisor:
         for task in watchers:
             task.cancel()
         await asyncio.gather(*watchers, return_exceptions=True)
+        if self.web is not None:
+            await self._terminate([self.web])
         await self._terminate(self.lurkers)
         if self.gateway is not None:
             await self._terminate([self.gateway])
@@ -285,7 +303,23 @@ class Supervisor:
         return 0
 
     def _children(self) -> list[Child]:
-        return [c for c in (self.hub, self.gateway) if c is not None] + self.lurkers
+        return [c for c in (self.hub, self.gateway, self.web) if c is not None] + self.lurkers
+
+    def _write_pids(self) -> None:
+        """state/up.json: each running child's pid, rewritten whole on every (re)start."""
+        pids = {
+            c.name: c.proc.pid
+            for c in self._children()
+            if c.proc is not None and c.proc.returncode is None
+        }
+        path = self.home.root / "state" / "up.json"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(".up.json.tmp")
+            tmp.write_text(json.dumps({"pids": pids}) + "\n")
+            os.replace(tmp, path)
+        except OSError as exc:  # a read-only home: only the Society page loses its pids
+            status(f"could not write {path} ({exc.strerror or exc})")
 
     async def _watch(self, child: Child) -> None:
         while not self._stopping.is_set():
@@ -320,6 +354,7 @@ class Supervisor:
             status(
                 f"{child.name:<{self.width}} pid {child.proc.pid:<7} restarted ({child.restarts})"
             )
+            self._write_pids()
 
     async def _terminate(self, children: list[Child]) -> None:
         running = [c for c in children if c.proc is not None and c.proc.returncode is None]

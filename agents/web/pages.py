@@ -1,0 +1,201 @@
+"""The pages as HTML: every value from the room or a file is escaped on its way in.
+
+The templates (templates/*.html, package data) are `string.Template`s whose
+holes are filled only with text this module escaped or markup it built from
+escaped parts. Room lines on the Room page are not rendered here at all:
+the page's script builds them with `textContent` (static/app.js), so a body
+full of `<script>` is shown as the text it is.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from importlib.resources import files
+from string import Template
+from typing import Any
+from urllib.parse import quote
+
+from agents.web import charts
+from agents.web.gate import candidates
+from agents.web.runs import RunView, Step
+from agents.web.society import Member
+
+PAGES = ("room", "runs", "society")
+
+
+def _template(name: str) -> Template:
+    return Template(files("agents.web").joinpath("templates", name).read_text(encoding="utf-8"))
+
+
+def e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def layout(title: str, page: str, content: str, csrf: str) -> str:
+    navs = {f"nav_{p}": ("here" if p == page else "") for p in PAGES}
+    return _template("page.html").substitute(
+        title=e(title), page=e(page), content=content, csrf=e(csrf), **navs
+    )
+
+
+def message(title: str, text: str) -> str:
+    return _template("message.html").substitute(title=e(title), text=e(text))
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+# -- Room ------------------------------------------------------------------------------
+
+
+def room(params: dict[str, str], csrf: str) -> str:
+    fields = "".join(
+        f'<label>{label} <input name="{name}" value="{e(params.get(name, ""))}" '
+        f'placeholder="{hint}"></label>'
+        for name, label, hint in (
+            ("thread", "thread", "exp-…"),
+            ("from", "from", "nick"),
+            ("to", "to", "@nick"),
+            ("type", "type", "ask, reply…"),
+        )
+    )
+    query = "&".join(f"{k}={quote(v)}" for k, v in params.items() if v)
+    content = (
+        '<h1>Room</h1><form class="filters" method="get" action="/room">'
+        f'{fields}<button>filter</button> <a href="/room">clear</a></form>'
+        '<div id="chain" class="chain">chain: reading…</div>'
+        f'<div id="log" class="log" data-query="{e(query)}">'
+        '<button id="older" class="older" type="button">older lines</button>'
+        '<ol id="lines"></ol></div>'
+    )
+    return layout("Room", "room", content, csrf)
+
+
+# -- Runs ------------------------------------------------------------------------------
+
+
+def _step(step: Step) -> str:
+    seat = f'<span class="seat">seat {e(step.seat)}</span>' if step.seat else ""
+    flags = "".join(f'<span class="flag">{e(flag)}</span>' for flag in step.flags)
+    return (
+        f'<li class="step {e(step.state)}"><span class="state">{e(step.state)}</span> '
+        f'<span class="nick">@{e(step.nick)}</span> <span class="what">{e(step.body[:160])}</span> '
+        f'{seat}{flags}<span class="took">{_seconds(step.duration)}</span></li>'
+    )
+
+
+def _run(run: RunView) -> str:
+    thread = e(run.thread)
+    extra = ""
+    if run.iterations:
+        extra += f"<figure><figcaption>tier climb</figcaption>{charts.tier_climb(run.iterations)}</figure>"
+    report = run.build_report
+    if report is not None:
+        verdict = "green" if report.get("green") else "red"
+        extra += (
+            f'<p class="build {verdict}">build {verdict}: tier {e(report.get("tier", "?"))}, '
+            f"{e(report.get('passing', '?'))}/{e(report.get('total', '?'))} passing, "
+            f"{e(report.get('iterations', '?'))} iterations, clone {e(report.get('clone', ''))}</p>"
+        )
+    if run.funnel is not None:
+        extra += f"<figure><figcaption>funnel</figcaption>{charts.funnel(run.funnel)}</figure>"
+    gate = ""
+    if run.waiting_report() is not None and run.pipeline == "expedition":
+        gate = f' <a class="gate-link" href="/gate/{quote(run.thread)}">answer the Dig Report</a>'
+    final = run.final
+    outcome = ""
+    if final is not None:
+        first = str(final.get("body", "")).strip().splitlines()
+        outcome = f'<p class="outcome">{e(first[0][:300] if first else "")}</p>'
+    steps = "".join(_step(s) for s in run.steps)
+    return (
+        f'<section class="run {e(run.state)}" data-thread="{thread}"><h2>'
+        f'<span class="pipeline">{e(run.pipeline)}</span> <a href="/room?thread={quote(run.thread)}">'
+        f'{thread}</a> <span class="state">{e(run.state)}</span> '
+        f'<span class="took">{_seconds(run.duration)}</span>{gate}</h2>'
+        f'<p class="asked">asked by {e(run.start.get("from"))}: {e(str(run.start.get("body", ""))[:200])}</p>'
+        f'<ol class="timeline">{steps}</ol>{extra}{outcome}</section>'
+    )
+
+
+def runs(all_runs: list[RunView], csrf: str) -> str:
+    body = "".join(_run(r) for r in all_runs) or "<p>No pipeline run in the room yet.</p>"
+    return layout("Runs", "runs", f'<h1>Runs</h1><div id="runs" data-live="1">{body}</div>', csrf)
+
+
+# -- The gate --------------------------------------------------------------------------
+
+
+def gate(run: RunView, csrf: str, notice: str = "", posted: bool = False) -> str:
+    thread = e(run.thread)
+    parts = [f"<h1>Gate: {thread}</h1>"]
+    if notice:
+        parts.append(f'<p class="notice" id="notice">{e(notice)}</p>')
+    report = run.waiting_report()
+    if report is not None and not posted:
+        rows = "".join(
+            f'<li><label><input type="checkbox" name="keep" value="{e(row["id"])}" checked> '
+            f"<code>{e(row['id'])}</code> {e(row['file'])} <em>{e(row['kind'])}</em> "
+            f'<span class="why">{e(row["why"])}</span></label></li>'
+            for row in candidates(report)
+        )
+        parts.append(
+            f'<pre class="report">{e(report.get("body", ""))}</pre>'
+            f'<form method="post" action="/gate/{quote(run.thread)}" id="gate-form">'
+            f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+            f'<input type="hidden" name="report" value="{e(report.get("id", ""))}">'
+            "<p>Keep the checked candidates (unchecked ones are dropped):</p>"
+            f'<ul class="candidates">{rows}</ul>'
+            '<button name="action" value="confirm" id="confirm">confirm</button>'
+            '<p><label>or redirect: <input name="redirect" id="redirect" size="40" '
+            'placeholder="what to look for instead"></label> '
+            '<button name="action" value="redirect" id="do-redirect">redirect</button></p></form>'
+        )
+    elif run.final is None:
+        parts.append("<p>No Dig Report waits for an answer in this run now.</p>")
+    parts.append(
+        "<h2>The run's news</h2>"
+        f'<div id="log" class="log" data-query="thread={quote(run.thread)}&amp;from=foreman&amp;type=reply">'
+        '<ol id="lines"></ol></div>'
+    )
+    return layout(f"Gate {run.thread}", "gate", "".join(parts), csrf)
+
+
+# -- Society ---------------------------------------------------------------------------
+
+
+def _member(m: Member) -> str:
+    lessons = "".join(f"<li>{e(text)}</li>" for text in m.lessons)
+    return (
+        f'<tr data-nick="{e(m.nick)}"><td>{e(m.nick)}</td><td>{e(m.kind)}</td>'
+        f"<td>{e(m.seat or '–')}</td><td>{'yes' if m.trusted else 'no'}</td>"
+        f'<td>{e(m.privileged or "no")}</td><td class="alive">{e(m.alive)}</td>'
+        f"<td>{e(m.trust_check)}</td><td><ul>{lessons}</ul></td></tr>"
+    )
+
+
+def _usage(by: str, rows: dict[str, Any]) -> str:
+    body = "".join(
+        f"<tr><td>{e(name)}</td><td>{row.calls}</td><td>{row.failed}</td>"
+        f"<td>{row.tokens_in}</td><td>{row.tokens_out}</td></tr>"
+        for name, row in sorted(rows.items())
+    )
+    return (
+        f"<h3>by {e(by)}</h3><table><tr><th>{e(by)}</th><th>calls</th><th>failed</th>"
+        f"<th>tokens in</th><th>tokens out</th></tr>{body}</table>"
+    )
+
+
+def society(members: list[Member], usage: dict[str, Any] | None, csrf: str) -> str:
+    rows = "".join(_member(m) for m in members)
+    content = (
+        '<h1>Society</h1><table id="members"><tr><th>nick</th><th>handler</th><th>seat</th>'
+        "<th>trusted</th><th>privileged</th><th>lurker</th><th>last trust check</th>"
+        f"<th>lessons</th></tr>{rows}</table>"
+    )
+    if usage is not None:
+        content += "<h2>Gateway usage</h2>" + "".join(_usage(by, r) for by, r in usage.items())
+    return layout("Society", "society", content, csrf)

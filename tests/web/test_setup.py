@@ -1,0 +1,92 @@
+"""`[web]` in society.toml, its user unit, and the login link's rules, without a browser."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agents.cli.units import install
+from agents.config import WebConfig
+from agents.web.auth import Auth, login_query
+from tests.support import Society, run_cli
+from tests.test_up import verify_output
+from tests.web.browser import add_web
+
+
+def test_web_listen_defaults_to_loopback_8070_and_refuses_a_bad_address(tmp_path: Path) -> None:
+    """An empty [web] listens on 127.0.0.1:8070; a listen that is no HOST:PORT is exit 78."""
+    assert WebConfig().listen == "127.0.0.1:8070"
+    assert WebConfig().base_url() == "http://127.0.0.1:8070"
+    society = Society(tmp_path / "home")
+    path = society.root / "society.toml"
+    path.write_text(path.read_text() + '\n[web]\nlisten = "nowhere"\n')
+    done = run_cli(society.root, "web", "url")
+    assert done.returncode == 78
+    assert "[web] listen 'nowhere' must look like HOST:PORT" in done.stderr
+
+
+def test_the_web_unit_is_rendered_for_a_home_with_web_and_verifies(tmp_path: Path) -> None:
+    """`bullpen units install` writes bullpen-web.service only when [web] is set; it passes
+    `systemd-analyze --user verify` silently and is enabled by the printed commands."""
+    society = Society(tmp_path / "home")
+    written = install(society.home, tmp_path / "plain")
+    assert written and "bullpen-web.service" not in {p.name for p in written}
+    add_web(society)
+    target = tmp_path / "units"
+    done = run_cli(society.root, "units", "install", "--dir", str(target), "--nicks", "echo")
+    assert done.returncode == 0, done.stderr
+    unit = (target / "bullpen-web.service").read_text()
+    assert " web serve" in unit and "RestartPreventExitStatus=78" in unit
+    assert "bullpen-web.service" in done.stdout
+    if shutil.which("systemd-analyze") is None:
+        pytest.fail("systemd-analyze is not installed here (.ci/run installs it)")
+    assert verify_output(target, tmp_path) == ""
+
+
+class TestLinks:
+    def test_a_link_is_good_once_and_only_before_it_expires(self) -> None:
+        """A redeemed link gives a session once; an expired or forged one never does."""
+        from urllib.parse import parse_qs
+
+        auth = Auth(b"k" * 32)
+        query = {k: v[0] for k, v in parse_qs(login_query(auth.key, now=1000.0)).items()}
+        assert auth.redeem(query["n"], query["e"], query["t"], now=2000.0) is None  # expired
+        cookie = auth.redeem(query["n"], query["e"], query["t"], now=1001.0)
+        assert cookie is not None and auth.session(cookie, now=1002.0) == cookie
+        assert auth.redeem(query["n"], query["e"], query["t"], now=1001.0) is None  # used
+        assert Auth(b"other" * 8).session(cookie, now=1002.0) is None
+        assert auth.csrf_ok(cookie, auth.csrf(cookie)) and not auth.csrf_ok(cookie, "")
+
+
+def test_the_society_page_sums_the_gateway_ledger_by_caller_and_backend(tmp_path: Path) -> None:
+    """With [gateway] configured, its ledger is summed by caller and by backend; without it,
+    there is no usage to show."""
+    import json
+
+    from agents.home import Home
+    from agents.web.society import gateway_usage
+    from tests.gateway.helpers import gateway_section
+
+    society = Society(tmp_path / "home")
+    assert gateway_usage(society.home) is None
+    path = society.root / "society.toml"
+    backend = {"base_url": "http://127.0.0.1:9", "prefixes": ["fake"]}
+    path.write_text(path.read_text() + gateway_section(9, {"local": backend}))
+    ledger = society.root / "gateway" / "ledger.jsonl"
+    ledger.parent.mkdir()
+    calls = [("termgen", "local", 200), ("termgen", "local", 502), ("scorer", "local", 200)]
+    ledger.write_text(
+        "".join(
+            json.dumps({"caller": c, "backend": b, "status": s, "tokens_in": 10}) + "\n"
+            for c, b, s in calls
+        )
+    )
+    usage = gateway_usage(Home(society.root))
+    assert usage is not None
+    assert {k: (v.calls, v.failed) for k, v in usage["caller"].items()} == {
+        "termgen": (2, 1),
+        "scorer": (1, 0),
+    }
+    assert usage["backend"]["local"].tokens_in == 30
