@@ -1,0 +1,126 @@
+"""Restarting this home's hub the way whoever runs it would, so it reads trust.toml again.
+
+The hub reads trust.toml only when it starts. Who restarts it depends on
+who runs it, found from the process holding the room's lock:
+
+    its cgroup names a unit (systemd)   `systemctl --user restart <unit>`
+    its parent is `bullpen up`          SIGTERM: `up` starts it again at once
+    neither (`bullpen hub` by hand)     not restarted: the person who started it must
+
+Then it waits until a new hub (another pid) answers /health.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents.home import Home
+from room.client import RoomClient
+from room.errors import BullpenError
+from room.jsonl import lock_path
+
+SYSTEMCTL_S = 60.0
+
+
+@dataclass(frozen=True)
+class Runner:
+    kind: str  # "systemd", "up" or "alone"
+    unit: str | None = None
+
+
+def classify(cgroup: str, parent_argv: list[str]) -> Runner:
+    """Who runs a hub with this /proc/<pid>/cgroup, whose parent has this command line."""
+    for line in cgroup.splitlines():
+        last = line.rsplit("/", 1)[-1]
+        if last.endswith(".service") and not last.startswith("user@"):
+            return Runner("systemd", last)
+    names = [Path(word).name for word in parent_argv]
+    if "bullpen" not in names and "agents.cli" not in parent_argv:
+        return Runner("alone")
+    values = {i + 1 for i, word in enumerate(parent_argv) if word in ("--home", "--log-level")}
+    commands = [w for i, w in enumerate(parent_argv) if i not in values and not w.startswith("-")]
+    return Runner("up") if "up" in commands else Runner("alone")
+
+
+def hub_pid(home: Home) -> int | None:
+    """The pid of the hub holding this home's room, when one is running (a jsonl room)."""
+    if home.society.room.engine != "jsonl":
+        return None
+    try:
+        pid = int(lock_path(home.room_path).read_text(encoding="ascii").strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    return pid if b"hub" in cmdline else None
+
+
+def runner_of(pid: int) -> Runner:
+    try:
+        cgroup = Path(f"/proc/{pid}/cgroup").read_text(encoding="utf-8", errors="replace")
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        argv = Path(f"/proc/{parent}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, ValueError, IndexError):
+        return Runner("alone")
+    return classify(cgroup, [word for word in argv.split("\0") if word])
+
+
+async def _new_hub_answers(home: Home, old: int, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    async with RoomClient(home.society.hub.strict_url(), timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            pid = hub_pid(home)
+            if pid is not None and pid != old:
+                try:
+                    if (await client.health()).get("ok"):
+                        return pid
+                except (BullpenError, ValueError):
+                    pass
+            await asyncio.sleep(0.1)
+    raise BullpenError(
+        f"the hub did not come back within {timeout:g} s after the restart: look at its log "
+        "(`journalctl --user -u bullpen-hub`, or `<home>/logs/hub.log` under `bullpen up`)"
+    )
+
+
+async def restart_hub(home: Home, timeout: float = 60.0) -> str:
+    """Restart the running hub and wait for the new one; what was done, in words."""
+    old = hub_pid(home)
+    if old is None:
+        raise BullpenError(
+            "no hub is running for this home (no live process holds its room's lock), so "
+            "none was restarted: the change takes effect when it starts (`bullpen up`, or "
+            "`systemctl --user start bullpen-hub`)"
+        )
+    runner = runner_of(old)
+    if runner.kind == "systemd":
+        assert runner.unit is not None
+        done = subprocess.run(
+            ["systemctl", "--user", "restart", runner.unit],
+            capture_output=True,
+            text=True,
+            timeout=SYSTEMCTL_S,
+        )
+        if done.returncode != 0:
+            raise BullpenError(
+                f"`systemctl --user restart {runner.unit}` failed ({done.stderr.strip()}); "
+                "restart the hub yourself"
+            )
+        how = f"systemctl --user restart {runner.unit}"
+    elif runner.kind == "up":
+        os.kill(old, signal.SIGTERM)
+        how = f"stopped pid {old}; `bullpen up` started it again"
+    else:
+        raise BullpenError(
+            f"the hub (pid {old}) was started by hand (`bullpen hub`), not by `bullpen up` or a "
+            "systemd unit, so it cannot be restarted from here: stop it and start it again, "
+            "then run `bullpen trust check`"
+        )
+    new = await _new_hub_answers(home, old, timeout)
+    return f"{how} (new pid {new})"
