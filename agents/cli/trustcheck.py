@@ -6,7 +6,8 @@ ignored — a silent dead end), an orchestrator that does not wake on replies
 (every run deadlocks after its first ask), a privileged nick whose secret or
 key is missing or loose, a missing relaxed token, a command that names no
 program here, and (with a [gateway]) every seat, command or MCP agent that
-reaches a model server around the gateway. Every nick in society.toml, TRUST or PRIVILEGED gets a row, so
+reaches a model server around the gateway, and a lurker stuck on a post the hub keeps
+refusing (agents/runtime/refused.py). Every nick in society.toml, TRUST or PRIVILEGED gets a row, so
 a nick that only speaks through `bullpen mcp --as NICK` is checked too. The
 live check asks the hub's /health once, then posts a ping ask from the
 operator to every lurker and reads back each reply's `to` (must be
