@@ -7,7 +7,9 @@ is saved after each handled message; on restart it first collects the ids
 it already answered after that cursor, so a crash between replying and
 saving never produces a second reply. A read failure backs off and retries
 without touching the cursor; a room shorter than the cursor stops it with
-an error that says what happened.
+an error that says what happened. A post the hub refuses (401/403) keeps
+its message before the cursor and is retried with the proof read again,
+then reported (agents/runtime/refused.py): never dropped.
 """
 
 from __future__ import annotations
