@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 from agents.cli.hubrestart import classify
+from agents.config import LurkerDefaults
 from agents.runtime.cursor import Cursor
+from agents.runtime.refused import Refusal
 from room.errors import ConfigError
 from tests.support import Proc, Society, add_nick, run_cli, start_up, wait_for
 from tests.test_lurker import replies_to, say, wait_reply
@@ -227,6 +229,8 @@ class TestPieces:
         assert classify("0::/\n", ["/venv/bin/bullpen", "up", "--no-hub"]).kind == "up"
         assert classify("0::/\n", ["/venv/bin/bullpen", "--home", "up", "hub"]).kind == "alone"
         assert classify("0::/\n", ["bash"]).kind == "alone"
+        in_unit = "0::/user.slice/user@1000.service/app.slice/my-society.service\n"
+        assert classify(in_unit, up).kind == "up"  # `up` run as a unit: restart the hub alone
 
     def test_table_edits_keep_the_file_and_refuse_bad_results(self, tmp_path: Path) -> None:
         path = tmp_path / "trust.toml"
@@ -244,3 +248,15 @@ class TestPieces:
             replace_table(path, text, "worker", "secret")  # would not make it privileged
         assert path.read_text() == added
         assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
+
+    def test_refused_backoff_starts_at_once_doubles_and_is_capped(self) -> None:
+        refusal = Refusal(
+            LurkerDefaults(refused_retries=4, refused_backoff_s=1, refused_backoff_max_s=3)
+        )
+        waits = []
+        for _ in range(5):
+            waits.append(refusal.refused())
+            if refusal.report_due():
+                refusal.reported = True
+                waits.append("report")
+        assert waits == [0.0, 1, 2, 3, "report", 3]

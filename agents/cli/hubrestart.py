@@ -3,8 +3,8 @@
 The hub reads trust.toml only when it starts. Who restarts it depends on
 who runs it, found from the process holding the room's lock:
 
-    its cgroup names a unit (systemd)   `systemctl --user restart <unit>`
     its parent is `bullpen up`          SIGTERM: `up` starts it again at once
+    its cgroup names a unit (systemd)   `systemctl --user restart <unit>`
     neither (`bullpen hub` by hand)     not restarted: the person who started it must
 
 Then it waits until a new hub (another pid) answers /health.
@@ -35,17 +35,24 @@ class Runner:
 
 
 def classify(cgroup: str, parent_argv: list[str]) -> Runner:
-    """Who runs a hub with this /proc/<pid>/cgroup, whose parent has this command line."""
+    """Who runs a hub with this /proc/<pid>/cgroup, whose parent has this command line.
+
+    `bullpen up` first: run as a unit itself, restarting that unit would restart everything.
+    """
+    if _is_up(parent_argv):
+        return Runner("up")
     for line in cgroup.splitlines():
         last = line.rsplit("/", 1)[-1]
         if last.endswith(".service") and not last.startswith("user@"):
             return Runner("systemd", last)
-    names = [Path(word).name for word in parent_argv]
-    if "bullpen" not in names and "agents.cli" not in parent_argv:
-        return Runner("alone")
-    values = {i + 1 for i, word in enumerate(parent_argv) if word in ("--home", "--log-level")}
-    commands = [w for i, w in enumerate(parent_argv) if i not in values and not w.startswith("-")]
-    return Runner("up") if "up" in commands else Runner("alone")
+    return Runner("alone")
+
+
+def _is_up(argv: list[str]) -> bool:
+    if "bullpen" not in [Path(word).name for word in argv] and "agents.cli" not in argv:
+        return False
+    values = {i + 1 for i, word in enumerate(argv) if word in ("--home", "--log-level")}
+    return "up" in [w for i, w in enumerate(argv) if i not in values and not w.startswith("-")]
 
 
 def hub_pid(home: Home) -> int | None:
