@@ -21,12 +21,10 @@ import asyncio
 import sys
 
 from agents.cli import trustcheck as check
-from agents.cli.hubrestart import restart_hub
 from agents.cli.trustcheck import Row, live_check
 from agents.home import Home
 from room.errors import UsageError
 from room.message import check_nick
-from trust.tableedit import replace_table, with_privileged, without_privileged
 
 STEPS = 4
 
@@ -67,6 +65,9 @@ async def _live(home: Home, nick: str, promoted: bool, timeout: float) -> bool:
 
 
 async def _promote(args: argparse.Namespace, nick: str, promote: bool) -> int:
+    from agents.cli.hubrestart import restart_hub  # not paid for by `bullpen trust check`
+    from trust.tableedit import replace_table, with_privileged, without_privileged
+
     verb = "promote" if promote else "demote"
     home = Home.at(args.home)
     trust = home.trust
