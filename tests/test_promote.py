@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from agents.cli.hubrestart import classify
@@ -26,6 +27,7 @@ from room.errors import ConfigError
 from tests.support import Proc, Society, add_nick, run_cli, start_up, wait_for
 from tests.test_lurker import replies_to, say, wait_reply
 from trust import keys
+from trust.table import digest
 from trust.tableedit import replace_table, with_privileged, without_privileged
 
 FAST_REFUSALS = "refused_retries = 3\nrefused_backoff_s = 0.05\nrefused_backoff_max_s = 0.2\n"
@@ -203,6 +205,20 @@ class TestPromoteCommand:
         assert all(replies_to(worker, m["id"]) for m in asks)  # every ask answered
         failed = [m for m in from_nick(worker, "worker") if "FAILED" in m["body"]]
         assert failed == []
+
+    def test_promote_with_a_hub_started_by_hand(self, worker: Society) -> None:
+        """A hub run by hand (`bullpen hub`) is not restarted: SIGHUP makes it read trust.toml
+        again, its /health shows the new file's fingerprint, and the live check passes."""
+        hub = worker.start_hub()
+        start_lurker(worker, "worker", 1)
+        done = run_cli(worker.root, "trust", "promote", "worker", timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert f"pid {hub.pid}, started by hand) read trust.toml again" in done.stderr
+        assert "verified = true" in done.stderr
+        assert hub.alive()  # the same hub, which now holds the new table
+        health = httpx.get(f"{worker.strict_url}/health", timeout=5).json()
+        assert health["trust"] == digest(worker.root / "trust.toml")
+        assert '"read trust.toml again"' in hub.output()
 
     def test_refusals_say_what_is_wrong(self, society: Society) -> None:
         """No nick, demoting the operator, no hub to restart: clear errors, and the steps done."""

@@ -5,9 +5,10 @@ who runs it, found from the process holding the room's lock:
 
     its parent is `bullpen up`          SIGTERM: `up` starts it again at once
     its cgroup names a unit (systemd)   `systemctl --user restart <unit>`
-    neither (`bullpen hub` by hand)     not restarted: the person who started it must
+    neither (`bullpen hub` by hand)     SIGHUP: it reads trust.toml again in place
 
-Then it waits until a new hub (another pid) answers /health.
+Then it waits until a new hub (another pid) answers /health, or, after a
+SIGHUP, until /health shows the fingerprint of trust.toml as it is now.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from agents.home import Home
 from room.client import RoomClient
 from room.errors import BullpenError
 from room.jsonl import lock_path
+from trust.table import digest
 
 SYSTEMCTL_S = 60.0
 
@@ -96,9 +98,33 @@ async def _new_hub_answers(home: Home, old: int, timeout: float) -> int:
     )
 
 
+async def _reread(home: Home, timeout: float) -> None:
+    wanted = digest(home.trust_file)
+    deadline = time.monotonic() + timeout
+    async with RoomClient(home.society.hub.strict_url(), timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            try:
+                if (await client.health()).get("trust") == wanted:
+                    return
+            except (BullpenError, ValueError):
+                pass
+            await asyncio.sleep(0.1)
+    raise BullpenError(
+        f"the hub did not show the new trust.toml within {timeout:g} s of SIGHUP (its /health "
+        "`trust` is not the file's fingerprint): a hub from before SIGHUP reloads, or the file "
+        "does not load (its log says why). Restart the hub, then run `bullpen trust check`"
+    )
+
+
 async def restart_hub(home: Home, timeout: float = 60.0) -> str:
     """Restart the running hub and wait for the new one; what was done, in words."""
     old = hub_pid(home)
+    if old is None and home.society.room.engine != "jsonl":
+        raise BullpenError(
+            "this home's room is a stream, so its hubs hold no local lock to find them by: "
+            "restart every hub of the room (`systemctl --user restart bullpen-hub`), then "
+            "run `bullpen trust check`"
+        )
     if old is None:
         raise BullpenError(
             "no hub is running for this home (no live process holds its room's lock), so "
@@ -124,10 +150,8 @@ async def restart_hub(home: Home, timeout: float = 60.0) -> str:
         os.kill(old, signal.SIGTERM)
         how = f"stopped pid {old}; `bullpen up` started it again"
     else:
-        raise BullpenError(
-            f"the hub (pid {old}) was started by hand (`bullpen hub`), not by `bullpen up` or a "
-            "systemd unit, so it cannot be restarted from here: stop it and start it again, "
-            "then run `bullpen trust check`"
-        )
+        os.kill(old, signal.SIGHUP)
+        await _reread(home, timeout)
+        return f"the hub (pid {old}, started by hand) read trust.toml again (SIGHUP)"
     new = await _new_hub_answers(home, old, timeout)
     return f"{how} (new pid {new})"

@@ -6,7 +6,8 @@ Promote, each step checked before the next:
             loaded here just as its lurker loads it;
   2. table  `NICK = "secret" | "ed25519:..."` under [privileged] in trust.toml,
             loaded before it replaces the file;
-  3. hub    restarted by whoever runs it (agents/cli/hubrestart.py), and waited on;
+  3. hub    restarted by whoever runs it, or sent SIGHUP when started by hand
+            (agents/cli/hubrestart.py), and waited on;
   4. live   a ping ask from the operator: the reply must go to @operator, verified.
 The nick's lurker is not restarted: the hub's first refusal of its post makes
 it read trust.toml and its proof again (agents/runtime/refused.py), so the
