@@ -161,6 +161,10 @@ class NickConfig(_Strict):
 class LurkerDefaults(_Strict):
     safety_reread_s: float = Field(default=30.0, gt=0)
     overdue_check_s: float = Field(default=5.0, gt=0)
+    # A post the hub refuses (401/403): retried with backoff, reported after this many tries.
+    refused_retries: int = Field(default=8, ge=1)
+    refused_backoff_s: float = Field(default=1.0, gt=0)
+    refused_backoff_max_s: float = Field(default=60.0, gt=0)
 
 
 # Each [roots] key, and the folder of the home it is when society.toml does not declare it.

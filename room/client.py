@@ -72,6 +72,14 @@ class RoomClient:
         )
         self._post_timeout = httpx.Timeout(timeout, read=max(timeout, POST_ANSWER_S))
 
+    def use_proof(self, signer: Signer | None, token: bytes | str | None = None) -> None:
+        """Prove later posts with `signer` (and send `token`, when given): what a poster does
+        once trust.toml or its key changed under it (agents/runtime/refused.py)."""
+        self._signer = signer
+        if token:
+            text = token.decode() if isinstance(token, bytes) else token
+            self._http.headers["authorization"] = f"Bearer {text.strip()}"
+
     async def __aenter__(self) -> RoomClient:
         return self
 

@@ -162,6 +162,8 @@ class ListenerApp:
             "readers_waiting": log.readers_waiting,
             "room_bytes": log.stored_bytes(),
         }
+        if self.hub.gate.digest is not None:
+            body["trust"] = self.hub.gate.digest  # which trust.toml the gate holds
         if self.hub.limits is not None:
             body.update(self.hub.limits.health(self.listener))
         if problem is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ from room.jsonl import Checkpointed, JsonlLog
 from room.limits import HubLimits, Limits
 from room.log import RoomLog
 from trust import checkpoint, hubkey
+from trust import table as trust_table
 from trust.gate import Gate
 from trust.nonces import NonceStore
 from trust.screen import Screen
@@ -250,6 +252,9 @@ async def run_hub(settings: HubSettings) -> int:
     fatal: list[BaseException] = []
     room_log.on_fatal = fatal.append
     gate = Gate(trust, secret, token, nonces, screen=Screen.of_trust(trust), read_token=read_token)
+    gate.digest = trust_table.digest(trust.path)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, _reread_trust, gate, trust)
     bound = connection_bound(settings.limits.max_connections, len(listeners), fd_limit)
     limits = Limits(replace(settings.limits, max_connections=bound), settings.room.parent)
 
@@ -274,6 +279,24 @@ async def run_hub(settings: HubSettings) -> int:
         return EXIT_DISK
     log.info("hub stopped", seq=room_log.head.seq)
     return EXIT_OK
+
+
+def _reread_trust(gate: Gate, started: TrustTable) -> None:
+    """SIGHUP: read trust.toml again and take up its [privileged] (`bullpen trust promote`).
+
+    A file that does not load leaves the table the hub has; its secret, token and key
+    files are those it started with (a change to their paths needs a restart).
+    """
+    try:
+        digest = trust_table.digest(started.path)
+        fresh = trust_table.load(started.path)
+        screen = Screen.of_trust(fresh)
+    except (BullpenError, OSError) as exc:
+        reason = exc.message if isinstance(exc, BullpenError) else str(exc)
+        log.error("trust.toml was not read again; the hub keeps its table", error=reason)
+        return
+    gate.retable(fresh, screen, digest)
+    log.info("read trust.toml again", privileged=sorted(fresh.privileged), trust=digest)
 
 
 def main(settings: HubSettings) -> int:

@@ -41,6 +41,7 @@ class Gate:
         read_token: bytes | None = None,
     ) -> None:
         self.table = table
+        self.digest: str | None = None  # of the trust.toml the table came from (/health)
         self._secret = secret
         self._token = relaxed_token
         self._nonces = nonces
@@ -55,6 +56,11 @@ class Gate:
                 (read_token, "the read token"),
             ]
         )
+
+    def retable(self, table: TrustTable, screen: Screen, digest: str) -> None:
+        """Take up trust.toml read again (SIGHUP): its [privileged] from the next post on.
+        The secret, the tokens and the nonces stay those the hub started with."""
+        self.table, self._screen, self.digest = table, screen, digest
 
     def refuse_secrets(self, content: bytes) -> None:
         """Refuse a request carrying a secret of this home or any private key: the room

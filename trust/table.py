@@ -71,6 +71,13 @@ class TrustTable:
         return self.key_dir / f"{nick}.key"
 
 
+def digest(path: Path) -> str:
+    """A short fingerprint of trust.toml's bytes: /health shows the one the hub holds."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
 def _checked_public(text: str | None, where: str) -> str | None:
     """Check a public key's form without loading cryptography: 32 bytes of base64."""
     import base64

@@ -249,9 +249,19 @@ def build_parser() -> argparse.ArgumentParser:
     w = action.add_parser("url", help="print a one-time login link (good for 10 minutes)")
     _home_option(w)
 
-    p = add("trust", "agents.cli.trustcheck:cmd_trust", "check that trust works end to end")
-    p.add_argument("action", choices=["check"])
-    p.add_argument("--static", action="store_true", help="skip the live ping round trips")
+    p = add(
+        "trust",
+        "agents.cli.promote:cmd_trust",
+        "check that trust works end to end; promote or demote a nick, in the safe order",
+    )
+    p.add_argument("action", choices=["check", "promote", "demote"])
+    p.add_argument("nick", nargs="?", help="promote, demote: the nick")
+    p.add_argument(
+        "--key",
+        action="store_true",
+        help="promote: prove with the nick's own key (made when missing), not the shared secret",
+    )
+    p.add_argument("--static", action="store_true", help="check: skip the live ping round trips")
     p.add_argument("--timeout", type=_seconds, default=15.0, help="seconds to wait for each pong")
 
     p = add(

@@ -6,7 +6,8 @@ ignored — a silent dead end), an orchestrator that does not wake on replies
 (every run deadlocks after its first ask), a privileged nick whose secret or
 key is missing or loose, a missing relaxed token, a command that names no
 program here, and (with a [gateway]) every seat, command or MCP agent that
-reaches a model server around the gateway. Every nick in society.toml, TRUST or PRIVILEGED gets a row, so
+reaches a model server around the gateway, and a lurker stuck on a post the hub keeps
+refusing (agents/runtime/refused.py). Every nick in society.toml, TRUST or PRIVILEGED gets a row, so
 a nick that only speaks through `bullpen mcp --as NICK` is checked too. The
 live check asks the hub's /health once, then posts a ping ask from the
 operator to every lurker and reads back each reply's `to` (must be
@@ -25,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from room.errors import BullpenError
+from room.errors import BullpenError, UsageError
 from trust import hubkey
 from trust.secretfiles import check_secret_file
 
@@ -38,6 +39,7 @@ ORCHESTRATOR_HANDLERS = {"agents.foreman:handle"}
 HEALTH_TIMEOUT_S = 2.0
 NO_LURKER = "no lurker"
 HUB_UNREACHABLE = "hub unreachable"
+REFUSED = "refused"
 
 
 @dataclass
@@ -171,6 +173,7 @@ def static_rows(home: Home) -> tuple[list[Row], list[str]]:
 
     general += [f"gateway bypass: {problem}" for problem in bypass_problems(home)]
     from agents.mcp.check import mcp_rows
+    from agents.runtime.refused import problems as refused_problems
 
     # MCP-backed nicks: can `bullpen mcp --as NICK` prove itself, is the agent there?
     # (privilege is checked below for every nick, so it is left out here)
@@ -194,6 +197,11 @@ def static_rows(home: Home) -> tuple[list[Row], list[str]]:
             row.problems += _member_problems(row, config, verified_required)
             if config is None:
                 row.live = NO_LURKER  # it cannot be pinged; that alone is no failure
+        if config is not None:  # posts its lurker is stuck on (agents/runtime/refused.py)
+            refused = refused_problems(home.state_dirs(nick))
+            if refused:
+                row.live = REFUSED
+                row.problems += refused
         proof = trust.proof_of(nick)
         if nick in mcp_problems:
             # its lurker and `bullpen mcp --as NICK` prove with the same key or secret:
@@ -316,6 +324,8 @@ def table(rows: list[Row]) -> str:
 def cmd_trust(args: argparse.Namespace) -> int:
     from agents.home import Home
 
+    if args.nick or args.key:
+        raise UsageError("bullpen trust check takes no nick and no --key (promote does)")
     home = Home.at(args.home)
     home.require()
     rows, general = static_rows(home)

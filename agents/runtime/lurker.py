@@ -7,7 +7,9 @@ is saved after each handled message; on restart it first collects the ids
 it already answered after that cursor, so a crash between replying and
 saving never produces a second reply. A read failure backs off and retries
 without touching the cursor; a room shorter than the cursor stops it with
-an error that says what happened.
+an error that says what happened. A post the hub refuses (401/403) keeps
+its message before the cursor and is retried with the proof read again,
+then reported (agents/runtime/refused.py): never dropped.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from agents.home import Home
 from agents.runtime import handlers
 from agents.runtime.cursor import Cursor
 from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost, screened
+from agents.runtime.refused import Refusal, Refusals, is_refusal, lurker_client
 from agents.runtime.services import StepServices
 from agents.runtime.step import Reply, StepContext
 from agents.runtime.wake import is_ping, orchestrator_problem, refusal, wake_set
@@ -68,14 +71,15 @@ class Lurker:
         if problem is not None:
             raise ConfigError(problem)
         self.cursor = Cursor(self.state / "cursor")
-        self.client: RoomClient = home.client(nick, relaxed=self.config.relaxed)
         self.log = structlog.get_logger("agents.runtime.lurker").bind(nick=nick)
+        self.client: RoomClient = lurker_client(home, nick, self.config.relaxed, self.log)
         self.answered: set[str] = set()
         self._stop = asyncio.Event()
         self._slots = asyncio.Semaphore(self.config.concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending: dict[int, Position] = {}
         self._last = Position(0)
+        self.refusals = Refusals(home, nick, self.config.relaxed, self.client, self.log, self.state)
         self.services = StepServices(home, nick, self.config, self.client, self.trusted)
         self.ctx = StepContext(
             nick=nick,
@@ -270,6 +274,8 @@ class Lurker:
                 self.log.debug("not waking", seq=message.seq, why=reason)
             self._last = position
             return
+        if message.seq in self._pending:  # redelivered while still being handled
+            return
         if message.id in self.answered:
             self.log.info("already answered; skipping", seq=message.seq, id=message.id)
             self._last = position
@@ -291,6 +297,7 @@ class Lurker:
 
     async def _handle(self, message: Message, position: Position) -> None:
         log = self.log.bind(seq=message.seq, id=message.id, sender=message.from_)
+        stopping = False
         try:
             log.info("woken", type=message.type, thread=message.thread)
             started = time.monotonic()
@@ -307,11 +314,13 @@ class Lurker:
                 total_ms=round((time.monotonic() - started) * 1000, 2),
             )
         except asyncio.CancelledError:
+            stopping = True
             raise
         except Exception:
             log.exception("could not deliver a reply")
         finally:
-            self._pending.pop(message.seq, None)
+            if not stopping:  # stopped unanswered: it stays before the cursor, for a restart
+                self._pending.pop(message.seq, None)
             self._slots.release()
         self.cursor.save(self._safe())
 
@@ -319,7 +328,7 @@ class Lurker:
         outcome = screened(outcome, self.home.screen, f"{self.nick}'s answer to {message.id}")
         if isinstance(outcome, Outbox):
             for post in outcome.posts:
-                await self._post(post, None)
+                await self._post(post, None, message)
             return
         if isinstance(outcome, Failure):
             self.log.warning("handler failed", seq=message.seq, reason=outcome.reason)
@@ -359,8 +368,14 @@ class Lurker:
             )
         self.answered.add(message.id)
 
-    async def _post(self, post: OutPost, answering: Message | None) -> dict[str, Any]:
-        """Post, waiting out a hub outage; never post a reply twice.
+    async def _post(
+        self, post: OutPost, answering: Message | None, cause: Message | None = None
+    ) -> dict[str, Any]:
+        """Post, waiting out a hub outage and a refused proof; never post a reply twice.
+
+        A refusal (401/403) wrote nothing: the proof is read again and the
+        post retried until it goes in or the lurker stops (agents/runtime/refused.py),
+        so the message it answers (`cause`) is never passed unanswered.
 
         Every secret this process holds (its proof, a seat's API key) is
         scrubbed first, and what still holds secret material (trust/screen.py)
@@ -379,9 +394,19 @@ class Lurker:
             thread=post.thread,
         )
         delay = 0.5
+        cause = cause or answering
+        refusal: Refusal | None = None
         while True:
             try:
-                return await self.client.send(built)
+                stored = await self.client.send(built)
+                self.refusals.cleared(post, cause)
+                return stored
+            except PostRejected as exc:
+                if not is_refusal(exc):
+                    raise
+                refusal = refusal or Refusal(self.home.society.lurker)
+                if await self._sleep(await self.refusals.refused(exc, refusal, post, cause)):
+                    raise asyncio.CancelledError from None
             except HubUnavailable as exc:
                 self.log.warning("hub unavailable while posting; retrying", error=exc.message)
                 if await self._sleep(delay):
