@@ -270,6 +270,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="rows to leave out (repeatable: --drop row_2 --drop row_5, or --drop row_2 row_5)",
     )
     c.add_argument("--redirect", help="search again with this added to the pattern")
+    c.add_argument(
+        "--anchor",
+        metavar="FILE",
+        help="a lived file of the knowledge base to anchor the voice (checked with the "
+        "briefer's gates before anything is posted; also answers a MISSING brief)",
+    )
     c.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for the brief")
 
     p = add(
