@@ -297,6 +297,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
     )
+    p.add_argument(
+        "--bulk",
+        metavar="SEAT",
+        help="the [seats.SEAT] table that analyses each trace in this run "
+        "(default: $BULLPEN_BULK_SEAT, else the bulk role's own seat)",
+    )
+    p.add_argument(
+        "--synthesis",
+        metavar="SEAT",
+        help="the [seats.SEAT] table that makes this run's synthesis call "
+        "(default: $BULLPEN_SYNTHESIS_SEAT, else the synthesis role's own seat)",
+    )
 
     p = add(
         "demo",
