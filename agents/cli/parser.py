@@ -233,6 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--since", help="only calls from this UTC date or time on, e.g. 2026-12-01")
     g.add_argument("--by", choices=["caller", "model", "backend"], default="caller")
     g = action.add_parser(
+        "summary",
+        help="post one UTC day's usage (calls, tokens, by caller and backend, budgets) into "
+        "the room as @gateway",
+    )
+    _home_option(g)
+    g.add_argument("--day", help="the UTC day to sum, e.g. 2026-12-01 (default: yesterday)")
+    g.add_argument("--dry-run", action="store_true", help="print the summary without posting it")
+    g = action.add_parser(
         "check", help="read each backend's chat template and markers (failure mode D)"
     )
     _home_option(g)

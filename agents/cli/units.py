@@ -42,6 +42,7 @@ TEMPLATES = (
 )
 
 GATEWAY_UNIT = "bullpen-gateway.service"  # only for a home with a [gateway] section
+GATEWAY_UNITS = (GATEWAY_UNIT, "bullpen-gateway-summary.service", "bullpen-gateway-summary.timer")
 
 # Where PrivateTmp=yes gives a service an empty folder of its own.
 TMP_ROOTS = (Path("/tmp"), Path("/var/tmp"))
@@ -180,7 +181,7 @@ def render(home: Home, template: str, plan: UnitPlan | None = None) -> str:
 
 def install(home: Home, target: Path, plan: UnitPlan | None = None) -> list[Path]:
     plan = plan or plan_units(home)
-    wanted = [*TEMPLATES, *((GATEWAY_UNIT,) if home.has_gateway else ())]
+    wanted = [*TEMPLATES, *(GATEWAY_UNITS if home.has_gateway else ())]
     rendered = {
         name: render(home, name, plan) for name in wanted if (_template_dir() / name).exists()
     }
@@ -232,7 +233,8 @@ def commands(target: Path, written: list[Path], nicks: list[str], user: str) -> 
     units = [n for n in ("bullpen-hub.service", GATEWAY_UNIT) if n in names]
     if "bullpen-lurker@.service" in names:
         units += [f"bullpen-lurker@{nick}.service" for nick in nicks]
-    units += [n for n in ("bullpen-backpass.timer",) if n in names]  # the nightly backpass
+    timers = ("bullpen-backpass.timer", "bullpen-gateway-summary.timer")
+    units += [n for n in timers if n in names]  # the nightly backpass, the gateway's summary
     listed = " ".join(shlex.quote(unit) for unit in units)
     return [
         *lines,
