@@ -270,5 +270,26 @@ def cmd_units(args: argparse.Namespace) -> int:
             "folders out of /tmp and /var/tmp to have it.",
             file=sys.stderr,
         )
+    for warning in timer_warnings(written, nicks, configured):
+        print(warning, file=sys.stderr)
     print("\n".join(commands(target, written, nicks, getpass.getuser())))
     return 0
+
+
+def timer_warnings(written: list[Path], nicks: list[str], configured: list[str]) -> list[str]:
+    """A timer the commands enable whose run needs a lurker --nicks leaves out."""
+    from agents.backpass.pipeline import NICKS as BACKPASS_NICKS
+
+    names = {path.name for path in written}
+    if "bullpen-backpass.timer" not in names:
+        return []
+    needed = ["foreman", *BACKPASS_NICKS.values()]
+    missing = [n for n in needed if n in configured and n not in nicks]
+    if not missing:
+        return []
+    return [
+        f"warning: bullpen-backpass.timer is enabled below, but its nightly run needs the "
+        f"lurkers {', '.join(missing)}, which --nicks leaves out: it would wait for them and "
+        f"fail. Add them: --nicks {' '.join(dict.fromkeys([*nicks, *missing]))} (or leave "
+        "--nicks out for every lurker)"
+    ]
