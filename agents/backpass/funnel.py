@@ -85,7 +85,7 @@ class Funnel:
                 f"WARNING: {self.drop_rate:.0%} of the items were dropped for a quote that is "
                 f"not in their trace (baseline: a few percent; alarm above "
                 f"{self.drop_warn_rate:.0%}). That means corrupted input, not a bad model: "
-                "check that the prompt shows each trace exactly (see docs/backpass.md)."
+                "check that the prompt shows each trace exactly (see `bullpen docs backpass`)."
             )
         if self.fallbacks:
             out.append(f"NOTE: the fallback seat answered {self.fallbacks} call(s).")
