@@ -56,5 +56,7 @@ def test_wheel_carries_defaults_and_unit_templates(tmp_path: Path) -> None:
         "agents/seats/judge.py",
         "agents/gateway/server.py",
         "agents/unitfiles/bullpen-gateway.service",
+        "agents/unitfiles/bullpen-gateway-summary.timer",
+        "agents/docs/operating.md",  # `bullpen docs operating`, which error messages name
     ):
         assert needed in names, needed
