@@ -9,7 +9,9 @@ Paths are relative to the home that holds the file.
 
 from __future__ import annotations
 
+import difflib
 import tomllib
+import typing
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -268,7 +270,7 @@ class SocietyConfig(_Strict):
             if not sep or not module or not attr:
                 raise ValueError(
                     f"{name} = {target!r} must look like 'package.module:Class', "
-                    "the class of a pipeline (docs/how-it-works.md)"
+                    "the class of a pipeline (`bullpen docs how-it-works`)"
                 )
         return value
 
@@ -304,7 +306,8 @@ SectionT = TypeVar("SectionT", bound=BaseModel)
 
 def parse_section(model: type[SectionT], table: Any, name: str, society_file: Path) -> SectionT:
     """A subsystem's own society.toml section (`[expedition]`, `[backpass]`, `[gateway]`) as
-    its typed settings; a ConfigError names the file, the key and docs/<name>.md."""
+    its typed settings; a ConfigError names the file, the key (and the near one it may mean)
+    and `bullpen docs <name>`."""
     try:
         return model.model_validate(table)
     except ValidationError as exc:
@@ -312,8 +315,35 @@ def parse_section(model: type[SectionT], table: Any, name: str, society_file: Pa
         where = ".".join((name, *(str(part) for part in first["loc"])))
         message = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
-            message = f"unknown key; check its spelling against docs/{name}.md"
+            message = unknown_key(model, first["loc"], name)
         raise ConfigError(f"{society_file}: {where}: {message}") from None
+
+
+def _keys_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys the table at `loc` (a pydantic error's location, less its last part) allows."""
+    current: Any = model
+    parts = list(loc)
+    while parts:
+        field = current.model_fields.get(str(parts.pop(0)))
+        if field is None:
+            return []
+        annotation = field.annotation
+        if typing.get_origin(annotation) is dict:  # a table of tables: skip its own name
+            annotation = typing.get_args(annotation)[1]
+            if parts:
+                parts.pop(0)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        current = annotation
+    return list(current.model_fields)
+
+
+def unknown_key(model: type[BaseModel], loc: tuple[Any, ...], doc: str) -> str:
+    """`unknown key; did you mean 'strict'?` — the near key by difflib — and where keys are."""
+    key = str(loc[-1]) if loc else ""
+    near = difflib.get_close_matches(key, _keys_at(model, tuple(loc[:-1])), n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    return f"unknown key; {hint}check its spelling against `bullpen docs {doc}`"
 
 
 def _explain(exc: ValidationError, path: Path) -> str:
@@ -329,7 +359,7 @@ def _explain(exc: ValidationError, path: Path) -> str:
             "seats": "seats",
             "web": "web",
         }.get(section, "operating")
-        message = f"unknown key; check its spelling against docs/{doc}.md"
+        message = unknown_key(SocietyConfig, tuple(first["loc"]), doc)
     return f"{path}: {where}: {message}" if where else f"{path}: {message}"
 
 

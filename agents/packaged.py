@@ -1,6 +1,6 @@
-"""Where the shipped data lives: config/ and systemd/ from a wheel or a checkout.
+"""Where the shipped data lives: config/, systemd/ and docs/ from a wheel or a checkout.
 
-Installed, they are the packages agents.defaults and agents.unitfiles; run
+Installed, they are the packages agents.defaults, agents.unitfiles and agents.docs; run
 from a source checkout (`python -m agents.cli` in the repository), they are
 the folders themselves.
 """
@@ -32,3 +32,8 @@ def defaults() -> Path:
 def unit_templates() -> Path:
     """The systemd user unit templates (systemd/)."""
     return data_dir("agents.unitfiles", "systemd")
+
+
+def docs_dir() -> Path:
+    """The operator docs (docs/), which `bullpen docs NAME` prints."""
+    return data_dir("agents.docs", "docs")

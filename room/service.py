@@ -197,7 +197,7 @@ async def run_hub(settings: HubSettings) -> int:
         log.warning("created the read token file", path=str(trust.read_token_file))
         _say(
             f"bullpen hub: created the read token file {trust.read_token_file} (0600); "
-            "/read on the strict listener now needs it (docs/operating.md)"
+            "/read on the strict listener now needs it (`bullpen docs operating`)"
         )
     # Before anything opens a descriptor: 20,000 sockets must fit (room/guard.py).
     fd_limit = raise_fd_limit()

@@ -16,6 +16,9 @@ def test_the_demo_runs_in_the_home_it_is_given_and_keeps_it(tmp_path: Path) -> N
     last = done.stdout.strip().splitlines()[-1]
     assert last == f"demo: done; the home is kept at {home} (bullpen --home {home} tail)"
     assert "FAILED" not in done.stdout
+    (gate,) = [line for line in done.stdout.splitlines() if "rejected (401): " in line]
+    shown = gate.split("rejected (401): ", 1)[1]
+    assert shown.endswith(" …") or not shown.endswith("…"), gate  # cut between words, if at all
     assert (home / "society.toml").is_file()
     result = audit_file(home / "room" / "room.jsonl")
     assert result.ok and result.lines > 20, result.summary()

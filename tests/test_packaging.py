@@ -60,5 +60,7 @@ def test_wheel_carries_defaults_and_unit_templates(tmp_path: Path) -> None:
         "agents/web/templates/page.html",
         "agents/web/static/app.js",
         "agents/web/static/style.css",
+        "agents/unitfiles/bullpen-gateway-summary.timer",
+        "agents/docs/operating.md",  # `bullpen docs operating`, which error messages name
     ):
         assert needed in names, needed

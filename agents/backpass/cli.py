@@ -23,5 +23,7 @@ def cmd_backpass(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             timeout=args.timeout,
             wait_timeout=args.wait_timeout,
+            bulk=args.bulk,
+            synthesis=args.synthesis,
         )
     )

@@ -12,7 +12,9 @@ failed (see the funnel); 75 no final report within `wait_timeout` (the run
 may still be going; its thread is printed). Bad input is refused before the
 ask is posted, with nothing written: a UsageError (exit 2) for a bad
 command-line option, a ConfigError (exit 78) for a bad `[backpass]` value.
-That includes a path outside its `[roots]` folder (docs/operating.md), a
+That includes a path outside its `[roots]` folder, a seat chosen with
+--bulk / --synthesis (or BULLPEN_BULK_SEAT / BULLPEN_SYNTHESIS_SEAT) that no
+`[seats.X]` table names, a
 state file that is not one (another file named by mistake
 would be overwritten), a state folder that is missing or not writable, and
 a wait, timeout or concurrency that is not a usable number.
@@ -25,11 +27,13 @@ import math
 import os
 import secrets
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.backpass.config import BackpassConfig
 from agents.backpass.pipeline import NICKS
+from agents.backpass.seating import choose_seats
 from agents.backpass.traces import StateFileError, check_state
 from agents.roots import OutsideRoot
 from room.errors import ConfigError, UsageError
@@ -54,6 +58,7 @@ def new_thread(now: datetime | None = None) -> str:
 
 # The run's steps as progress shows them: `step k/5 <name>`, numbered as in docs/backpass.md.
 STEPS = ("list", "analysis", "quote check", "ledger", "synthesis and git")
+REPORT_ONLY_STEPS = (*STEPS[:4], "synthesis")  # --report-only makes no branch: no git step
 _STEP_OF_STAGE = {"list": 1, "analysis": 2, "quotes": 3, "ledger": 4, "synthesis": 5}
 
 
@@ -68,8 +73,11 @@ def rewrites_in_place(stream: TextIO, term: str | None) -> bool:
 class Progress:
     """Which step of five the run is in, and how many analyses of how many replied, on stderr."""
 
-    def __init__(self, stream: TextIO, term: str | None = None) -> None:
+    def __init__(
+        self, stream: TextIO, term: str | None = None, *, report_only: bool = False
+    ) -> None:
         self.stream = stream
+        self.steps = REPORT_ONLY_STEPS if report_only else STEPS
         self.tty = rewrites_in_place(stream, term if term is not None else os.environ.get("TERM"))
         self.total: int | None = None
         self.analysed = 0
@@ -92,7 +100,7 @@ class Progress:
         self._show()
 
     def text(self) -> str:
-        text = f"step {self.step}/{len(STEPS)} {STEPS[self.step - 1]}"
+        text = f"step {self.step}/{len(self.steps)} {self.steps[self.step - 1]}"
         if self.step == 2 and self.total is not None:
             text += f" {self.analysed}/{self.total}"
         return text
@@ -181,6 +189,9 @@ async def backpass(
     concurrency: int | None = None,
     timeout: float | None = None,
     wait_timeout: float = DEFAULT_WAIT_S,
+    bulk: str | None = None,
+    synthesis: str | None = None,
+    env: Mapping[str, str] | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
@@ -203,10 +214,14 @@ async def backpass(
         home, params, {"public": public, "private": private, "traces": traces, "state": state}
     )
     check_state_option(home, params, from_option=state is not None)
+    seats, choice = choose_seats(
+        home, {"bulk": bulk, "synthesis": synthesis}, os.environ if env is None else env
+    )
+    params = params.model_copy(update={"seats": seats, "seat_choice": choice})
     thread = new_thread()
     body = "backpass" + (" (report only)" if report_only else "") + f": traces in {params.traces}"
     data = {"pipeline": "backpass", **params.model_dump()}
-    progress = Progress(err)
+    progress = Progress(err, report_only=report_only)
     async with home.client(home.society.operator) as client:
         stored = await client.say(f"@{FOREMAN}", body, type="ask", data=data, thread=thread)
         err.write(f"backpass run {thread} asked of @{FOREMAN} (seq {stored.get('seq')})\n")

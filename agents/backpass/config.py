@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from agents.home import Home
 
 __all__ = ["BackpassConfig", "RunParams", "run_dir"]
+
+SeatRole = Literal["bulk", "synthesis"]  # the backpass's two judged roles
 
 PATH_KEYS = (
     "public",
@@ -146,6 +148,12 @@ class RunParams(BackpassConfig):
     model_config = ConfigDict(extra="ignore")  # the ask also holds "pipeline" and the runtime's key
 
     report_only: bool = False
+    seats: dict[SeatRole, str] = Field(
+        default_factory=dict, description="this run's seat for a role, chosen by option or env"
+    )
+    seat_choice: dict[SeatRole, str] = Field(
+        default_factory=dict, description="how each chosen seat was chosen, for the report"
+    )
 
     def path(self, home: Home, key: str) -> Path:
         """One of the path parameters, absolute (relative ones resolved against the home)."""

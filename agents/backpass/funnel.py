@@ -48,7 +48,13 @@ class Funnel:
     seats: dict[str, dict[str, int]] = field(default_factory=dict)  # role -> seat -> calls
     fallbacks: int = 0
     synthesis: str = ""  # "called", or why it was skipped
+    synthesis_refused: str = ""  # the gateway's budget said no: the run fails
     drop_warn_rate: float = 0.10
+    seat_choice: dict[str, str] = field(default_factory=dict)  # role -> "seat (from where)"
+    analysed: list[dict[str, Any]] = field(default_factory=list)  # session, kept, dropped
+    failed_traces: list[dict[str, Any]] = field(default_factory=list)  # session, reason
+    unchanged: list[str] = field(default_factory=list)  # sessions, the first UNCHANGED_NAMED
+    unchanged_count: int = 0
 
     def add_seat(self, provenance: Mapping[str, Any] | None) -> None:
         if not provenance:
@@ -79,7 +85,7 @@ class Funnel:
                 f"WARNING: {self.drop_rate:.0%} of the items were dropped for a quote that is "
                 f"not in their trace (baseline: a few percent; alarm above "
                 f"{self.drop_warn_rate:.0%}). That means corrupted input, not a bad model: "
-                "check that the prompt shows each trace exactly (see docs/backpass.md)."
+                "check that the prompt shows each trace exactly (see `bullpen docs backpass`)."
             )
         if self.fallbacks:
             out.append(f"NOTE: the fallback seat answered {self.fallbacks} call(s).")
@@ -128,11 +134,33 @@ class Funnel:
         for role in sorted(self.seats):
             used = ", ".join(f"{label} ×{n}" for label, n in sorted(self.seats[role].items()))
             lines.append(f"{'seat ' + role:<20}{used}")
+        for role, chosen in sorted(self.seat_choice.items()):
+            lines.append(f"{'chosen ' + role:<20}{chosen}")
         lines.append(f"{'fallbacks':<20}{self.fallbacks}")
         lines += list(notes)
         lines += self.warnings()
-        failed = list(failed)
+        failed = list(failed) or self.failed_traces
         if failed:
             lines.append(f"FAILED traces ({len(failed)}), pending again next run:")
             lines += [f"  {f.get('session', '?')}: {f.get('reason', '')}" for f in failed]
+        lines += self._by_trace()
         return "\n".join(lines)
+
+    def _by_trace(self) -> list[str]:
+        """Every trace by name, after the table: analysed (kept, dropped) and unchanged."""
+        lines = []
+        if self.analysed:
+            lines.append(f"ANALYSED traces ({len(self.analysed)}):")
+            lines += [
+                f"  {a.get('session', '?')}: {a.get('kept', 0)} kept, {a.get('dropped', 0)} dropped"
+                for a in self.analysed
+            ]
+        if self.unchanged_count:
+            lines.append(
+                f"UNCHANGED traces ({self.unchanged_count}), since their last successful analysis:"
+            )
+            lines += [f"  {session}" for session in self.unchanged]
+            more = self.unchanged_count - len(self.unchanged)
+            if more > 0:
+                lines.append(f"  … and {more} more")
+        return lines

@@ -119,6 +119,9 @@ class Backpass:
         funnel.traces_found = int(ld.get("found", 0))
         funnel.traces_pending = int(ld.get("pending", len(traces)))
         funnel.traces_deferred = int(ld.get("deferred", 0))
+        funnel.unchanged = [str(u) for u in ld.get("unchanged") or []]
+        funnel.unchanged_count = int(ld.get("unchanged_count", len(funnel.unchanged)))
+        funnel.seat_choice = dict(params.seat_choice)
         notes = self._notes(ld)
         if not funnel.traces_found:
             body = "\n".join([f"no traces in {params.traces}: {WHAT_IS_A_TRACE}", *notes])
@@ -130,7 +133,7 @@ class Backpass:
             else:
                 done = f"all {funnel.traces_found} traces are unchanged since their last "
                 done += "successful analysis"
-            body = "\n".join([f"nothing pending: {done}", *notes])
+            body = f"nothing pending: {done}\n" + funnel.render([], notes)
             return [self._final(run, body, funnel, [], {"nothing_pending": True})]
 
         quotes_ask = run.ask("quotes")
@@ -156,6 +159,10 @@ class Backpass:
         ]
         funnel.traces_analyzed = len(checked)
         funnel.traces_failed = len(failed)
+        funnel.failed_traces = failed
+        funnel.analysed = [
+            {k: t.get(k) for k in ("session", "kept", "dropped")} for t in q.get("per_trace") or []
+        ]
         funnel.items_returned = int(q.get("returned", 0))
         funnel.items_dropped = int(q.get("dropped", 0))
         funnel.items_kept = int(q.get("kept", 0))
@@ -206,6 +213,7 @@ class Backpass:
         funnel.edits_private = int(edits.get("private", 0))
         funnel.add_seat(sd.get("provenance"))
         funnel.synthesis = str(sd.get("synthesis", ""))
+        funnel.synthesis_refused = str(sd.get("synthesis_refused") or "")
         for repo, branch in (sd.get("branches") or {}).items():
             commits = counted(len(branch.get("commits") or []), "commit")
             notes.append(f"branch {repo:<13}{branch.get('branch')} ({commits}, unpushed)")
@@ -216,7 +224,10 @@ class Backpass:
             "pr_body": sd.get("pr_body"),
             "state_updated": sd.get("state_updated", 0),
         }
-        return [self._final(run, funnel.render(failed, notes), funnel, failed, extra)]
+        report = self._final(run, funnel.render(failed, notes), funnel, failed, extra)
+        if funnel.synthesis_refused:  # the gateway's budget said no: the run did not finish
+            report.data.update(ok=False, error=f"synthesis skipped: {funnel.synthesis_refused}")
+        return [report]
 
     # --- stages ------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.backpass import ledger as ledgers
+from agents.backpass import seating
 from agents.backpass.config import RunParams
 from agents.backpass.funnel import Funnel, seat_label
 from agents.backpass.gitwork import (
@@ -253,10 +254,18 @@ async def synthesize_and_publish(
     summary, provenance = "", None
     seat, fallback_used = None, False
     edits: dict[str, list[Edit]] = {repo: [] for repo in REPOS}
+    refused = None
+    if ledger_changed and entries:  # a call would be made: does the gateway have room for it?
+        refused = await seating.budget_refusal(ctx.home, params, ctx.nick, "synthesis")
     if not ledger_changed:
         funnel.synthesis = "skipped: the ledger did not change, so nothing new to synthesise"
     elif not entries:
         funnel.synthesis = "skipped: the ledger has no open lines"
+    elif refused:
+        funnel.synthesis = (
+            f"skipped: {refused}. No branch or state was written: every trace stays pending"
+        )
+        funnel.synthesis_refused = refused
     else:
         template = load_template(params.path(ctx.home, "synthesis_prompt"), "synthesis", roots)
         request = synthesis_request(
@@ -272,7 +281,7 @@ async def synthesize_and_publish(
         schema = bind_synthesis(ids, [entry.id for entry in entries])
         try:
             judgment = await asyncio.wait_for(
-                ctx.judge("synthesis", request, schema), timeout=params.timeout_s
+                seating.judge(ctx, params, "synthesis", request, schema), timeout=params.timeout_s
             )
         except TimeoutError:
             raise StepFailed(
@@ -298,7 +307,7 @@ async def synthesize_and_publish(
     _screen_outputs(screen, data, params, date, ledger_text, edits, texts, summary)
     branches: dict[str, dict[str, Any]] = {}
     succeeded = {str(t["path"]): str(t["sha256"]) for t in data.get("succeeded") or []}
-    if not params.report_only:
+    if not params.report_only and not refused:
         counts = (
             f"{funnel.new_lines} new lines, {funnel.corroborations} corroborations, "
             f"{funnel.prunes} prunes"
@@ -363,11 +372,12 @@ async def synthesize_and_publish(
             "edits": {"public": funnel.edits_public, "private": funnel.edits_private},
             "described": described,
             "synthesis": funnel.synthesis,
+            "synthesis_refused": funnel.synthesis_refused,
             "seat": seat,
             "fallback_used": fallback_used,
             "provenance": provenance,
             "branches": branches,
-            "state_updated": 0 if params.report_only else len(succeeded),
+            "state_updated": 0 if params.report_only or refused else len(succeeded),
             "pr_body": str(body_path),
             "summary": summary[:2000],
             "report_only": params.report_only,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.backpass import ledger as ledgers
-from agents.backpass import publish
+from agents.backpass import publish, seating
 from agents.backpass.config import RunParams, run_dir
 from agents.backpass.gitwork import RepoInfo, inspect_repo, repos_from, show_file
 from agents.backpass.memory import bullets
@@ -54,6 +54,7 @@ __all__ = ["analyse", "check_quotes", "keep_ledger", "list_traces", "synthesize"
 # The trace list in the reply; later asks carry it again with a little more per trace, and the
 # room allows 256 KiB of data per post.
 LIST_BUDGET_BYTES = 96 * 1024
+UNCHANGED_NAMED = 200  # unchanged traces named in the funnel; the rest are counted
 PREFIX = {"public": "PUB", "private": "PRV"}
 
 
@@ -190,6 +191,8 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
         roots,
     )
     deferred = len(todo) - len(listed)
+    waiting = {t.path for t in todo}
+    unchanged = [t.session for t in found if t.path not in waiting]
     body = (
         f"step 1: {len(todo)} of {len(found)} traces pending"
         + (f", {deferred} deferred to the next run" if deferred else "")
@@ -204,6 +207,8 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
             "found": len(found),
             "pending": len(todo),
             "deferred": deferred,
+            "unchanged": unchanged[:UNCHANGED_NAMED],
+            "unchanged_count": len(unchanged),
             "skipped_binary": len(skipped),
             "refused": refused,
             "repos": {name: info.to_dict() for name, info in repos.items()},
@@ -249,7 +254,7 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
     )
     try:
         judgment = await asyncio.wait_for(
-            ctx.judge("bulk", request, AnalysisAnswer), timeout=params.timeout_s
+            seating.judge(ctx, params, "bulk", request, AnalysisAnswer), timeout=params.timeout_s
         )
     except TimeoutError:
         raise StepFailed(
@@ -302,6 +307,7 @@ def check_quotes(message: Message, ctx: StepContext) -> Reply:
     returned = dropped = 0
     changed: list[dict[str, Any]] = []
     checked: list[int] = []
+    per_trace: list[dict[str, Any]] = []
     drops: dict[str, int] = {}
     for analysis in data.get("analyses") or []:
         record = read_json(analysis["artifact"], roots)
@@ -313,6 +319,14 @@ def check_quotes(message: Message, ctx: StepContext) -> Reply:
             continue
         result = check_items(record["items"], render(record["path"], raw))
         checked.append(int(record["n"]))
+        per_trace.append(
+            {
+                "n": record["n"],
+                "session": record["session"],
+                "kept": len(result.kept),
+                "dropped": len(result.dropped),
+            }
+        )
         returned += result.returned
         dropped += len(result.dropped)
         if result.dropped:
@@ -328,6 +342,7 @@ def check_quotes(message: Message, ctx: StepContext) -> Reply:
             "dropped": dropped,
             "kept": len(kept),
             "checked": checked,
+            "per_trace": per_trace,
             "changed": changed,
             "dropped_by_trace": worst,
             "items_file": items_file,

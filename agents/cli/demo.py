@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -83,7 +84,8 @@ async def show_gate(home: Home) -> None:
             await impostor.say("@operator", "I am echo, trust me", thread="demo-gate")
             raise DemoFailed("the hub accepted a privileged nick without proof")
         except Unauthorized as exc:
-            say(f"  a privileged nick without proof is rejected (401): {exc.message[:70]}…")
+            shown = textwrap.shorten(exc.message, width=90, placeholder=" …")  # whole words
+            say(f"  a privileged nick without proof is rejected (401): {shown}")
     relaxed = home.society.hub.relaxed_endpoint()
     if relaxed:
         async with httpx.AsyncClient() as raw:

@@ -143,12 +143,15 @@ def _lay_down(home: Path, options: InitOptions) -> None:
     hub_key = keys.generate_private_key(secrets / "hub.key")
 
     members = [options.operator, *nicks]
+    # `gateway` posts the gateway's daily summary (agents/gateway/summary.py): privileged,
+    # so the hub stamps it verified, but not trusted, so no lurker acts on it.
+    privileged = [*members, *(["gateway"] if "gateway" not in members else [])]
     trust_text = _fill(
         _template("trust.toml"),
         {
             "HUB_PUBLIC_KEY": keys.public_text(hub_key),
             "TRUSTED": ", ".join(f'"{nick}"' for nick in members),
-            "PRIVILEGED": "\n".join(f'{nick} = "secret"' for nick in members),
+            "PRIVILEGED": "\n".join(f'{nick} = "secret"' for nick in privileged),
         },
     )
     (home / "trust.toml").write_text(trust_text, encoding="utf-8")

@@ -14,6 +14,17 @@ from collections.abc import Callable
 Command = Callable[[argparse.Namespace], int]
 
 
+class Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default shown, as `(default: X)`, unless its help already says it or
+    there is none to show (no value, a flag that is off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action) or text
+
+
 def _home_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--home",
@@ -80,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bullpen",
         description="A society of small agents working through one append-only room.",
+        epilog="`bullpen COMMAND --help` describes one command; `bullpen docs` lists the docs.",
+        formatter_class=Formatter,
     )
     _home_option(parser)
     parser.add_argument(
@@ -88,10 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["debug", "info", "warning", "error"],
         help="how much the log says (default info)",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, help="what to do (one of these)"
+    )
 
     def add(name: str, target: str, help_text: str) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        cmd = sub.add_parser(name, help=help_text, description=help_text, formatter_class=Formatter)
         _home_option(cmd)
         cmd.set_defaults(func=_lazy(target))
         return cmd
@@ -163,15 +178,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="the room.jsonl to import")
 
     p = add("keys", "agents.cli.room:cmd_keys", "make or show a nick's own Ed25519 key")
-    p.add_argument("action", choices=["new", "show"])
-    p.add_argument("nick")
+    p.add_argument(
+        "action", choices=["new", "show"], help="new: make the key; show: print its public half"
+    )
+    p.add_argument("nick", help="the nick whose key it is")
 
     p = add(
         "lurk",
         "agents.runtime.lurker:cmd_lurk",
         "run one nick's lurker: wake on what is addressed to it",
     )
-    p.add_argument("nick")
+    p.add_argument("nick", help="the [nicks.NICK] table of society.toml to run")
 
     p = add(
         "mcp",
@@ -208,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-hub", action="store_true", help="start only the lurkers")
 
     p = add("units", "agents.cli.units:cmd_units", "render the systemd user units for this home")
-    p.add_argument("action", choices=["install"])
+    p.add_argument("action", choices=["install"], help="install: write the units")
     p.add_argument(
         "--dir",
         help="where to write them (default $XDG_CONFIG_HOME/systemd/user, "
@@ -222,26 +239,40 @@ def build_parser() -> argparse.ArgumentParser:
         "the model gateway: serve it (the default), issue caller tokens, read its ledger, "
         "check its backends' chat templates",
     )
-    action = p.add_subparsers(dest="action", metavar="ACTION")
-    g = action.add_parser("serve", help="serve the gateway until stopped (the default)")
+    action = p.add_subparsers(dest="action", metavar="[ACTION]", help="what to do (default: serve)")
+
+    def gateway_action(name: str, help_text: str) -> argparse.ArgumentParser:
+        return action.add_parser(
+            name, help=help_text, description=help_text, formatter_class=Formatter
+        )
+
+    g = gateway_action("serve", "serve the gateway until stopped (the default)")
     _home_option(g)
-    g = action.add_parser("token", help="issue a nick's caller token (a 0600 file)")
+    g = gateway_action("token", "issue a nick's caller token (a 0600 file)")
     _home_option(g)
-    g.add_argument("nick")
-    g = action.add_parser("usage", help="the ledger summed as a table")
+    g.add_argument("nick", help="the nick the token is for (its calls are counted against it)")
+    g = gateway_action("usage", "the ledger summed as a table")
     _home_option(g)
     g.add_argument("--since", help="only calls from this UTC date or time on, e.g. 2026-12-01")
-    g.add_argument("--by", choices=["caller", "model", "backend"], default="caller")
-    g = action.add_parser(
-        "check", help="read each backend's chat template and markers (failure mode D)"
+    g.add_argument(
+        "--by", choices=["caller", "model", "backend"], default="caller", help="group rows by"
     )
+    g = gateway_action(
+        "summary",
+        "post one UTC day's usage (calls, tokens, by caller and backend, budgets) into "
+        "the room as @gateway",
+    )
+    _home_option(g)
+    g.add_argument("--day", help="the UTC day to sum, e.g. 2026-12-01 (default: yesterday)")
+    g.add_argument("--dry-run", action="store_true", help="print the summary without posting it")
+    g = gateway_action("check", "read each backend's chat template and markers (failure mode D)")
     _home_option(g)
     g.add_argument("backend", nargs="?", help="only this [gateway.backends.NAME]")
 
     p = add(
         "web",
         "agents.cli.web:cmd_web",
-        "serve the browser view of the room, runs, the gate and the society (docs/web.md)",
+        "serve the browser view of the room, runs, the gate and the society (bullpen docs web)",
     )
     action = p.add_subparsers(dest="action", metavar="ACTION")
     w = action.add_parser("serve", help="serve it until stopped (the default)")
@@ -254,7 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
         "agents.cli.promote:cmd_trust",
         "check that trust works end to end; promote or demote a nick, in the safe order",
     )
-    p.add_argument("action", choices=["check", "promote", "demote"])
+    p.add_argument(
+        "action",
+        choices=["check", "promote", "demote"],
+        help="check: every nick's trust, end to end; promote, demote: change one nick's privilege",
+    )
     p.add_argument("nick", nargs="?", help="promote, demote: the nick")
     p.add_argument(
         "--key",
@@ -272,14 +307,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title", help="the article's working title")
     p.add_argument("--keyword", help="the primary keyword of the pattern")
     p.add_argument("--kb", help="the knowledge-base folder (default: [expedition] kb)")
-    p.add_argument("--voice", default="Carbon", choices=["Carbon", "Si-C", "Silicon"])
+    p.add_argument(
+        "--voice",
+        default="Carbon",
+        choices=["Carbon", "Si-C", "Silicon"],
+        help="the brief's voice; Carbon (the operator's own) needs a voice anchor",
+    )
     p.add_argument("--archetype", help="the primary archetype / category to match")
     p.add_argument("--monomyth", help="the monomyth stage to match")
     p.add_argument("--blaze", help="a blaze file (role: guidance) whose claims seed the search")
     p.add_argument("--yes", action="store_true", help="confirm the Dig Report as it is")
     p.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for each turn")
-    turn = p.add_subparsers(dest="action", metavar="ACTION")
-    c = turn.add_parser("confirm", help="answer a waiting run's Dig Report")
+    turn = p.add_subparsers(
+        dest="action",
+        metavar="[confirm THREAD]",
+        help="without it: start a run; confirm THREAD: answer a waiting run",
+    )
+    c = turn.add_parser(
+        "confirm",
+        help="answer a waiting run's Dig Report",
+        description="answer a waiting run's Dig Report (or its MISSING brief)",
+        formatter_class=Formatter,
+    )
     _home_option(c)
     c.add_argument("thread", help="the run's thread, as printed with its Dig Report")
     c.add_argument(
@@ -291,6 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="rows to leave out (repeatable: --drop row_2 --drop row_5, or --drop row_2 row_5)",
     )
     c.add_argument("--redirect", help="search again with this added to the pattern")
+    c.add_argument(
+        "--anchor",
+        metavar="FILE",
+        help="a lived file of the knowledge base to anchor the voice (checked with the "
+        "briefer's gates before anything is posted; also answers a MISSING brief)",
+    )
     c.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for the brief")
 
     p = add(
@@ -312,6 +367,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
     )
+    p.add_argument(
+        "--bulk",
+        metavar="SEAT",
+        help="the [seats.SEAT] table that analyses each trace in this run "
+        "(default: $BULLPEN_BULK_SEAT, else the bulk role's own seat)",
+    )
+    p.add_argument(
+        "--synthesis",
+        metavar="SEAT",
+        help="the [seats.SEAT] table that makes this run's synthesis call "
+        "(default: $BULLPEN_SYNTHESIS_SEAT, else the synthesis role's own seat)",
+    )
+
+    p = add("docs", "agents.cli.docs:cmd_docs", "print an operator doc (list them without NAME)")
+    p.add_argument("name", nargs="?", help="the doc to print, e.g. gateway, seats, operating")
 
     p = add(
         "demo",

@@ -248,9 +248,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if path is None:
         home.require()
         path = home.room_path
-        if not path.exists():  # a home whose hub has not started yet: an empty room
-            print(f"no room yet at {path}: the hub creates it", file=sys.stderr)
-            print("ok: 0 lines")
+        if not path.exists():  # a home whose hub has never started: nothing to check yet
+            print(
+                f"the room {path} was never started: there is nothing to audit yet. The hub "
+                "creates it when it first starts (`bullpen up`, or `bullpen hub`); audit it then",
+                file=sys.stderr,
+            )
+            print("not started: no room yet")
             return 0
     if not path.exists():
         err(f"there is no room at {path}; pass the path of a room.jsonl")

@@ -55,7 +55,7 @@ def stream_settings(home: Home) -> StreamSettings:
         raise ConfigError(
             f'{home.society_file}: [room] engine is "{room.engine}"; set engine = "jetstream" '
             "(with servers, stream and replicas) to export, import or audit a stream "
-            "(docs/scaling.md)"
+            "(`bullpen docs scaling`)"
         )
     return StreamSettings.from_options(room.engine_options(home.path))
 

@@ -43,6 +43,7 @@ TEMPLATES = (
 
 GATEWAY_UNIT = "bullpen-gateway.service"  # only for a home with a [gateway] section
 WEB_UNIT = "bullpen-web.service"  # only for a home with a [web] section
+GATEWAY_UNITS = (GATEWAY_UNIT, "bullpen-gateway-summary.service", "bullpen-gateway-summary.timer")
 
 # Where PrivateTmp=yes gives a service an empty folder of its own.
 TMP_ROOTS = (Path("/tmp"), Path("/var/tmp"))
@@ -181,7 +182,7 @@ def render(home: Home, template: str, plan: UnitPlan | None = None) -> str:
 
 def install(home: Home, target: Path, plan: UnitPlan | None = None) -> list[Path]:
     plan = plan or plan_units(home)
-    wanted = [*TEMPLATES, *((GATEWAY_UNIT,) if home.has_gateway else ())]
+    wanted = [*TEMPLATES, *(GATEWAY_UNITS if home.has_gateway else ())]
     wanted += [WEB_UNIT] if home.society.web is not None else []
     rendered = {
         name: render(home, name, plan) for name in wanted if (_template_dir() / name).exists()
@@ -235,7 +236,8 @@ def commands(target: Path, written: list[Path], nicks: list[str], user: str) -> 
     units += [n for n in (WEB_UNIT,) if n in names]
     if "bullpen-lurker@.service" in names:
         units += [f"bullpen-lurker@{nick}.service" for nick in nicks]
-    units += [n for n in ("bullpen-backpass.timer",) if n in names]  # the nightly backpass
+    timers = ("bullpen-backpass.timer", "bullpen-gateway-summary.timer")
+    units += [n for n in timers if n in names]  # the nightly backpass, the gateway's summary
     listed = " ".join(shlex.quote(unit) for unit in units)
     return [
         *lines,
@@ -271,5 +273,26 @@ def cmd_units(args: argparse.Namespace) -> int:
             "folders out of /tmp and /var/tmp to have it.",
             file=sys.stderr,
         )
+    for warning in timer_warnings(written, nicks, configured):
+        print(warning, file=sys.stderr)
     print("\n".join(commands(target, written, nicks, getpass.getuser())))
     return 0
+
+
+def timer_warnings(written: list[Path], nicks: list[str], configured: list[str]) -> list[str]:
+    """A timer the commands enable whose run needs a lurker --nicks leaves out."""
+    from agents.backpass.pipeline import NICKS as BACKPASS_NICKS
+
+    names = {path.name for path in written}
+    if "bullpen-backpass.timer" not in names:
+        return []
+    needed = ["foreman", *BACKPASS_NICKS.values()]
+    missing = [n for n in needed if n in configured and n not in nicks]
+    if not missing:
+        return []
+    return [
+        f"warning: bullpen-backpass.timer is enabled below, but its nightly run needs the "
+        f"lurkers {', '.join(missing)}, which --nicks leaves out: it would wait for them and "
+        f"fail. Add them: --nicks {' '.join(dict.fromkeys([*nicks, *missing]))} (or leave "
+        "--nicks out for every lurker)"
+    ]

@@ -99,17 +99,17 @@ def find_voice_anchor(
     return best
 
 
-def missing_prompt(title: str, min_paragraphs: int) -> str:
+def missing_prompt(title: str, min_paragraphs: int, thread: str = "THREAD") -> str:
     """What the operator is told when a Carbon brief has no voice anchor."""
     return (
         f"voice_anchor: {MISSING} — the brief for '{title}' was not written: no confirmed "
         f"role: lived excerpt has first-person prose in {min_paragraphs} or more paragraphs "
         "without third-person narration.\n"
-        "Supply one, then run the expedition again:\n"
+        "Supply one:\n"
         "- record a note: a first-person voice log (role: lived) on this ground, added to "
         "the knowledge base and its index;\n"
-        "- point to a file: a lived file with your own first-person prose; name it in a "
-        "redirect at the next Dig Report;\n"
+        "- point to a file: a lived file of the knowledge base with your own first-person "
+        f"prose, as its voice anchor: bullpen expedition confirm {thread} --anchor FILE;\n"
         "- dictate live: speak or type the anchor in the first person and save it as a "
         "voice log in the knowledge base.\n"
         "Or choose voice Si-C or Silicon, which need no anchor."

@@ -32,7 +32,7 @@ def check_timeout(value: float) -> float:
     return value
 
 
-def check_answer(drop: Sequence[str], redirect: str | None) -> None:
+def check_answer(drop: Sequence[str], redirect: str | None, anchor: str | None = None) -> None:
     """An answer the foreman can act on as meant: a blank redirect is not a confirm."""
     if redirect is not None and not redirect.strip():
         raise UsageError(
@@ -41,6 +41,13 @@ def check_answer(drop: Sequence[str], redirect: str | None) -> None:
         )
     if any(not row.strip() for row in drop):
         raise UsageError("--drop was given an empty id; name rows like --drop row_5")
+    if anchor is not None and not anchor.strip():
+        raise UsageError("--anchor is empty; name a lived file of the knowledge base")
+    if anchor is not None and redirect is not None:
+        raise UsageError(
+            "--anchor and --redirect do not go together: a redirect digs again; point to the "
+            "anchor when you confirm its Dig Report"
+        )
     if drop and redirect is not None:
         raise UsageError(
             "--drop and --redirect do not go together: a redirect digs again and shows a new "
@@ -81,9 +88,16 @@ def cmd_expedition(args: argparse.Namespace) -> int:
                 "confirm needs the run's thread, like exp-3f9a1c2e; find it with "
                 "`bullpen read --to foreman`"
             )
-        check_answer(args.drop, args.redirect)
+        check_answer(args.drop, args.redirect, args.anchor)
         return asyncio.run(
-            confirm(home, args.thread, drop=args.drop, redirect=args.redirect, timeout=timeout)
+            confirm(
+                home,
+                args.thread,
+                drop=args.drop,
+                redirect=args.redirect,
+                anchor=args.anchor,
+                timeout=timeout,
+            )
         )
     if not (args.title or "").strip() or not (args.keyword or "").strip():
         raise UsageError(

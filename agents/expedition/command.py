@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agents.expedition.anchor import AnchorRefused, anchor_for_run
 from agents.expedition.config import ExpeditionConfig
 from agents.expedition.pipeline import DIG_REPORT, STEP_NUMBERS
 from agents.foreman.pipeline import KEY
@@ -90,15 +91,19 @@ def request_data(
 
 
 def answer_post(
-    drop: Sequence[str] = (), redirect: str | None = None
+    drop: Sequence[str] = (), redirect: str | None = None, anchor: str | None = None
 ) -> tuple[str, dict[str, Any]]:
-    """The body and data of the operator's answer to a Dig Report."""
+    """The body and data of the operator's answer to a Dig Report (or to a MISSING brief)."""
     if redirect is not None:
         if not redirect.strip():
             raise ValueError("an empty redirect says nothing to look for; give words, or confirm")
         return f"redirect {redirect}", {"redirect": redirect}
     body = "confirm" + (", drop " + " ".join(drop) if drop else "")
-    return body, {"confirm": True, "drop": list(drop)}
+    data: dict[str, Any] = {"confirm": True, "drop": list(drop)}
+    if anchor:
+        body += f", anchor {anchor}"
+        data["anchor"] = anchor
+    return body, data
 
 
 def continue_hint(thread: str) -> str:
@@ -106,6 +111,13 @@ def continue_hint(thread: str) -> str:
         f"The run {thread} waits for your answer. Continue with:\n"
         f"  bullpen expedition confirm {thread} [--drop row_N ...]\n"
         f"  bullpen expedition confirm {thread} --redirect 'what to look for instead'"
+    )
+
+
+def anchor_hint(thread: str) -> str:
+    return (
+        f"The run {thread} waits for a voice anchor. Point to a lived file of the knowledge "
+        f"base with:\n  bullpen expedition confirm {thread} --anchor FILE"
     )
 
 
@@ -239,6 +251,10 @@ class Follower:
                         if await self._answer(message) is None:
                             print(continue_hint(self.thread), file=self.err)
                             return EXIT_OK
+                    elif data.get("outcome") == "missing":
+                        print(message.body, file=self.out, flush=True)
+                        print(anchor_hint(self.thread), file=self.err)
+                        return EXIT_MISSING
                     elif data.get("outcome") == "unclear":
                         print(message.body, file=self.err, flush=True)
                         again = await self._answer(message) if self.interactive else None
@@ -368,14 +384,27 @@ def not_a_run(messages: Sequence[Message], thread: str) -> str | None:
 
 
 def reports_of(
-    messages: Sequence[Message], operator: str, foreman: str = FOREMAN
+    messages: Sequence[Message],
+    operator: str,
+    foreman: str = FOREMAN,
+    *,
+    missing: bool = False,
 ) -> tuple[Message | None, list[Message]]:
-    """A run's final report (None while it runs) and its Dig Reports, oldest first."""
+    """A run's final report (None while it runs) and its Dig Reports, oldest first.
+
+    `missing`: count a MISSING brief (waiting for a voice anchor) among the
+    reports the operator can answer, as `confirm --anchor` does.
+    """
     ours = [
         m for m in messages if m.from_ == foreman and bare(m.to) == operator and m.type == "reply"
     ]
     final = next((m for m in ours if (m.data or {}).get("final")), None)
-    return final, [m for m in ours if is_dig_report(m)]
+    waiting = [
+        m
+        for m in ours
+        if is_dig_report(m) or (missing and (m.data or {}).get("outcome") == "missing")
+    ]
+    return final, waiting
 
 
 async def confirm(
@@ -384,11 +413,17 @@ async def confirm(
     drop: Sequence[str] = (),
     redirect: str | None = None,
     *,
+    anchor: str | None = None,
     timeout: float = 900.0,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """Answer a waiting run's latest Dig Report, then follow it to its end or next report."""
+    """Answer a waiting run's latest Dig Report or MISSING brief, then follow it.
+
+    `anchor`: a file of the run's knowledge base as the voice anchor; it is
+    checked here with the briefer's gates, and refused (exit 2, nothing posted)
+    with the reason when it fails one.
+    """
     out, err = out or sys.stdout, err or sys.stderr
     operator = home.society.operator
     async with home.client(operator) as client:
@@ -397,7 +432,7 @@ async def confirm(
         if problem:
             print(problem, file=err)
             return EXIT_USAGE
-        final, reports = reports_of(messages, operator)
+        final, reports = reports_of(messages, operator, missing=True)
         if final is not None:
             print(f"The run {thread} is already over:", file=err)
             print(final.body, file=out)
@@ -409,8 +444,44 @@ async def confirm(
                 file=err,
             )
             return EXIT_FAILED
-        body, data = answer_post(drop, redirect)
-        after = await post_answer(client, reports[-1], thread, body, data)
-        print(f"answered the Dig Report in {thread}: {body}", file=err, flush=True)
+        waiting = reports[-1]
+        problem, named = check_answer_to(home, messages, waiting, drop, redirect, anchor)
+        if problem:
+            print(problem, file=err)
+            return EXIT_USAGE
+        body, data = answer_post(drop, redirect, named)
+        after = await post_answer(client, waiting, thread, body, data)
+        what = "Dig Report" if is_dig_report(waiting) else "MISSING brief"
+        print(f"answered the {what} in {thread}: {body}", file=err, flush=True)
         follower = Follower(home, client, thread, out, err)
         return await follower.follow(after, timeout, answered=True)
+
+
+def check_answer_to(
+    home: Home,
+    messages: Sequence[Message],
+    waiting: Message,
+    drop: Sequence[str],
+    redirect: str | None,
+    anchor: str | None,
+) -> tuple[str | None, str | None]:
+    """(why this answer cannot be posted, None), or (None, the anchor's name in the kb or None).
+
+    A MISSING brief is answered only with a file (`--anchor`); a Dig Report with
+    confirm, drops and a file, or a redirect. The file must pass the gates.
+    """
+    thread = waiting.thread or ""
+    if not is_dig_report(waiting) and (not anchor or drop or redirect is not None):
+        return (
+            f"The run {thread} has a Dig Report already answered and its brief is MISSING a "
+            f"voice anchor; answer it with a lived file of the knowledge base:\n"
+            f"  bullpen expedition confirm {thread} --anchor FILE"
+        ), None
+    if not anchor:
+        return None, None
+    start = next(m for m in messages if m.type == "ask" and bare(m.to) == FOREMAN)
+    try:
+        entry = anchor_for_run(home, dict(start.data or {}), anchor)
+    except AnchorRefused as exc:
+        return f"--anchor refused, nothing was posted: {exc.message}", None
+    return None, str(entry["file"])

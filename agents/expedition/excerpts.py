@@ -6,7 +6,10 @@ there would hand the brief a summary dressed as a quote, and a voice anchor
 that is not the operator's voice. So an excerpt is taken only below the
 frontmatter fence, skips a slice whose opening is too like either summary,
 skips paragraphs of third-person narration of the operator, and is whole
-paragraphs of 150-500 words.
+paragraphs of 150-500 words. A lived file whose whole body is under the
+floor (a short voice log) is kept whole instead, and flagged
+`[EXCERPT_SHORT:file]`: it is still the operator's own prose, and may still
+anchor the voice; the digest and narration gates apply to it all the same.
 """
 
 from __future__ import annotations
@@ -113,6 +116,7 @@ class SliceResult:
     excerpt: Excerpt | None
     rejected_digest: int = 0
     rejected_tell: int = 0
+    short: bool = False  # the whole body, under the word floor, kept as it is
 
     @property
     def rejected(self) -> bool:
@@ -147,9 +151,16 @@ def slice_excerpt(
     max_words: int,
     threshold: float,
     prefix: int,
+    keep_short: bool = False,
 ) -> SliceResult:
-    """The first slice of body prose that passes every gate, moving deeper on each rejection."""
+    """The first slice of body prose that passes every gate, moving deeper on each rejection.
+
+    `keep_short`: a body whose prose is under `min_words` in all is not
+    refused for its length; its first slice that passes the gates (all of it
+    from there, since it never reaches the floor) is the excerpt, marked short.
+    """
     paras = paragraphs(body)
+    whole_is_short = keep_short and sum(map(words, paras)) < min_words
     result = SliceResult(None)
     for start in range(len(paras)):
         if has_tell(paras[start], tell):
@@ -161,16 +172,17 @@ def slice_excerpt(
             result.rejected_digest += 1
             continue
         count = words(text)
-        if min_words <= count <= max_words:
+        if min_words <= count <= max_words or (whole_is_short and count):
             result.excerpt = Excerpt(text, chosen, count, start)
+            result.short = count < min_words
             return result
     return result
 
 
 def flag_for(file: str, result: SliceResult) -> str | None:
-    """The flag a file earns when no slice of it qualified."""
+    """The flag a file earns: none, short (kept whole), or why no slice of it qualified."""
     if result.excerpt is not None:
-        return None
+        return f"[EXCERPT_SHORT:{file}]" if result.short else None
     if result.rejected:
         return f"[EXCERPT_DIGEST_REJECTED:{file}]"
     return f"[EXCERPT_TOO_SHORT:{file}]"

@@ -13,9 +13,10 @@ only an index with nothing usable stops a run.
 from __future__ import annotations
 
 import io
+import posixpath
 import re
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
@@ -237,11 +238,8 @@ def locate(kb: Path, file: str) -> tuple[Path | None, str | None]:
     As written, or without a leading `Corpus/`. A path or link that would leave
     the folder is never followed: `[KB_FILE_OUTSIDE:…]` names it."""
     root = kb.resolve()
-    options = [file]
-    if file.startswith(CORPUS_PREFIX):
-        options.append(file.removeprefix(CORPUS_PREFIX))
     outside = False
-    for option in options:
+    for option in _options(file):
         candidate = (root / option).resolve()
         if not inside(root, candidate):
             outside = outside or (root / option).is_symlink() or candidate.exists()
@@ -249,6 +247,27 @@ def locate(kb: Path, file: str) -> tuple[Path | None, str | None]:
         if candidate.is_file():
             return candidate, None
     return None, f"[KB_FILE_OUTSIDE:{file}]" if outside else f"[KB_FILE_MISSING:{file}]"
+
+
+def _options(file: str) -> list[str]:
+    """Where an index's file may be: as written, or without a leading `Corpus/`."""
+    if file.startswith(CORPUS_PREFIX):
+        return [file, file.removeprefix(CORPUS_PREFIX)]
+    return [file]
+
+
+def on_disk(kb: Path, file: str) -> str | None:
+    """An index row's file as it is on disk, relative to the knowledge base; None if absent.
+
+    The index may write `Corpus/voice-logs/x.md` for `voice-logs/x.md`: every
+    report and brief shows the one form that exists, found the way `locate` finds it.
+    """
+    root = kb.resolve()
+    for option in _options(file):
+        candidate = root / option
+        if candidate.is_file() and inside(root, candidate.resolve()):
+            return PurePosixPath(posixpath.normpath(option)).as_posix()
+    return None
 
 
 def resolve(kb: Path, file: str) -> Path | None:

@@ -3,24 +3,32 @@
     extract_excerpts  @excerpter  step 5: verbatim body excerpts behind the digest gates
     assemble_brief    @briefer    step 6: the brief behind the voice-anchor gate
 
-Neither asks a model. The excerpter reads every chosen file, and a few more
-lived files for voice anchors; the briefer re-checks the anchor from the
-excerpt text itself rather than trusting an earlier step's word for it.
+Neither asks a model. The excerpter reads every chosen file, and then the
+other retrieved files, best scored first, for lived voice anchors; the
+briefer re-checks the anchor from the excerpt text itself rather than
+trusting an earlier step's word for it, and checks a file the operator
+pointed to (`confirm --anchor FILE`) with the same gates (agents.expedition.anchor).
 """
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from agents.expedition import excerpts as cut
+from agents.expedition.anchor import (
+    ANCHOR_ID,
+    AnchorRefused,
+    check_anchor,
+    excerpt_entry,
+    tell_of,
+)
 from agents.expedition.brief import (
     MISSING,
     BriefFront,
+    VoiceAnchor,
     banned_phrases,
     brief_filename,
     find_voice_anchor,
@@ -28,8 +36,6 @@ from agents.expedition.brief import (
     needs_anchor,
     render_brief,
 )
-from agents.expedition.config import ExpeditionConfig
-from agents.expedition.kb import read_document
 from agents.expedition.steps import (
     config_of,
     context_of,
@@ -43,50 +49,13 @@ from agents.runtime.step import Reply, StepContext
 from room.errors import StepFailed
 from room.message import Message
 
-_CARRIED = ("id", "file", "kind", "why", "connection", "embodies")
-
-
-def _tell(config: ExpeditionConfig) -> re.Pattern[str]:
-    return cut.tell_pattern(config.operator_names, config.digest_verbs)
-
-
-def excerpt_entry(
-    kb: Path, item: dict[str, Any], config: ExpeditionConfig, tell: re.Pattern[str]
-) -> tuple[dict[str, Any] | None, str | None, str]:
-    """(entry, flag, role) for one file: its gated excerpt, or the flag saying why none."""
-    document, flag = read_document(kb, str(item["file"]))
-    if document is None:
-        return None, flag, ""
-    result = cut.slice_excerpt(
-        document.body,
-        [document.summary, str(item.get("summary") or "")],
-        tell,
-        min_words=config.excerpt_min_words,
-        max_words=config.excerpt_max_words,
-        threshold=config.digest_similarity,
-        prefix=config.digest_prefix_chars,
-    )
-    if result.excerpt is None:
-        return None, cut.flag_for(str(item["file"]), result), document.role
-    first_person = cut.voice_paragraphs(document.role, result.excerpt.text, tell)
-    entry = {
-        **{key: item[key] for key in _CARRIED if key in item},
-        "role": document.role,
-        **cut.as_data(result.excerpt),
-        "first_person": first_person,
-        "voice_anchor": first_person >= config.voice_anchor_paragraphs,
-        "rejected_digest": result.rejected_digest,
-        "rejected_tell": result.rejected_tell,
-    }
-    return entry, None, document.role
-
 
 def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
     """Step 5: an excerpt per chosen file, plus lived files that can anchor the voice."""
     context = context_of(message)
     data = data_of(message)
     config = config_of(ctx)
-    tell = _tell(config)
+    tell = tell_of(config)
     kb = kb_of(ctx, context)
     entries: list[dict[str, Any]] = []
     flags: list[str] = []
@@ -97,7 +66,7 @@ def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
         if flag:
             flags.append(flag)
     found = sum(1 for e in entries if e["voice_anchor"])
-    for item in data.get("others") or []:
+    for item in data.get("others") or []:  # every other retrieved file, best scored first
         if found >= config.voice_anchors_wanted:
             break
         entry, flag, role = excerpt_entry(kb, {**item, "kind": "voice"}, config, tell)
@@ -106,6 +75,8 @@ def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
         if entry is not None and role == "lived" and entry["voice_anchor"]:
             entries.append(entry)
             found += 1
+            if flag:
+                flags.append(flag)
     body = f"{len(entries)} excerpts, {found} voice anchors"
     if flags:
         body += " " + " ".join(flags)
@@ -138,19 +109,30 @@ def assemble_brief(message: Message, ctx: StepContext) -> Reply:
     roots = roots_of(ctx)  # before anything else: the ask's folder is data from a poster
     briefs = roots.check("briefs", str(context.get("briefs") or ""), "the briefs folder")
     excerpts = [e for e in data.get("excerpts") or [] if isinstance(e, dict)]
-    if not excerpts:
+    if not excerpts and not data.get("anchor"):
         raise StepFailed(
             "no confirmed candidate has a body excerpt, so there is nothing to brief; "
             "confirm a candidate with an excerpt or redirect the dig"
         )
-    anchor = find_voice_anchor(excerpts, _tell(config), config.voice_anchor_paragraphs)
+    thread = message.thread or "run"
     voice = str(context["voice"])
+    pointed = str(data.get("anchor") or "").strip()
+    if pointed:  # the operator named the anchor: it passes the gates again here, or no brief
+        try:
+            entry = check_anchor(kb_of(ctx, context), pointed, config)
+        except AnchorRefused as exc:
+            prompt = f"voice_anchor: {MISSING} — {exc.message}; the brief was not written."
+            return Reply(prompt, {"written": False, "voice_anchor": MISSING, "prompt": prompt})
+        excerpts = [e for e in excerpts if e.get("id") != ANCHOR_ID and e["file"] != entry["file"]]
+        excerpts.append(entry)
+        anchor = VoiceAnchor(str(entry["file"]), int(entry["first_person"]))
+    else:
+        anchor = find_voice_anchor(excerpts, tell_of(config), config.voice_anchor_paragraphs)
     if anchor is None and needs_anchor(voice):
-        prompt = missing_prompt(str(context["title"]), config.voice_anchor_paragraphs)
+        prompt = missing_prompt(str(context["title"]), config.voice_anchor_paragraphs, thread)
         return Reply(prompt, {"written": False, "voice_anchor": MISSING, "prompt": prompt})
     guidance = [str(e["text"]) for e in excerpts if str(e.get("role")).lower() == "guidance"]
     banned = banned_phrases(guidance, _blaze_phrases(context, roots))
-    thread = message.thread or "run"
     try:
         front = BriefFront(
             title=context["title"],

@@ -6,10 +6,13 @@ for it, or, if it failed, end the run with `[STEP_n FAILED — reason]`. Score
 batches are asked all at once and joined when every one is in.
 
 The two-turn gate: after the Dig Report nothing is asked until the operator
-answers it. `confirm` (optionally `drop row_5 ...`) asks the briefer;
+answers it. `confirm` (optionally `drop row_5 ...`, `anchor FILE`) asks the briefer;
 `redirect <text>` starts a new dig from the terms with the operator's words
 added to the pattern, under keys suffixed `@1`, `@2`, ... so each round is
 new to the runtime and earlier rounds stay in the thread as history.
+A brief refused for want of a voice anchor is a MISSING report the run
+waits on, like a Dig Report: an answer naming a file (`anchor FILE`) asks the
+briefer again (`brief/1`, ...), up to MAX_ROUNDS times, then the run ends.
 """
 
 from __future__ import annotations
@@ -349,19 +352,74 @@ class Expedition:
             "flags": dig["flags"],
         }
         flags = dig["flags"]
+        if decision.anchor:
+            data["anchor"] = decision.anchor
         done = self._reply(
             run,
             "brief",
             self._ask("brief", "brief", f"step 6 brief: {len(keep)} excerpts", data),
             flags,
         )
+        for attempt in range(1, MAX_ROUNDS + 1):
+            if done.get("written"):
+                break
+            anchor = self._anchor_answer(run, missing_key(attempt - 1), done, flags, attempt)
+            done = self._reply(
+                run,
+                "brief",
+                self._ask(
+                    "brief",
+                    f"brief/{attempt}",
+                    f"step 6 brief: voice anchor {anchor}",
+                    {**data, "anchor": anchor},
+                ),
+                flags,
+            )
         if done.get("written"):
             body = f"brief written: {done.get('path')}\nvoice_anchor: {done.get('voice_anchor')}"
             body += f"\nbanned_phrases: {len(done.get('banned_phrases') or [])}"
             outcome = {"outcome": "brief", "path": done.get("path")}
         else:
-            body = str(done.get("prompt") or "voice_anchor: MISSING — the brief was not written.")
+            body = _missing_body(done)
             outcome = {"outcome": "missing", "voice_anchor": "MISSING"}
         if flags:
             body += "\nFlags: " + " ".join(flags)
         raise _Now([Report("result", body, {**outcome, "flags": flags}, final=True)])
+
+    def _anchor_answer(
+        self, run: Run, key: str, done: dict[str, Any], flags: list[str], attempt: int
+    ) -> str:
+        """The file the operator points to after a MISSING brief; until then, the run waits.
+
+        The MISSING report is not final while attempts remain: its answer
+        (`confirm THREAD --anchor FILE`) gives the briefer a voice anchor to check.
+        """
+        report = run.report(key)
+        if report is None:
+            body = _missing_body(done) + ("\nFlags: " + " ".join(flags) if flags else "")
+            data = {"outcome": "missing", "voice_anchor": "MISSING", "flags": flags}
+            raise _Now([Report(key, body, data)])
+        unclear: list[Action] = []
+        for answer in run.answers_to(key):
+            decision = parse_answer(answer.body, answer.data)
+            if decision is not None and decision.anchor:
+                return decision.anchor
+            unclear.append(
+                Report(
+                    f"unclear/{answer.id}",
+                    "I could not act on your answer: the brief still needs a voice anchor. "
+                    "Reply 'anchor <file of the knowledge base>'.",
+                    {"outcome": "unclear"},
+                    in_reply_to=report.id,
+                )
+            )
+        raise _Now(unclear)
+
+
+def missing_key(attempt: int) -> str:
+    """The MISSING report of the brief's attempt n (0: the first brief)."""
+    return "missing" if attempt == 0 else f"missing/{attempt}"
+
+
+def _missing_body(done: dict[str, Any]) -> str:
+    return str(done.get("prompt") or "voice_anchor: MISSING — the brief was not written.")

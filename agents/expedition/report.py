@@ -23,6 +23,7 @@ _ROW_ID = re.compile(r"\brow_\d+\b")
 _CONFIRM = re.compile(r"^\s*(?:confirm(?:ed)?|yes|y|ok|okay|go|approve[d]?)\b", re.IGNORECASE)
 _DROP = re.compile(r"\bdrop\b(?P<rest>.*)", re.IGNORECASE | re.DOTALL)
 _REDIRECT = re.compile(r"\bredirect\b[\s:,-]*(?P<text>.*)", re.IGNORECASE | re.DOTALL)
+_ANCHOR = re.compile(r"\banchor\b[\s:=]+(?P<file>\S+)", re.IGNORECASE)
 
 
 def _line(item: dict[str, Any], reason: str) -> str:
@@ -67,7 +68,10 @@ class Dig:
             for anchor in self.voice_anchors
         ]
         if not self.voice_anchors:
-            lines.append("- none found: a Carbon brief will need one")
+            lines.append(
+                "- none found: a Carbon brief will need one; point to a lived file with "
+                "`bullpen expedition confirm THREAD --anchor FILE`"
+            )
         lines.append(
             f"Searched: [{', '.join(self.terms)}] · {counted(self.scored, 'summary', 'summaries')} "
             f"scored across {counted(self.batches, 'batch', 'batches')}"
@@ -99,30 +103,38 @@ class Dig:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the operator said: confirm (less any drops), or redirect."""
+    """What the operator said: confirm (less any drops, maybe naming the voice anchor), or redirect."""
 
     confirm: bool = False
     drop: tuple[str, ...] = ()
     redirect: str | None = None
+    anchor: str | None = None
 
 
 def _from_data(data: dict[str, Any]) -> Decision | None:
-    if not any(k in data for k in ("confirm", "drop", "redirect")):
+    if not any(k in data for k in ("confirm", "drop", "redirect", "anchor")):
         return None
     drop = data.get("drop") or []
     if isinstance(drop, str):
         drop = drop.split()
     redirect = data.get("redirect")
     redirect = str(redirect).strip() if redirect else None
-    confirm = bool(data.get("confirm")) or (bool(drop) and not redirect)
-    return Decision(confirm=confirm and not redirect, drop=tuple(map(str, drop)), redirect=redirect)
+    anchor = str(data.get("anchor") or "").strip() or None
+    confirm = bool(data.get("confirm")) or (bool(drop or anchor) and not redirect)
+    return Decision(
+        confirm=confirm and not redirect,
+        drop=tuple(map(str, drop)),
+        redirect=redirect,
+        anchor=None if redirect else anchor,
+    )
 
 
 def parse_answer(body: str, data: dict[str, Any] | None = None) -> Decision | None:
     """The operator's decision, or None when the answer says none of the three.
 
-    Structured data wins over text. `drop` alone confirms the rest; a
-    redirect wins over a confirm in the same answer, since it asks for a new dig.
+    Structured data wins over text. `drop` alone confirms the rest, and so
+    does `anchor FILE` (the voice anchor the operator points to); a redirect
+    wins over a confirm in the same answer, since it asks for a new dig.
     """
     if data:
         decided = _from_data(data)
@@ -132,10 +144,14 @@ def parse_answer(body: str, data: dict[str, Any] | None = None) -> Decision | No
     if redirect:
         text = redirect["text"].strip()
         return Decision(redirect=text) if text else None
+    anchor_match = _ANCHOR.search(body)
+    anchor = anchor_match["file"].strip(",;") if anchor_match else None
+    if anchor_match:
+        body = body[: anchor_match.start()] + body[anchor_match.end() :]
     drop_match = _DROP.search(body)
     drops = tuple(_tokens(drop_match["rest"])) if drop_match else ()
-    if _CONFIRM.match(body) or drops:
-        return Decision(confirm=True, drop=drops)
+    if _CONFIRM.match(body) or drops or anchor:
+        return Decision(confirm=True, drop=drops, anchor=anchor)
     return None
 
 

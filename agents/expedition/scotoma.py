@@ -89,8 +89,9 @@ def chosen(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(direct hits, deep cuts, other relevant rows) from the merged rows and the pick.
 
-    The other rows, scored at least 1, are where step 5 looks for further
-    voice anchors.
+    The other rows are every other retrieved candidate, best scored first:
+    step 5 looks among them for further voice anchors, so a first-person
+    voice log on this ground is found even when the scorer rated it 0.
     """
     by_id = {row["id"]: row for row in merged}
 
@@ -112,6 +113,6 @@ def chosen(
     others = [
         {k: row.get(k) for k in ("id", "file", "summary", "embodies", "why")}
         for row in merged
-        if row["id"] not in taken and int(row.get("embodies", 0)) >= 1
+        if row["id"] not in taken
     ]
     return direct, deep, others

@@ -17,6 +17,7 @@ which the lurker posts as a FAILED flag and the foreman reports.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,7 +26,7 @@ from pydantic import BaseModel
 from agents.expedition.blaze import BlazeError, read_blaze
 from agents.expedition.config import ExpeditionConfig
 from agents.expedition.context import make_context
-from agents.expedition.kb import check_file, check_kb, load_index, locate
+from agents.expedition.kb import check_file, check_kb, load_index, locate, on_disk
 from agents.expedition.prompts import score_request, scotoma_request, termgen_request
 from agents.expedition.retrieve import retrieve
 from agents.expedition.scoring import scores_schema
@@ -225,8 +226,8 @@ def retrieve_candidates(message: Message, ctx: StepContext) -> Reply:
         path, flag = locate(kb, row.file)
         if path is None:
             missing.append(str(flag))
-        else:
-            present.append(row)
+        else:  # from here on the file is named as it is on disk, `Corpus/` resolved
+            present.append(replace(row, file=on_disk(kb, row.file) or row.file))
     flags += missing
     if not present:
         raise StepFailed(

@@ -1,4 +1,4 @@
-"""`bullpen gateway [serve|token|usage|check]`: the argparse side of agents/gateway/command.py."""
+"""`bullpen gateway [serve|token|usage|summary|check]`: the argparse side of agents/gateway/command.py."""
 
 from __future__ import annotations
 
@@ -31,4 +31,6 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         return command.token(home, args.nick)
     if action == "usage":
         return command.usage(home, check_since(args.since), args.by)
+    if action == "summary":
+        return command.summary(home, args.day, args.dry_run)
     return command.check(home, args.backend)

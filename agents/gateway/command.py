@@ -1,4 +1,5 @@
-"""What the `bullpen gateway` subcommands do: serve, issue a token, sum the ledger, check.
+"""What the `bullpen gateway` subcommands do: serve, issue a token, sum the ledger, post the
+daily summary, check.
 
 Serving's exit codes are the hub's (room/service.py): 0 after a clean stop,
 1 when it could not start (the port is taken), 70 when the ledger could not
@@ -145,6 +146,22 @@ def usage(home: Home, since: str | None, by: str) -> int:
         _say(f"no ledger yet at {path}: the gateway has answered no call")
         return 0
     print(table(summarize(read_entries(path), by, since), by))
+    return 0
+
+
+def summary(home: Home, day: str | None, dry_run: bool) -> int:
+    """Post (or with --dry-run, only print) one UTC day's usage summary as @gateway."""
+    from agents.gateway.summary import check_day, day_summary, post_summary, render
+
+    chosen = check_day(day)
+    if dry_run:
+        config = GatewayConfig.required(home)
+        path = config.ledger_path(home)
+        print(render(day_summary(config, read_entries(path) if path.exists() else [], chosen)))
+        return 0
+    stored = asyncio.run(post_summary(home, chosen))
+    print(stored.get("body", ""))
+    _say(f"posted as @gateway (seq {stored.get('seq')}, verified {stored.get('verified')})")
     return 0
 
 

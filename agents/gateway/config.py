@@ -181,7 +181,7 @@ class GatewayConfig(_Strict):
             raise ConfigError(
                 f"{home.society_file}: [gateway] has no backends; add one, e.g. "
                 '[gateway.backends.local] base_url = "http://127.0.0.1:8000/v1", '
-                'prefixes = ["qwen"] (docs/gateway.md)'
+                'prefixes = ["qwen"] (`bullpen docs gateway`)'
             )
         return config
 

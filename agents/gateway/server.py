@@ -154,7 +154,9 @@ class Gateway:
         route = self.routes.get(scope["path"].rstrip("/") or "/")
         try:
             if route is None:
-                raise NotFound(f"no such endpoint {scope['path'][:100]!r}; see docs/gateway.md")
+                raise NotFound(
+                    f"no such endpoint {scope['path'][:100]!r}; see `bullpen docs gateway`"
+                )
             if scope["method"] != route[0]:
                 raise MethodNotAllowed(f"{scope['path']} takes {route[0]}")
             response = await route[1](request)

@@ -71,7 +71,7 @@ def report_body(nick: str, answering: str | None, attempts: int, reason: str) ->
     return (
         f"[{nick} REFUSED — the hub refused {what} {attempts} times: {reason}. Nothing is "
         f"dropped: {nick} keeps the message before its cursor and retries, so it is answered "
-        f"once {nick} can prove itself (docs/operating.md, Promoting a nick to privileged)]"
+        f"once {nick} can prove itself (`bullpen docs operating`, 'Promoting a nick to privileged')]"
     )
 
 

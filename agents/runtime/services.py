@@ -39,8 +39,14 @@ class StepServices:
         self._seats: Any = None
 
     async def judge(
-        self, role: str, request: JudgmentRequest, schema: type[BaseModel]
+        self,
+        role: str,
+        request: JudgmentRequest,
+        schema: type[BaseModel],
+        seat: str | None = None,
     ) -> Judgment[Any]:
+        """The role's answer from its seat: `seat` (a run's choice), else this nick's own
+        `seat`, else the role's table."""
         from agents.seats import build_seats, make_judge
         from agents.seats.tables import GatewayAccess
 
@@ -52,7 +58,7 @@ class StepServices:
                     self.home.gateway_url(), self.home.gateway_token_file(self.nick)
                 )
             self._seats = build_seats(self.home.society.seats, gateway)
-        seat = self.config.seat  # this nick's own seat, for whatever role it judges
+        seat = seat or self.config.seat  # the run's choice, else this nick's own seat
         judge = make_judge(self._seats, {role: seat} if seat else None, self.home.screen)
         return await judge(role, request, schema)
 

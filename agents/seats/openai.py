@@ -85,7 +85,7 @@ class OpenAISeat(Seat):
         if self.gateway is None:
             raise self.fail(
                 f'[seats.{self.name}] says via = "gateway", but this home configures no '
-                "[gateway] section; add one (docs/gateway.md) or give the seat a base_url"
+                "[gateway] section; add one (`bullpen docs gateway`) or give the seat a base_url"
             )
         try:
             token = read_secret_text(self.gateway.token_file, "gateway token file").decode()

@@ -94,7 +94,7 @@ def _explain(name: str, raw: Mapping[str, Any], exc: ValidationError) -> list[st
         problems.insert(
             0,
             f"[seats.{name}] {', '.join(missing)}: missing; a seat of kind {kind!r} needs "
-            f"{_REQUIRED.get(str(kind), 'them')} (see docs/seats.md)",
+            f"{_REQUIRED.get(str(kind), 'them')} (see `bullpen docs seats`)",
         )
     return problems
 

@@ -90,7 +90,7 @@ class OpenAISeatConfig(_SeatTable):
         if (self.base_url is None) == (self.via is None):
             raise ValueError(
                 'set either base_url (a model server, directly) or via = "gateway" (through '
-                "the model gateway, docs/gateway.md), not both or neither"
+                "the model gateway, `bullpen docs gateway`), not both or neither"
             )
         if self.via is not None and self.api_key_env is not None:
             raise ValueError(

@@ -214,7 +214,7 @@ async def connect(settings: StreamSettings, name: str, *, deadline_s: float | No
         raise ConfigError(f"[room] servers {list(settings.servers)} cannot be used ({why})")
     raise LogError(
         f"cannot reach NATS at {where} within {deadline:g} s ({why}); start the NATS servers "
-        "(docs/scaling.md) or fix [room] servers in society.toml"
+        "(`bullpen docs scaling`) or fix [room] servers in society.toml"
     )
 
 
@@ -241,7 +241,7 @@ def nats_failure(exc: BaseException, settings: StreamSettings, doing: str) -> Bu
         return ConfigError(
             f"the NATS server at {where} runs without JetStream (no JetStream answered while "
             f"{doing}); start nats-server with -js, or add a `jetstream {{}}` block (with its "
-            "store_dir) to its config (docs/scaling.md), then start this again"
+            "store_dir) to its config (`bullpen docs scaling`), then start this again"
         )
     if code in JETSTREAM_NOT_ENABLED:
         return ConfigError(
@@ -254,7 +254,7 @@ def nats_failure(exc: BaseException, settings: StreamSettings, doing: str) -> Bu
             f"the NATS server at {where} is not clustered, so it keeps one copy of a stream, "
             f"and [room] replicas is {settings.replicas} ({description}); set replicas = 1 in "
             "society.toml for a single server, or run a cluster of at least "
-            f"{settings.replicas} JetStream servers (docs/scaling.md)"
+            f"{settings.replicas} JetStream servers (`bullpen docs scaling`)"
         )
     if code in (INSUFFICIENT_RESOURCES, NO_SUITABLE_PEERS) or "insufficient resources" in str(exc):
         return ConfigError(
@@ -297,7 +297,7 @@ def sync_warning(version: str) -> str | None:
         f"the NATS server runs version {version}, older than 2.10: it cannot fsync a post "
         "before acknowledging it (sync_interval: always), so an acknowledged post can be lost "
         "if every server of the cluster loses power at once. Run nats-server >= 2.10 with "
-        "sync_interval: always where that matters (Durability in docs/scaling.md)"
+        "sync_interval: always where that matters (Durability in `bullpen docs scaling`)"
     )
 
 

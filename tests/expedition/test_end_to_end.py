@@ -36,9 +36,9 @@ class TestDemo:
         (report,) = dig(sim)
         assert report.data["key"] == "dig-report" and not report.data["final"]
         assert [c["file"] for c in report.data["deep_cuts"]] == [
-            "Corpus/voice-logs/2024-04-lime-mortar.md"
+            "voice-logs/2024-04-lime-mortar.md"
         ]
-        assert "Deep cuts:\n- Corpus/voice-logs/2024-04-lime-mortar.md (row_2) — " in report.body
+        assert "Deep cuts:\n- voice-logs/2024-04-lime-mortar.md (row_2) — " in report.body
         assert sim.asks_to("briefer") == [] and not sim.run().finished
         for scorer_reply in (
             m for m in sim.messages if m.from_ in ("termgen", "scorer", "scotoma")
@@ -69,7 +69,7 @@ class TestDemo:
         front = yaml.safe_load(text.split("---\n")[1])
         assert front["voice_anchor"].endswith("— first-person body prose confirmed, 3 paragraphs")
         assert "patience is a virtue" in front["banned_phrases"]
-        assert front["deep_cuts"][0]["file"] == "Corpus/voice-logs/2024-04-lime-mortar.md"
+        assert front["deep_cuts"][0]["file"] == "voice-logs/2024-04-lime-mortar.md"
 
     def test_dropping_every_voice_leaves_the_anchor_missing(self, demo_home: Home) -> None:
         """With every first-person file dropped, no brief is written and the operator is told why."""

@@ -274,22 +274,27 @@ class TestTwoTurnGate:
         thread.post_due()
         assert thread.due() == []
 
-    def test_missing_anchor_ends_the_run_with_the_prompt(self, tmp_path: Path) -> None:
-        """voice_anchor MISSING is the final report, carrying the briefer's prompt."""
+    def test_missing_anchor_waits_for_a_file_then_briefs_again(self, tmp_path: Path) -> None:
+        """voice_anchor MISSING is a report the run waits on; `anchor FILE` asks the briefer again."""
         thread = Thread(tmp_path)
         thread.sim.reply_to_report(thread.through_excerpts(), "confirm")
         thread.post_due()
-        thread.reply(
-            "brief",
-            {
-                "written": False,
-                "voice_anchor": "MISSING",
-                "prompt": "voice_anchor: MISSING — supply one",
-            },
-        )
+        missing = {"written": False, "voice_anchor": "MISSING", "prompt": "voice_anchor: MISSING"}
+        thread.reply("brief", missing)
         (result,) = thread.due()
-        assert isinstance(result, Report) and result.final and result.data["outcome"] == "missing"
-        assert result.body.startswith("voice_anchor: MISSING — supply one")
+        assert isinstance(result, Report) and not result.final
+        assert result.key == "missing" and result.data["outcome"] == "missing"
+        assert result.body.startswith("voice_anchor: MISSING")
+        (report,) = thread.post_due()
+        assert thread.due() == []  # waiting for the operator, as at a Dig Report
+        thread.sim.reply_to_report(report, "anchor voice-logs/mine.md")
+        (again,) = thread.due()
+        assert isinstance(again, Ask) and again.key == "brief/1"
+        assert again.data["anchor"] == "voice-logs/mine.md"
+        thread.post_due()
+        thread.reply("brief/1", {"written": True, "path": "/b/x.md", "voice_anchor": "v"})
+        (final,) = thread.due()
+        assert isinstance(final, Report) and final.final and final.data["outcome"] == "brief"
 
 
 def test_in_flight_bound(tmp_path: Path) -> None:

@@ -182,7 +182,7 @@ class TestStartupLog:
         warnings = [e for e in events if "power" in str(e.get("event"))]
         if nats_server.version < (2, 10, 0):
             assert len(warnings) == 1, events
-            assert "docs/scaling.md" in warnings[0]["event"]
+            assert "`bullpen docs scaling`" in warnings[0]["event"]
             assert warnings[0]["version"] == ".".join(str(p) for p in nats_server.version)
         else:
             assert warnings == [], warnings

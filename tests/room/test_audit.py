@@ -174,12 +174,15 @@ def test_a_folder_is_refused_clearly(tmp_path: Path) -> None:
     assert code == 1 and "not a room file" in out and "Traceback" not in out
 
 
-def test_a_fresh_home_audits_as_an_empty_room(tmp_path: Path) -> None:
-    """A home whose hub never ran has no room file yet: that is an empty room, not an error."""
+def test_a_fresh_home_says_its_room_was_never_started(tmp_path: Path) -> None:
+    """A home whose hub never ran has no room file yet: the audit says so, not an empty OK
+    and not a traceback, and exits 0 (nothing is wrong)."""
     home = tmp_path / "home"
     assert run_cli(home, "init", str(home)).returncode == 0
     done = run_cli(home, "audit")
-    assert done.returncode == 0 and done.stdout.strip() == "ok: 0 lines", done.stderr
+    assert done.returncode == 0 and done.stdout.strip() == "not started: no room yet"
+    assert "was never started" in done.stderr and "bullpen up" in done.stderr
+    assert "ok:" not in done.stdout and "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize(

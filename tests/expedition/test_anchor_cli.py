@@ -1,0 +1,99 @@
+"""`bullpen expedition confirm THREAD --anchor FILE` as an operator runs it: a real hub and
+lurkers under `bullpen up`, the real CLI, the demo knowledge base and the local seat."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support import Society, run_cli, wait_for
+
+EXPEDITION = ("expedition", "--title", "Waiting Is Part of the Work", "--keyword", "patience")
+GOOD = "field-notes/pond-survey.md"  # lived, first-person in 3 paragraphs, not in the report
+pytestmark = pytest.mark.timeout(300)
+
+
+NICKS = ("foreman", "context", "termgen", "retriever", "scorer", "scotoma", "excerpter", "briefer")
+
+
+@pytest.fixture
+def society(tmp_path: Path) -> Iterator[Society]:
+    """The demo home with its hub and only the expedition's lurkers (`bullpen lurk NICK`)."""
+    society = Society(tmp_path / "home", demo=True)
+    society.start_hub()
+    lurkers = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in NICKS]
+    wait_for(
+        lambda: all("lurking" in p.output() or not p.alive() for p in lurkers),
+        90,
+        "the expedition's lurkers to start",
+    )
+    assert all(p.alive() for p in lurkers), [p.output() for p in lurkers]
+    yield society
+    society.stop_all()
+
+
+def thread_of(output: str) -> str:
+    found = re.search(r"\b(exp-[0-9a-f]+)\b", output)
+    assert found, output
+    return found.group(1)
+
+
+def test_missing_then_pointed_anchor_writes_the_brief(society: Society) -> None:
+    """A MISSING brief waits for a file; a refused file posts nothing; a good one is the anchor.
+
+    Every file the report and the brief name is a path that exists in the knowledge base.
+    Then a second run is confirmed with `--anchor` at its Dig Report, in one turn.
+    """
+    kb = society.root / "kb"
+    first = run_cli(society.root, *EXPEDITION, timeout=180)
+    assert first.returncode == 0, first.stdout + first.stderr
+    thread = thread_of(first.stderr)
+    listed = re.findall(r"^- (\S+\.md) \(row_\d+\)", first.stdout, re.M)
+    assert listed and all((kb / f).is_file() for f in listed), first.stdout
+    assert "Corpus/" not in first.stdout
+    anchors = re.findall(r"^- \S+ \((row_\d+)\) — first-person", first.stdout, re.M)
+    assert anchors and GOOD not in listed
+
+    missing = run_cli(
+        society.root, "expedition", "confirm", thread, "--drop", *anchors, timeout=180
+    )
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert "voice_anchor: MISSING" in missing.stdout
+    assert f"bullpen expedition confirm {thread} --anchor FILE" in missing.stdout + missing.stderr
+
+    before = len(society.lines())
+    refused = run_cli(
+        society.root, "expedition", "confirm", thread, "--anchor", "digests/seasoning-oak.md"
+    )
+    assert refused.returncode == 2 and "--anchor refused" in refused.stderr
+    assert "digest layer or third-person narration" in refused.stderr
+    assert len(society.lines()) == before  # nothing was posted
+
+    done = run_cli(
+        society.root, "expedition", "confirm", thread, "--anchor", f"Corpus/{GOOD}", timeout=180
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (brief,) = (society.root / "briefs").glob("*.md")
+    text = brief.read_text()
+    front = yaml.safe_load(text.split("---\n")[1])
+    assert front["voice_anchor"].startswith(f"{GOOD} — first-person body prose confirmed")
+    assert GOOD in [s["file"] for s in front["sources"]]
+    named = [s["file"] for s in front["sources"]] + front["direct_hits"]
+    assert all((kb / f).is_file() for f in named) and "Corpus/" not in text
+
+    second = run_cli(society.root, *EXPEDITION, timeout=180)
+    at_report = run_cli(
+        society.root,
+        "expedition",
+        "confirm",
+        thread_of(second.stderr),
+        "--anchor",
+        GOOD,
+        timeout=180,
+    )
+    assert at_report.returncode == 0, at_report.stdout + at_report.stderr
+    assert f"voice_anchor: {GOOD} — first-person body prose confirmed" in at_report.stdout
