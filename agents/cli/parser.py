@@ -274,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
         "agents.cli.web:cmd_web",
         "serve the browser view of the room, runs, the gate and the society (bullpen docs web)",
     )
-    action = p.add_subparsers(dest="action", metavar="ACTION")
+    action = p.add_subparsers(dest="action", metavar="ACTION", help="serve (the default) or url")
     w = action.add_parser("serve", help="serve it until stopped (the default)")
     _home_option(w)
     w = action.add_parser("url", help="print a one-time login link (good for 10 minutes)")
