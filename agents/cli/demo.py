@@ -29,7 +29,7 @@ from agents.cli.init import InitOptions, init_home
 from agents.home import Home
 from room import render
 from room.client import RoomClient, read_file
-from room.errors import HubUnavailable, Unauthorized
+from room.errors import Unauthorized
 from trust.audit import audit_file
 
 Step = Callable[[Home], Awaitable[None]]
@@ -171,20 +171,31 @@ STEPS: list[tuple[str, Step]] = [
 ]
 
 
-async def wait_healthy(home: Home, up: asyncio.subprocess.Process, timeout: float = 30) -> None:
+async def wait_listening(up: asyncio.subprocess.Process, timeout: float = 90) -> asyncio.Task[None]:
+    """Until `bullpen up` says "lurkers up": every lurker is then listening, so the steps'
+    asks are answered; a lurker `up` names as not listening fails the demo with its name.
+    Returns the task that reads the rest of `up`'s standard error."""
+    assert up.stderr is not None
     deadline = time.monotonic() + timeout
-    async with RoomClient(home.society.hub.strict_url(), timeout=2) as client:
-        while time.monotonic() < deadline:
-            if up.returncode is not None:
-                raise DemoFailed(f"bullpen up exited with status {up.returncode}")
-            try:
-                await client.health()
-                return
-            except HubUnavailable:
-                pass
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(up.wait(), 0.2)
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = await asyncio.wait_for(up.stderr.readline(), left)
+        except TimeoutError:
+            break
+        if not line:
+            await up.wait()
+            raise DemoFailed(f"bullpen up exited with status {up.returncode}")
+        text = line.decode(errors="replace").strip()
+        if "not listening yet" in text:
+            raise DemoFailed(text.removeprefix("up: "))
+        if "lurkers up" in text:
+            return asyncio.create_task(drain(up.stderr))  # a full pipe must never stop `up`
     raise DemoFailed("the society did not come up in time; see the logs folder of the home")
+
+
+async def drain(stream: asyncio.StreamReader) -> None:
+    while await stream.readline():
+        pass
 
 
 async def run_demo(root: Path) -> int:
@@ -209,8 +220,9 @@ async def run_demo(root: Path) -> int:
         env={**os.environ, "BULLPEN_HOME": str(root)},
     )
     code = 0
+    draining: asyncio.Task[None] | None = None
     try:
-        await wait_healthy(home, up)
+        draining = await wait_listening(up)
         for number, (title, step) in enumerate(STEPS, 1):
             say(f"demo: [{number}/{len(STEPS)}] {title}")
             await step(home)
@@ -225,6 +237,8 @@ async def run_demo(root: Path) -> int:
         except TimeoutError:
             up.kill()
             await up.wait()
+        if draining is not None:
+            draining.cancel()
         say(f"demo: stopped the society (bullpen up exited {up.returncode})")
     return code
 

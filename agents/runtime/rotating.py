@@ -55,10 +55,24 @@ class RotatingLog:
         os.close(self._fd)
 
 
-async def pump(stream: asyncio.StreamReader, log: RotatingLog) -> None:
-    """Copy a child's output into its log until the child closes it; then close the log."""
+async def pump(
+    stream: asyncio.StreamReader,
+    log: RotatingLog,
+    marker: bytes = b"",
+    seen: asyncio.Event | None = None,
+) -> None:
+    """Copy a child's output into its log until the child closes it; then close the log.
+
+    With `marker` and `seen`: set `seen` once the output holds `marker` (a
+    lurker's `"lurking"` line), even when it is split across two reads.
+    """
+    tail = b""
     try:
         while chunk := await stream.read(CHUNK):
+            if seen is not None and marker and not seen.is_set():
+                if marker in tail + chunk:
+                    seen.set()
+                tail = chunk[-len(marker) :]
             try:
                 log.write(chunk)
             except OSError:  # a full disk must not stop the child: its output is dropped

@@ -45,6 +45,8 @@ STOP_GRACE_S = 10.0
 HUB_START_S = 40.0  # above the hub's own 30 s wait for NATS (room/jetstream/stream.py)
 STABLE_S = 30.0
 PUMP_DRAIN_S = 2.0  # how long a child's last output may take to reach its log
+LURKING = b'"event": "lurking"'  # the log line with which a lurker says it is listening
+READY_S = 60.0  # how long "lurkers up" waits for every lurker to say so
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
@@ -83,6 +85,8 @@ class Child:
     backoff: float = 1.0
     gave_up: bool = False
     history: list[int] = field(default_factory=list)
+    ready_marker: bytes = b""  # the output line that says the child is ready
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self, env: dict[str, str]) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +104,10 @@ class Child:
             log.close()
             raise
         assert self.proc.stdout is not None
-        self.pumping = asyncio.create_task(pump(self.proc.stdout, log))
+        self.ready = asyncio.Event()
+        self.pumping = asyncio.create_task(
+            pump(self.proc.stdout, log, self.ready_marker, self.ready)
+        )
         self.started_at = time.monotonic()
 
     async def wait(self) -> int:
@@ -135,7 +142,7 @@ class Supervisor:
             else None
         )
         self.lurkers = [
-            Child(nick, [*base, "lurk", nick], logs / f"{nick}.log", kept)
+            Child(nick, [*base, "lurk", nick], logs / f"{nick}.log", kept, ready_marker=LURKING)
             for nick in home.society.nicks
         ]
         self.web = (
@@ -285,6 +292,7 @@ class Supervisor:
                 f"{self.home.society.web.base_url()}"  # type: ignore[union-attr]
             )
         self._write_pids()
+        await self._lurkers_listening()
         status(f"{len(self.lurkers)} lurkers up; Ctrl-C stops everything")
         watchers = [asyncio.create_task(self._watch(c)) for c in self._children()]
         await self._stopping.wait()
@@ -301,6 +309,38 @@ class Supervisor:
             await self._terminate([self.hub])
         status("stopped")
         return 0
+
+    async def _lurkers_listening(self) -> None:
+        """Wait until every lurker says it is listening, so that "lurkers up" means an ask
+        posted now is answered (a lurker that starts after an ask begins past it).
+
+        A lurker still silent after READY_S is named, and `up` goes on: its log says why.
+        """
+
+        async def listening(child: Child) -> None:
+            assert child.proc is not None
+            exited = asyncio.ensure_future(child.proc.wait())
+            try:
+                await asyncio.wait(
+                    [asyncio.ensure_future(child.ready.wait()), exited],
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                exited.cancel()
+
+        everyone = asyncio.ensure_future(asyncio.gather(*(listening(c) for c in self.lurkers)))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        await asyncio.wait([everyone, stopping], timeout=READY_S, return_when="FIRST_COMPLETED")
+        everyone.cancel()
+        stopping.cancel()
+        if self._stopping.is_set():
+            return
+        for child in self.lurkers:
+            if not child.ready.is_set():
+                status(
+                    f"{child.name:<{self.width}} not listening yet after {READY_S:g} s "
+                    f"(log {child.log_path})"
+                )
 
     def _children(self) -> list[Child]:
         return [c for c in (self.hub, self.gateway, self.web) if c is not None] + self.lurkers
