@@ -232,6 +232,8 @@ class SocietyConfig(_Strict):
     # (agents/expedition/config.py, agents/backpass/config.py): this file knows no pipeline.
     expedition: dict[str, Any] = Field(default_factory=dict)
     backpass: dict[str, Any] = Field(default_factory=dict)
+    # Shared memory's section ([memory.namespaces]), parsed by agents/memory/namespaces.py.
+    memory: dict[str, Any] = Field(default_factory=dict)
     # The model gateway's section, parsed by agents/gateway/config.py; empty = no gateway.
     gateway: dict[str, Any] = Field(default_factory=dict)
     pipelines: dict[str, str] = Field(
@@ -304,6 +306,7 @@ def _explain(exc: ValidationError, path: Path) -> str:
             "backpass": "backpass",
             "expedition": "expedition",
             "gateway": "gateway",
+            "memory": "memory",
             "seats": "seats",
         }.get(section, "operating")
         message = f"unknown key; check its spelling against docs/{doc}.md"
