@@ -46,7 +46,9 @@ def hall(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Society]:
     )
     # stranger: privileged (so verified) but not in TRUST; nobody: in TRUST, never verified
     society_file = root / "society.toml"  # flag untrusted saves within a second, not five
-    society_file.write_text(society_file.read_text().replace("overdue_check_s = 5", "overdue_check_s = 0.5"))
+    society_file.write_text(
+        society_file.read_text().replace("overdue_check_s = 5", "overdue_check_s = 0.5")
+    )
     trust = root / "trust.toml"
     text = re.sub(
         r"^trusted = \[(.*)\]$", r'trusted = [\1, "nobody"]', trust.read_text(), flags=re.M
