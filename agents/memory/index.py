@@ -136,6 +136,12 @@ class Index:
     def close(self) -> None:
         self.db.close()
 
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     @contextmanager
     def writing(self) -> Iterator[None]:
         """One write transaction: everything in it lands, or nothing does."""
