@@ -38,6 +38,7 @@ from room.message import Post  # noqa: E402
 from tests.support import Society, add_nick, wait_for  # noqa: E402
 from trust.proof import SecretSigner  # noqa: E402
 
+FIRST_SEQ = 10_000_000
 NAMESPACES = [
     *(f"/bullpen/lessons-learned/{nick}" for nick in NICKS),
     "/bullpen/lessons-learned",
@@ -63,13 +64,13 @@ def fill(path: Path, count: int, rng: random.Random, words: list[str]) -> int:
     index = Index.open(path)
     text_bytes = 0
     with index.writing():
-        for seq in range(1, count + 1):
+        for seq in range(FIRST_SEQ, FIRST_SEQ + count):  # far past the bench room's own seqs
             ns = NAMESPACES[seq % len(NAMESPACES)]
             text = sentence(rng, words)
             text_bytes += len(text.encode())
             save = Save(ns=ns, text=text, source=f"bench {seq}")
             index.add(seq, f"bench-{seq}", "operator", "2026-12-01T00:00:00.000Z", save, ns)
-        index.set_cursor(count)
+    index.optimize()  # as `bullpen memory rebuild` leaves it
     index.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     index.close()
     return text_bytes

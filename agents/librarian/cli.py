@@ -51,6 +51,7 @@ async def rebuild(home: Home) -> dict[str, int]:
         fresh = Index.open(Path(scratch) / "memory.sqlite")
         try:
             await catch_up(fresh, _room_reader(home, librarian), rules)
+            fresh.optimize()
             live = Index.open(path)
             try:
                 fresh.db.backup(live.db)

@@ -13,6 +13,7 @@ the user wrote it, so FTS5 syntax works; a syntax error is Refused, not a crash.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sqlite3
@@ -23,14 +24,15 @@ from typing import Any
 
 from agents.memory.entry import Entry, Save, entry_id, seq_of
 from agents.memory.errors import Refused, Unavailable
-from agents.memory.namespaces import prefix_range
+from agents.memory.namespaces import GENERAL_LESSONS, prefix_range
 
 __all__ = ["Index", "terms_query"]
 
 SCHEMA = """
+CREATE TABLE IF NOT EXISTS spaces (id INTEGER PRIMARY KEY, ns TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS entries (
     seq INTEGER PRIMARY KEY,
-    ns TEXT NOT NULL,
+    space INTEGER NOT NULL REFERENCES spaces(id),
     text TEXT NOT NULL,
     saved_by TEXT NOT NULL,
     msg_id TEXT NOT NULL,
@@ -44,10 +46,10 @@ CREATE TABLE IF NOT EXISTS entries (
     retracted INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS entries_live
-    ON entries(ns, seq) WHERE superseded_by IS NULL AND retracted = 0;
+    ON entries(space, seq) WHERE superseded_by IS NULL AND retracted = 0;
 CREATE INDEX IF NOT EXISTS entries_key ON entries(key) WHERE key IS NOT NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts
-    USING fts5(text, content='entries', content_rowid='seq');
+    USING fts5(text, nsk, scoped, content='entries', content_rowid='seq');
 CREATE TABLE IF NOT EXISTS refusals (
     seq INTEGER PRIMARY KEY,
     msg_id TEXT NOT NULL,
@@ -59,12 +61,55 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 _COLUMNS = (
-    "e.seq, e.ns, e.text, e.saved_by, e.msg_id, e.ts, e.tags, e.source, e.key, e.traces, "
+    "e.seq, (SELECT ns FROM spaces WHERE id = e.space), e.text, e.saved_by, e.msg_id, e.ts, e.tags, e.source, e.key, e.traces, "
     "e.supersedes, e.superseded_by, e.retracted"
 )
 _WORD = re.compile(r"\w{2,}", re.UNICODE)
-MAX_TERMS = 24
+MAX_TERMS = 12
 MAX_K = 100
+
+
+def _token(kind: str, ns: str) -> str:
+    return kind + hashlib.sha1(ns.encode()).hexdigest()[:12]
+
+
+def ns_tokens(ns: str) -> str:
+    """What the FTS table's `nsk` column holds for an entry in `ns`: one token for the
+    namespace itself and one for each of its prefixes, so MATCH can filter on them."""
+    parts = ns.split("/")
+    prefixes = ["/".join(parts[:n]) for n in range(2, len(parts) + 1)]
+    return " ".join([_token("x", ns), *(_token("p", prefix) for prefix in prefixes)])
+
+
+_PLAIN = re.compile(r"[^\W_]{2,}", re.UNICODE)
+# fmt: off
+STOP_WORDS = frozenset((
+    "an", "and", "are", "as", "at", "be", "but", "by", "do", "for", "from", "has", "have", "if",
+    "in", "into", "is", "it", "its", "no", "not", "of", "on", "or", "so", "that", "the", "then",
+    "this", "to", "was", "we", "what", "when", "will", "with", "you", "your", "my", "me", "our",
+))
+# fmt: on
+
+
+def words_of(text: str, limit: int | None = None) -> list[str]:
+    """A text's distinct plain words, lowercased, stop words dropped, in order."""
+    seen: dict[str, None] = {}
+    for word in _PLAIN.findall(text.lower()):
+        if word not in STOP_WORDS:
+            seen.setdefault(word, None)
+            if limit is not None and len(seen) >= limit:
+                break
+    return list(seen)
+
+
+def scoped_tokens(ns: str, text: str) -> str:
+    """The `scoped` column of a lesson: each word tagged with its namespace, so the wake's
+    recall reads only that namespace's doclists (its cost follows the namespace, not the
+    index) and BM25 weighs words by that namespace's own statistics."""
+    if ns != GENERAL_LESSONS and not ns.startswith(GENERAL_LESSONS + "/"):
+        return ""
+    tag = _token("s", ns)
+    return " ".join(tag + word for word in _PLAIN.findall(text.lower()))
 
 
 def terms_query(*texts: str) -> str | None:
@@ -136,6 +181,12 @@ class Index:
     def close(self) -> None:
         self.db.close()
 
+    def optimize(self) -> None:
+        """Merge the FTS index into one segment (a rebuild does this once at the end): every
+        term is then one lookup. The live index keeps FTS5's own incremental merging."""
+        with self.writing():
+            self.db.execute("INSERT INTO entries_fts(entries_fts) VALUES('optimize')")
+
     def __enter__(self) -> Index:
         return self
 
@@ -192,9 +243,11 @@ class Index:
                     f"{save.supersedes} was already superseded by {entry_id(row[0])}; "
                     f"supersede the newest one, {entry_id(row[0])}"
                 )
+        self.db.execute("INSERT OR IGNORE INTO spaces(ns) VALUES (?)", (ns,))
         self.db.execute(
-            "INSERT OR IGNORE INTO entries(seq, ns, text, saved_by, msg_id, ts, tags, source, "
-            "key, traces, supersedes, retracted) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT OR IGNORE INTO entries(seq, space, text, saved_by, msg_id, ts, tags, source, "
+            "key, traces, supersedes, retracted) "
+            "VALUES (?,(SELECT id FROM spaces WHERE ns = ?),?,?,?,?,?,?,?,?,?,?)",
             (
                 seq,
                 ns,
@@ -214,19 +267,25 @@ class Index:
             self._unindex(old)
             self.db.execute("UPDATE entries SET superseded_by = ? WHERE seq = ?", (seq, old))
         if not save.retract:
-            self.db.execute("INSERT INTO entries_fts(rowid, text) VALUES (?, ?)", (seq, save.text))
+            self.db.execute(
+                "INSERT INTO entries_fts(rowid, text, nsk, scoped) VALUES (?, ?, ?, ?)",
+                (seq, save.text, ns_tokens(ns), scoped_tokens(ns, save.text)),
+            )
         found = self.get(seq)
         assert found is not None
         return found
 
     def _unindex(self, seq: int) -> None:
         row = self.db.execute(
-            "SELECT text, retracted, superseded_by FROM entries WHERE seq = ?", (seq,)
+            "SELECT text, retracted, superseded_by, (SELECT ns FROM spaces WHERE id = space) "
+            "FROM entries WHERE seq = ?",
+            (seq,),
         ).fetchone()
         if row is not None and not row[1] and row[2] is None:
             self.db.execute(
-                "INSERT INTO entries_fts(entries_fts, rowid, text) VALUES('delete', ?, ?)",
-                (seq, row[0]),
+                "INSERT INTO entries_fts(entries_fts, rowid, text, nsk, scoped) "
+                "VALUES('delete', ?, ?, ?, ?)",
+                (seq, row[0], ns_tokens(row[3]), scoped_tokens(row[3], row[0])),
             )
 
     def refuse(self, seq: int, msg_id: str, saved_by: str, reason: str, *, flag: bool) -> None:
@@ -260,21 +319,34 @@ class Index:
         if not 1 <= k <= MAX_K:
             raise Refused(f"k is {k}; ask for between 1 and {MAX_K} entries")
         same, low, high = prefix_range(ns)
-        where = "e.ns = ?" if exact else "(e.ns = ? OR (e.ns >= ? AND e.ns < ?))"
-        args: list[Any] = [same] if exact else [same, low, high]
+        if exact:
+            spaces, args = "SELECT id FROM spaces WHERE ns = ?", [same]
+        else:
+            spaces, args = (
+                "SELECT id FROM spaces WHERE ns = ? OR (ns >= ? AND ns < ?)",
+                [same, low, high],
+            )
         if query is None or not query.strip():
             rows = self.db.execute(
-                f"SELECT {_COLUMNS} FROM entries e WHERE {where} AND e.superseded_by IS NULL "
-                "AND e.retracted = 0 ORDER BY e.seq DESC LIMIT ?",
+                f"SELECT {_COLUMNS} FROM entries e WHERE e.space IN ({spaces}) "
+                "AND e.superseded_by IS NULL AND e.retracted = 0 ORDER BY e.seq DESC LIMIT ?",
                 (*args, k),
             ).fetchall()
             return [_entry(row) for row in rows]
+        # The namespace narrows the MATCH itself (its token in `nsk`), so the cost follows
+        # the namespace's entries, not the whole index's; the SQL filter below is the rule.
+        scoped = f"nsk : {_token('x' if exact else 'p', same)} AND text : ({query})"
         try:
+            # the query as written, parsed on its own (a seek to no row): a syntax error names
+            # the user's text, and scoping cannot turn a broken query into a valid one
+            self.db.execute(
+                "SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? AND rowid = 0", (query,)
+            ).fetchall()
             rows = self.db.execute(
-                f"SELECT {_COLUMNS}, bm25(entries_fts) AS rank FROM entries_fts "
+                f"SELECT {_COLUMNS}, bm25(entries_fts, 1.0, 0.0, 0.0) AS rank FROM entries_fts "
                 f"JOIN entries e ON e.seq = entries_fts.rowid WHERE entries_fts MATCH ? "
-                f"AND {where} ORDER BY rank LIMIT ?",
-                (query, *args, k),
+                f"AND e.space IN ({spaces}) ORDER BY rank LIMIT ?",
+                (scoped, *args, k),
             ).fetchall()
         except sqlite3.OperationalError as exc:
             text = str(exc)
@@ -285,6 +357,21 @@ class Index:
                     query=query,
                 ) from None
             raise Unavailable(f"the memory index {self.path} could not be read ({text})") from None
+        return [_entry(row[:-1], row[-1]) for row in rows]
+
+    def lessons(self, ns: str, words: list[str], k: int) -> list[Entry]:
+        """The live lessons filed exactly under `ns` best matching any of `words` (BM25 over
+        that namespace alone, through the `scoped` column); ns is under lessons-learned."""
+        if not words:
+            return []
+        tag = _token("s", ns)
+        match = "scoped : (" + " OR ".join(f'"{tag}{word}"' for word in words) + ")"
+        rows = self.db.execute(
+            f"SELECT {_COLUMNS}, bm25(entries_fts, 0.0, 0.0, 1.0) AS rank FROM entries_fts "
+            "JOIN entries e ON e.seq = entries_fts.rowid WHERE entries_fts MATCH ? "
+            "AND e.space = (SELECT id FROM spaces WHERE ns = ?) ORDER BY rank LIMIT ?",
+            (match, ns, k),
+        ).fetchall()
         return [_entry(row[:-1], row[-1]) for row in rows]
 
     def live_with_key(self, key: str) -> list[Entry]:
@@ -298,8 +385,8 @@ class Index:
     def counts(self) -> dict[str, int]:
         """Live entries per namespace."""
         rows = self.db.execute(
-            "SELECT ns, count(*) FROM entries WHERE superseded_by IS NULL AND retracted = 0 "
-            "GROUP BY ns ORDER BY ns"
+            "SELECT s.ns, count(*) FROM entries e JOIN spaces s ON s.id = e.space "
+            "WHERE e.superseded_by IS NULL AND e.retracted = 0 GROUP BY s.ns ORDER BY s.ns"
         ).fetchall()
         return {str(ns): int(n) for ns, n in rows}
 

@@ -1,9 +1,9 @@
 """The recall a lurker makes before every handler run: the lessons it hands over unasked.
 
 For nick N and the message that woke it: N's own lessons
-(`/bullpen/lessons-learned/N` and below, query = N and the message's text,
-k = 8) and the top 2 general ones (`/bullpen/lessons-learned` itself, never a
-sub-namespace). Best BM25 matches first; when fewer match, the newest fill up
+(`/bullpen/lessons-learned/N`, query = N and the message's words, k = 8) and
+the top 2 general ones (`/bullpen/lessons-learned` itself, never a
+sub-namespace), each ranked by BM25 within its namespace alone. Best BM25 matches first; when fewer match, the newest fill up
 to k, so a nick is told its lessons whether or not the message words them.
 
 A lurker whose index is missing or unreadable wakes without lessons and says
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.memory.entry import Entry
 from agents.memory.errors import Refused, Unavailable
-from agents.memory.index import Index, terms_query
+from agents.memory.index import Index, words_of
 from agents.memory.namespaces import GENERAL_LESSONS, index_path, lessons_ns
 from room.errors import BullpenError
 
@@ -30,6 +30,7 @@ __all__ = ["GENERAL_K", "OWN_K", "Lesson", "LessonReader", "block", "wake_lesson
 
 OWN_K, GENERAL_K = 8, 2
 RETRY_S = 5.0
+MAX_WORDS = 16  # of the message, after the nick: enough to rank by, cheap to look up
 
 
 @dataclass(frozen=True)
@@ -44,20 +45,20 @@ class Lesson:
         return {"id": self.id, "ns": self.ns, "text": self.text}
 
 
-def _best(index: Index, query: str | None, ns: str, k: int, exact: bool) -> list[Entry]:
-    found = index.recall(query, ns, k, exact=exact) if query else []
+def _best(index: Index, words: list[str], ns: str, k: int) -> list[Entry]:
+    found = index.lessons(ns, words, k)
     if len(found) < k:
         have = {e.seq for e in found}
-        newest = index.recall(None, ns, k + len(found), exact=exact)
+        newest = index.recall(None, ns, k + len(found), exact=True)
         found += [e for e in newest if e.seq not in have][: k - len(found)]
     return found
 
 
 def wake_lessons(index: Index, nick: str, text: str) -> list[Lesson]:
     """The lessons for one wake of `nick` by a message saying `text`."""
-    query = terms_query(nick, text)
-    own = _best(index, query, lessons_ns(nick), OWN_K, exact=False)
-    general = _best(index, query, GENERAL_LESSONS, GENERAL_K, exact=True)
+    words = words_of(f"{nick} {text}", MAX_WORDS)
+    own = _best(index, words, lessons_ns(nick), OWN_K)
+    general = _best(index, words, GENERAL_LESSONS, GENERAL_K)
     return [Lesson(e.id, e.ns, e.text) for e in (*own, *general)]
 
 
