@@ -81,18 +81,19 @@ def recall_times(
 ) -> dict[str, list[float]]:
     """Milliseconds per lesson recall (8 own + 2 general), and per plain newest-in-ns read."""
     index = Index.open(path, create=False)
-    lessons, plain = [], []
+    lessons, plain, cpu = [], [], []
     for n in range(count):
         nick = NICKS[n % len(NICKS)]
         text = sentence(rng, words)
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.process_time()
         wake_lessons(index, nick, text)
         lessons.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() - used) * 1000)
         started = time.perf_counter()
         index.recall(None, f"/bullpen/lessons-learned/{nick}", 8)
         plain.append((time.perf_counter() - started) * 1000)
     index.close()
-    return {"lessons": lessons, "plain": plain}
+    return {"lessons": lessons, "plain": plain, "cpu": cpu}
 
 
 def save_to_searchable(society: Society, count: int) -> list[float]:
@@ -147,6 +148,7 @@ def main() -> int:
         )
         times = recall_times(built, recalls, rng, words)
         rows.append(row("recall for a wake (8 own + 2 general)", times["lessons"]))
+        rows.append(row("  the same, CPU time of this process", times["cpu"]))
         rows.append(row("baseline: newest 8 in a namespace", times["plain"]))
         ratio = percentile(times["lessons"], 0.99) / percentile(times["plain"], 0.99)
         rows.append(("recall p99 / baseline p99", f"{ratio:.1f}x (goal: recall p99 <= 5 ms)"))
@@ -182,6 +184,8 @@ def main() -> int:
             )
         finally:
             society.stop_all()
+    with open("/proc/loadavg") as load:
+        rows.append(("load average during the run (2 cores)", load.read().split()[0]))
     print_table(rows)
     return 0
 
