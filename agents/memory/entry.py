@@ -102,7 +102,9 @@ def parse_save(data: object) -> Save:
         where = ".".join(str(part) for part in first["loc"]) or "save"
         message = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
-            message = "unknown key; a save holds ns, text, tags, source, supersedes, retract"
+            message = (
+                "unknown key; a save holds ns, text, tags, source, supersedes, retract, key, traces"
+            )
         raise Refused(f"save.{where}: {message}") from None
     if save.retract and save.supersedes is None:
         raise Refused("a retraction (retract: true) must name the entry it withdraws in supersedes")

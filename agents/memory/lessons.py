@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agents.memory.entry import Entry
 from agents.memory.errors import Refused, Unavailable
@@ -113,11 +113,3 @@ class LessonReader:
         self._index = None
         index.close()
         return [], self.problem
-
-
-def lesson_ids(lessons: list[Lesson]) -> list[str]:
-    return [lesson.id for lesson in lessons]
-
-
-def as_dicts(lessons: list[Lesson]) -> list[dict[str, Any]]:
-    return [lesson.to_dict() for lesson in lessons]
