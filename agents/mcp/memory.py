@@ -22,15 +22,21 @@ from agents.memory.namespaces import ROOT, index_path, normalize
 from room.errors import BullpenError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mcp.server import MCPServer
 
-    from agents.mcp.server import RoomDoor
+    from agents.home import Home
+    from room.client import RoomClient
 
 __all__ = ["add_memory_tools"]
 
 
-def add_memory_tools(server: MCPServer, door: RoomDoor) -> None:
-    home = door.home
+def add_memory_tools(
+    server: MCPServer, home: Home, connect: Callable[[], tuple[RoomClient, Any]]
+) -> None:
+    """Add recall and remember; `connect` is the server's own way into the room (its nick's
+    client and proof), so a save is posted exactly as room_say would post it."""
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def recall(
@@ -72,7 +78,7 @@ def add_memory_tools(server: MCPServer, door: RoomDoor) -> None:
             save["source"] = source
         if supersedes:
             save["supersedes"] = supersedes
-        client, _ = door.client()
+        client, _ = connect()
         try:
             body = checked_save(home, save)
             async with client:

@@ -341,5 +341,5 @@ def build_server(home: Home, nick: str, *, relaxed: bool = False) -> MCPServer:
 
     from agents.mcp.memory import add_memory_tools  # recall and remember (docs/memory.md)
 
-    add_memory_tools(server, door)
+    add_memory_tools(server, home, door.client)
     return server
