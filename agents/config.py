@@ -254,6 +254,8 @@ class SocietyConfig(_Strict):
     # (agents/expedition/config.py, agents/backpass/config.py): this file knows no pipeline.
     expedition: dict[str, Any] = Field(default_factory=dict)
     backpass: dict[str, Any] = Field(default_factory=dict)
+    # Shared memory's section ([memory.namespaces]), parsed by agents/memory/namespaces.py.
+    memory: dict[str, Any] = Field(default_factory=dict)
     # The model gateway's section, parsed by agents/gateway/config.py; empty = no gateway.
     gateway: dict[str, Any] = Field(default_factory=dict)
     # The web view (agents/web); None: not configured, so `bullpen up` does not start it.
@@ -356,6 +358,7 @@ def _explain(exc: ValidationError, path: Path) -> str:
             "backpass": "backpass",
             "expedition": "expedition",
             "gateway": "gateway",
+            "memory": "memory",
             "seats": "seats",
             "web": "web",
         }.get(section, "operating")

@@ -88,7 +88,16 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "agents.seats": ("room", "trust"),
     "agents.config": ("room", "trust", "agents.seats"),
     "agents.home": ("room", "trust", "agents.seats", "agents.config"),
-    "agents.runtime": ("room", "trust", "agents.seats", "agents.config", "agents.home"),
+    # shared memory's index and recall: low enough that every lurker can read its lessons
+    "agents.memory": ("room", "trust", "agents.seats", "agents.config", "agents.home"),
+    "agents.runtime": (
+        "room",
+        "trust",
+        "agents.seats",
+        "agents.config",
+        "agents.home",
+        "agents.memory",
+    ),
     # the model gateway: its own subsystem; nothing below it knows it (a seat is handed its way in)
     # the gateway reads seat tables (EnvVarName); seats never import the gateway
     "agents.gateway": ("room", "trust", "agents.seats", "agents.config", "agents.home"),
@@ -115,6 +124,19 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.build",
         "agents.gateway",
         "agents.memory",
+    ),
+    # @librarian, `bullpen memory` and the backpass sync: the top of the house, beside the
+    # pipelines; nothing below imports it (agents.memory is what the runtime reads)
+    "agents.librarian": (
+        "room",
+        "trust",
+        "agents.seats",
+        "agents.config",
+        "agents.home",
+        "agents.roots",
+        "agents.memory",
+        "agents.runtime",
+        "agents.backpass",
     ),
 }
 

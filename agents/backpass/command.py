@@ -36,7 +36,7 @@ from agents.backpass.pipeline import NICKS
 from agents.backpass.seating import choose_seats
 from agents.backpass.traces import StateFileError, check_state
 from agents.roots import OutsideRoot
-from room.errors import ConfigError, UsageError
+from room.errors import BullpenError, ConfigError, UsageError
 
 if TYPE_CHECKING:
     from agents.backpass.config import RunParams
@@ -49,6 +49,7 @@ EXIT_OK, EXIT_FAILED, EXIT_WAIT = 0, 1, 75
 DEFAULT_WAIT_S = 4 * 3600.0
 POLL_S = 25.0
 MAX_CONCURRENCY = 64  # as [backpass] concurrency allows
+SYNC_WAIT_S = 10.0  # for the librarian's answer to each save of the memory sync
 
 
 def new_thread(now: datetime | None = None) -> str:
@@ -178,6 +179,17 @@ def _final(line: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+async def _sync_memory(home: Home, err: TextIO) -> None:
+    """Index what was merged since the last run (docs/memory.md); a run never waits on it."""
+    from agents.librarian.sync import sync
+
+    try:
+        for line in await sync(home, wait_s=SYNC_WAIT_S):
+            err.write(f"memory sync: {line}\n")
+    except BullpenError as exc:
+        err.write(f"memory sync skipped: {exc.message}\n")
+
+
 async def backpass(
     home: Home,
     *,
@@ -218,6 +230,8 @@ async def backpass(
         home, {"bulk": bulk, "synthesis": synthesis}, os.environ if env is None else env
     )
     params = params.model_copy(update={"seats": seats, "seat_choice": choice})
+    if not report_only:
+        await _sync_memory(home, err)
     thread = new_thread()
     body = "backpass" + (" (report only)" if report_only else "") + f": traces in {params.traces}"
     data = {"pipeline": "backpass", **params.model_dump()}

@@ -54,6 +54,10 @@ class BackpassConfig(BaseModel):
 
     public: str = Field(default="memory/public", description="git repository of public memory")
     private: str = Field(default="memory/private", description="git repository of private memory")
+    private_nick: str | None = Field(
+        default=None,
+        description="the nick whose lessons the private bullets are (`bullpen memory sync`)",
+    )
     memory_file: str = Field(default="memory.md", description="the bullets file in each repository")
     ledger: str = Field(
         default="ledger.md", description="the ledger, inside the private repository"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from agents.config import parse_address
 from agents.home import Home
+from agents.memory.namespaces import SEED_NAMESPACES, lessons_ns
 from agents.packaged import defaults
 from agents.runtime.cursor import Cursor
 from room.errors import ConfigError, UsageError
@@ -62,6 +63,20 @@ def _fill(text: str, values: dict[str, str]) -> str:
         else:
             out.append(text[pos : start + 1])
             pos = start + 1
+
+
+def memory_section(nicks: list[str]) -> str:
+    """`[memory.namespaces]`: the seed's namespaces, and each nick's own lessons."""
+    lines = [
+        "",
+        "# --- shared memory (docs/memory.md) ---------------------------------------",
+        "# Every save names one of these namespaces; a save to any other is refused.",
+        "# Add a line here (what belongs there) before anyone saves to a new one.",
+        "[memory.namespaces]",
+    ]
+    lines += [f'"{ns}" = "{meaning}"' for ns, meaning in SEED_NAMESPACES.items()]
+    lines += [f'"{lessons_ns(n)}" = "lessons handed to @{n} on every wake"' for n in nicks]
+    return "\n".join(lines) + "\n"
 
 
 def _copy_tree(name: str, dest: Path) -> None:
@@ -130,9 +145,10 @@ def _lay_down(home: Path, options: InitOptions) -> None:
             "OPERATOR_NAMES": ", ".join(f'"{name}"' for name in names),
         },
     )
-    (home / "society.toml").write_text(society_text, encoding="utf-8")
     nicks = list(tomllib.loads(society_text).get("nicks", {}))
     nicks += [n for n in options.extra_nicks if n not in nicks]
+    society_text += memory_section(nicks)
+    (home / "society.toml").write_text(society_text, encoding="utf-8")
 
     secrets = home / "secrets"
     ensure_private_dir(secrets)

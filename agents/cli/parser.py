@@ -384,6 +384,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", help="the doc to print, e.g. gateway, seats, operating")
 
     p = add(
+        "memory",
+        "agents.librarian.cli:cmd_memory",
+        "shared memory: save, recall, show an entry, list namespaces, rebuild, sync the backpass",
+    )
+    action = p.add_subparsers(dest="action", metavar="ACTION")
+    m = action.add_parser("save", help="save an entry through the room to @librarian")
+    _home_option(m)
+    m.add_argument("text", help="what the entry records")
+    m.add_argument("--ns", required=True, help="its namespace, e.g. /bullpen/ops (no default)")
+    m.add_argument("--source", help="where it comes from: a trace's sha256, a commit, a thread")
+    m.add_argument("--supersedes", help="the id of the entry this one corrects, e.g. m41")
+    m.add_argument("--tag", action="append", help="a tag (repeatable)")
+    m.add_argument("--as", dest="as_nick", help="save as this nick (default: the operator)")
+    m = action.add_parser("recall", help="the entries best matching a query (FTS5 syntax)")
+    _home_option(m)
+    m.add_argument("query")
+    m.add_argument("--ns", help="only this namespace and below (default /bullpen)")
+    m.add_argument("-k", type=_at_least_one, default=5, help="how many (default 5)")
+    m.add_argument("--json", action="store_true", help="print JSON")
+    m = action.add_parser("show", help="one entry with the room line it came from")
+    _home_option(m)
+    m.add_argument("id", help="an entry id, e.g. m41")
+    for name, text in (
+        ("namespaces", "the declared namespaces with entry counts"),
+        ("rebuild", "rebuild the index from the room"),
+        ("sync", "index the merged memory.md bullets of the backpass repositories"),
+    ):
+        _home_option(action.add_parser(name, help=text))
+
+    p = add(
         "demo",
         "agents.cli.demo:cmd_demo",
         "run the whole society once in a temporary home (or in --home DIR, which is kept)",

@@ -37,13 +37,14 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from agents.mcp.check import agent_argv
+from agents.memory.lessons import Lesson, block
 from agents.runtime.outcome import Failure, Handler, Outbox, Outcome
 from agents.runtime.procgroup import kill_group
 from room.errors import BullpenError, ConfigError, HubUnavailable, StepFailed
@@ -103,13 +104,16 @@ def reply_arguments(message: Message) -> dict[str, Any]:
     return args
 
 
-def render_prompt(message: Message, nick: str, template: str | None = None) -> str:
+def render_prompt(
+    message: Message, nick: str, template: str | None = None, lessons: Sequence[Lesson] = ()
+) -> str:
+    """The agent's prompt; it starts with the wake's lessons block when there are lessons."""
     data = ""
     if message.data is not None:
         data = (
             "\nIts data (JSON):\n\n" + json.dumps(message.data, ensure_ascii=False, indent=2) + "\n"
         )
-    return fill(
+    return block(list(lessons)) + fill(
         template or DEFAULT_PROMPT,
         {
             "nick": nick,
@@ -231,9 +235,10 @@ async def run_agent(
     env: Mapping[str, str] | None = None,
     relaxed: bool = False,
     prompt_template: str | None = None,
+    lessons: Sequence[Lesson] = (),
 ) -> Outcome:
     """Run the agent for one message; an empty Outbox when it replied, else a Failure."""
-    prompt = render_prompt(message, nick, prompt_template)
+    prompt = render_prompt(message, nick, prompt_template, lessons)
     workdir = Path(tempfile.mkdtemp(prefix=f"bullpen-mcp-{nick}-"))
     try:
         config_path = workdir / "mcp.json"
@@ -389,6 +394,7 @@ class McpAgentHandler(Handler):
                 env=self.env,
                 relaxed=self.relaxed,
                 prompt_template=self.prompt_template,
+                lessons=ctx.lessons,
             )
         except BullpenError as exc:
             return Failure(exc.message, exc.to_dict())
@@ -441,4 +447,5 @@ async def agent_step(message: Message, ctx: StepContext) -> Outcome:
         env=config.env if config is not None else None,
         relaxed=config.relaxed if config is not None else False,
         prompt_template=template if isinstance(template, str) else None,
+        lessons=ctx.lessons,
     )

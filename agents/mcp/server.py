@@ -1,4 +1,5 @@
-"""The room as three MCP tools, speaking as one nick: room_say, room_read, room_thread.
+"""The room as MCP tools, speaking as one nick: room_say, room_read, room_thread, and shared
+memory's recall and remember (agents/mcp/memory.py).
 
 The server is a client of the hub like any other: every post goes through
 the hub's gate as the server's nick, with that nick's proof when this home
@@ -273,7 +274,8 @@ class RoomServer(MCPServer):
 
 def build_server(home: Home, nick: str, *, relaxed: bool = False) -> MCPServer:
     """An MCP server whose tools speak in `home`'s room as `nick`."""
-    tools = RoomTools(RoomDoor(home, nick, relaxed=relaxed))
+    door = RoomDoor(home, nick, relaxed=relaxed)
+    tools = RoomTools(door)
     server = RoomServer(
         nick,
         name="bullpen",
@@ -337,4 +339,7 @@ def build_server(home: Home, nick: str, *, relaxed: bool = False) -> MCPServer:
         """One run's whole conversation, oldest first: {"thread", "messages", "last_seq", "truncated"}."""
         return await tools.thread(thread)
 
+    from agents.mcp.memory import add_memory_tools  # recall and remember (docs/memory.md)
+
+    add_memory_tools(server, home, door.client)
     return server

@@ -107,7 +107,9 @@ class CommandHandler(Handler):
             )
         except OSError as exc:
             return Failure(f"cannot start {self.argv[0]!r} ({exc.strerror})")
-        payload = json.dumps(message.to_dict(), ensure_ascii=False).encode()
+        # The message as it is, plus one key: the lessons this wake hands over (docs/memory.md).
+        stdin = {**message.to_dict(), "lessons": [lesson.to_dict() for lesson in ctx.lessons]}
+        payload = json.dumps(stdin, ensure_ascii=False).encode()
         try:
             out, err = await asyncio.wait_for(proc.communicate(payload), timeout)
         except TimeoutError:

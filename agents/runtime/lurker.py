@@ -26,7 +26,9 @@ from typing import Any
 import structlog
 
 from agents.home import Home
+from agents.memory.lessons import LessonReader
 from agents.runtime import handlers
+from agents.runtime import lessons as wake_lessons
 from agents.runtime.cursor import Cursor
 from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost, screened
 from agents.runtime.refused import Refusal, Refusals, is_refusal, lurker_client
@@ -91,6 +93,7 @@ class Lurker:
             read_trusted=self.services.read_trusted,
         )
         self.handler.prepare(self.ctx)
+        self.lessons = LessonReader(home, nick)
 
     # -- the loop ----------------------------------------------------------
 
@@ -304,7 +307,9 @@ class Lurker:
             if is_ping(message):
                 outcome: Outcome = Reply("pong", {"pong": True, "nick": self.nick})
             else:
-                outcome = await self.handler.run(message, self.ctx, self.config.timeout_s)
+                ctx, told = wake_lessons.for_wake(self.ctx, self.lessons, message, log)
+                outcome = await self.handler.run(message, ctx, self.config.timeout_s)
+                outcome = wake_lessons.named(outcome, told)
             handled_ms = round((time.monotonic() - started) * 1000, 2)
             await self._deliver(message, outcome)
             log.info(

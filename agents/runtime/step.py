@@ -15,7 +15,7 @@ the seat that answered.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agents.seats.request import AnswerT, Judge, Judgment, JudgmentRequest
@@ -24,6 +24,7 @@ from room.message import Message
 
 if TYPE_CHECKING:
     from agents.home import Home
+    from agents.memory.lessons import Lesson
 
 __all__ = [
     "AnswerT",
@@ -60,6 +61,8 @@ class StepContext:
     # (thread, after, through): the thread's verified lines from trusted nicks after seq
     # `after`, covering at least `through`, and the seq the answer covers up to
     read_trusted: Callable[[str, int, int], Awaitable[tuple[list[Message], int]]] | None = None
+    # this wake's lessons from shared memory (agents/runtime/lessons.py), each .id .ns .text
+    lessons: list[Lesson] = field(default_factory=list)
 
 
 Step = Callable[[Message, StepContext], "Reply | Awaitable[Reply]"]

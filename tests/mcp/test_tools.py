@@ -26,7 +26,7 @@ from tests.mcp.helpers import (
 )
 from tests.support import REPO, Society, run_cli
 
-TOOLS = {"room_say", "room_read", "room_thread"}
+TOOLS = {"room_say", "room_read", "room_thread", "recall", "remember"}
 
 
 class TestInMemory:
