@@ -2,7 +2,7 @@
 
 Every section is a pydantic model with `extra="forbid"`, so a misspelt key
 is an error that names it rather than a setting silently ignored. A
-pipeline's section ([expedition], [backpass]) is handed on as a table and
+pipeline's section ([expedition], [backpass], [build]) is handed on as a table and
 checked by the pipeline itself, so this module depends on no pipeline.
 Paths are relative to the home that holds the file.
 """
@@ -232,6 +232,7 @@ class SocietyConfig(_Strict):
     # (agents/expedition/config.py, agents/backpass/config.py): this file knows no pipeline.
     expedition: dict[str, Any] = Field(default_factory=dict)
     backpass: dict[str, Any] = Field(default_factory=dict)
+    build: dict[str, Any] = Field(default_factory=dict)
     # The model gateway's section, parsed by agents/gateway/config.py; empty = no gateway.
     gateway: dict[str, Any] = Field(default_factory=dict)
     pipelines: dict[str, str] = Field(

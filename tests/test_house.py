@@ -99,6 +99,19 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.config",
         "agents.home",
         "agents.runtime",
+    ),    # the build pipeline: plugs into the foreman through the registry; it borrows the
+    # backpass's one git helper (agents/backpass/gitwork.py) rather than keep a second
+    "agents.build": (
+        "room",
+        "trust",
+        "agents.seats",
+        "agents.config",
+        "agents.home",
+        "agents.runtime",
+        "agents.foreman",
+        "agents.roots",
+        "agents.wording",
+        "agents.backpass.gitwork",
     ),
 }
 
