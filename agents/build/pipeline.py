@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from agents.build.config import BuildConfig
 from agents.build.report import failed_report, grind_report, report_data
-from agents.build.ticket import TicketError, parse_ticket
+from agents.build.ticket import TicketError, parse_ticket, system_reason
 from agents.foreman.pipeline import Action, Ask, Report, Run
+from room.errors import ConfigError
 from room.message import Message
 
 if TYPE_CHECKING:
@@ -52,8 +53,14 @@ class Build:
         self.config = BuildConfig()
 
     def check(self, home: Home) -> None:
-        """Refuse a misspelt `[build]` key when the foreman starts, and keep the settings."""
-        self.config = BuildConfig.of(home)
+        """Refuse a misspelt `[build]` key, or a root or alias under /home or a system path,
+        when the foreman starts; keep the settings for the ticket checks."""
+        config = BuildConfig.of(home)
+        for key in ("root", "alias"):
+            reason = system_reason(getattr(config, key))
+            if reason is not None:
+                raise ConfigError(f"{home.society_file}: build.{key}: {reason}")
+        self.config = config
 
     def in_flight_limit(self, run: Run) -> int:
         return 1
