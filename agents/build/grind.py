@@ -84,10 +84,13 @@ def _text(repo: Path, *args: str) -> str:
 
 
 def _commit(clone: Path, message: str) -> list[str]:
+    """Commit what the seat changed (one git call when it changed nothing); the paths."""
+    listed = git(clone, "status", "--porcelain", "-z", "--untracked-files=all")[1].decode()
+    if not listed:
+        return []
     git(clone, "add", "-A")
     changed = _text(clone, "diff", "--cached", "--name-only").splitlines()
-    if changed:
-        git(clone, "commit", "-q", "--no-verify", "-m", message, identity=True)
+    git(clone, "commit", "-q", "--no-verify", "-m", message, identity=True)
     return changed
 
 
@@ -102,8 +105,9 @@ def _broke_rule(job: GrindJob, spec_digest: str | None, tier: str) -> str | None
             f"code seat {tier} {what} the spec {job.spec_relative}; the spec is the contract, "
             "so the grind stopped (the spec was restored in the clone)"
         )
-    dirty = _text(job.build_dir, "status", "--porcelain")
-    head = _text(job.build_dir, "rev-parse", "HEAD")
+    status = _text(job.build_dir, "status", "--porcelain=v2", "--branch").splitlines()
+    head = next((line.split()[2] for line in status if line.startswith("# branch.oid ")), "")
+    dirty = "\n".join(line for line in status if not line.startswith("#"))
     if dirty or head != job.baseline:
         return (
             f"code seat {tier} wrote outside the clone: the build dir {job.build_dir} changed "

@@ -131,3 +131,22 @@ def test_the_alias_is_never_a_real_folder(tmp_path: Path) -> None:
     (Path(config.root) / "c").mkdir()
     with pytest.raises(StepFailed, match="is a real file or folder, not a link"):
         point_alias(config, Path(config.root) / "c")
+
+
+@pytest.mark.parametrize("path", ["../escaped.py", "/etc/escaped.py", ".git/config", "out/x.py"])
+def test_a_model_answer_is_written_only_inside_the_clone(tmp_path: Path, path: str) -> None:
+    """An openai code seat's files: a path out of the clone (absolute, '..', .git, or through
+    a link that leads out) refuses the whole answer, writing nothing."""
+    from agents.build.codeseat import FileChange, write_files
+    from agents.roots import OutsideRoot
+
+    clone_dir = tmp_path / "clone"
+    clone_dir.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (clone_dir / "out").symlink_to(tmp_path / "elsewhere")
+    files = [FileChange(path="calc.py", content="x = 1\n"), FileChange(path=path, content="bad\n")]
+    with pytest.raises(OutsideRoot):
+        write_files(clone_dir, files)
+    assert not (clone_dir / "calc.py").exists()
+    assert list((tmp_path / "elsewhere").iterdir()) == [] and not (tmp_path / "escaped.py").exists()
+    assert write_files(clone_dir, files[:1]) == ["calc.py"]
