@@ -99,7 +99,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.config",
         "agents.home",
         "agents.runtime",
-    ),    # the build pipeline: plugs into the foreman through the registry; it borrows the
+    ),
+    # the build pipeline: plugs into the foreman through the registry; it borrows the
     # backpass's one git helper (agents/backpass/gitwork.py) rather than keep a second
     "agents.build": (
         "room",
