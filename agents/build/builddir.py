@@ -39,6 +39,14 @@ def _text(repo: Path, *args: str) -> str:
 
 def resolve_repo(config: BuildConfig, repo: str) -> Path:
     """REPO with every link followed, refused unless a folder under the build root."""
+    alias = os.path.normpath(config.alias)
+    through_alias = repo == alias or repo.startswith(alias + "/")
+    if through_alias and not os.path.lexists(alias):
+        raise StepFailed(
+            f"REPO {repo} goes through the alias {alias}, which points nowhere yet: name the "
+            f"campaign's real dir once (REPO {config.root}/<slug>), and the sandbox step points "
+            f"the alias at it; or point it yourself: ln -sfn {config.root}/<slug> {alias}"
+        )
     real = Path(os.path.realpath(repo))
     reason = system_reason(str(real))
     if reason is not None:

@@ -170,12 +170,15 @@ async def show_build(home: Home) -> None:
     (campaign / "tests").mkdir(parents=True, exist_ok=True)
     (campaign / "tests" / "test_slugify.py").write_text(DEMO_SPEC, encoding="utf-8")
     say(f"  the operator wrote a spec in {campaign}; `bullpen build` posts the ticket:")
-    code = await build(home, demo_ticket(config.alias), wait_timeout=120)
+    code = await build(home, demo_ticket(str(campaign)), wait_timeout=120)
     if code != 1:
         raise DemoFailed(f"the build exited {code}, not 1 (no code seat is configured)")
     if (campaign / "slugify.py").read_text(encoding="utf-8") != "":
         raise DemoFailed("the build dir does not hold the empty stub")
-    say("  the build dir holds the stub and a baseline commit; set a code seat to grind it")
+    if Path(config.alias).resolve() != campaign.resolve():
+        raise DemoFailed(f"the alias {config.alias} does not point at {campaign}")
+    say(f"  {campaign} holds the stub and a baseline commit, {config.alias} points at it;")
+    say("  name a code seat in tiers= (or [build] tiers) to grind it green")
 
 
 def build_dirs(root: Path) -> tuple[Path, Path]:

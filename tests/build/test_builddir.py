@@ -150,3 +150,10 @@ def test_a_model_answer_is_written_only_inside_the_clone(tmp_path: Path, path: s
     assert not (clone_dir / "calc.py").exists()
     assert list((tmp_path / "elsewhere").iterdir()) == [] and not (tmp_path / "escaped.py").exists()
     assert write_files(clone_dir, files[:1]) == ["calc.py"]
+
+
+def test_an_alias_that_points_nowhere_says_how_to_point_it(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    with pytest.raises(StepFailed, match="points nowhere yet") as caught:
+        resolve_repo(config, f"{config.alias}/x")
+    assert f"ln -sfn {config.root}/<slug> {config.alias}" in caught.value.message
