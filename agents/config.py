@@ -2,7 +2,7 @@
 
 Every section is a pydantic model with `extra="forbid"`, so a misspelt key
 is an error that names it rather than a setting silently ignored. A
-pipeline's section ([expedition], [backpass]) is handed on as a table and
+pipeline's section ([expedition], [backpass], [build]) is handed on as a table and
 checked by the pipeline itself, so this module depends on no pipeline.
 Paths are relative to the home that holds the file.
 """
@@ -256,6 +256,8 @@ class SocietyConfig(_Strict):
     backpass: dict[str, Any] = Field(default_factory=dict)
     # Shared memory's section ([memory.namespaces]), parsed by agents/memory/namespaces.py.
     memory: dict[str, Any] = Field(default_factory=dict)
+    # The build pipeline's section ([build]), parsed by agents/build/config.py.
+    build: dict[str, Any] = Field(default_factory=dict)
     # The model gateway's section, parsed by agents/gateway/config.py; empty = no gateway.
     gateway: dict[str, Any] = Field(default_factory=dict)
     # The web view (agents/web); None: not configured, so `bullpen up` does not start it.

@@ -15,7 +15,9 @@ def test_the_demo_runs_in_the_home_it_is_given_and_keeps_it(tmp_path: Path) -> N
     assert done.returncode == 0, done.stdout + done.stderr
     last = done.stdout.strip().splitlines()[-1]
     assert last == f"demo: done; the home is kept at {home} (bullpen --home {home} tail)"
-    assert "FAILED" not in done.stdout
+    assert "demo: FAILED" not in done.stdout
+    # the build step shows, on purpose, what a build with no code seat ends with
+    assert "[GRIND FAILED — no code-writing seat: set tiers or [build] tiers" in done.stdout
     (gate,) = [line for line in done.stdout.splitlines() if "rejected (401): " in line]
     shown = gate.split("rejected (401): ", 1)[1]
     assert shown.endswith(" …") or not shown.endswith("…"), gate  # cut between words, if at all

@@ -231,7 +231,7 @@ def test_an_unknown_pipeline_lists_every_registered_one(society: Society) -> Non
     say(society, "@foreman", "whisper", thread="which")
     report = wait_for(lambda: final_report(society, "which"), 20, "the failure report")
     assert report["body"] == (
-        "[FOREMAN FAILED — unknown pipeline 'whisper'; known: backpass, expedition, relay, shout]"
+        "[FOREMAN FAILED — unknown pipeline 'whisper'; known: backpass, build, expedition, relay, shout]"
     )
 
 

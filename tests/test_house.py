@@ -109,6 +109,20 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.home",
         "agents.runtime",
     ),
+    # the build pipeline: plugs into the foreman through the registry; it borrows the
+    # backpass's one git helper (agents/backpass/gitwork.py) rather than keep a second
+    "agents.build": (
+        "room",
+        "trust",
+        "agents.seats",
+        "agents.config",
+        "agents.home",
+        "agents.runtime",
+        "agents.foreman",
+        "agents.roots",
+        "agents.wording",
+        "agents.backpass.gitwork",
+    ),
     # the web view reads what the pipelines post and answers the gate through the
     # expedition's own functions; shared memory is imported lazily, only where it exists
     "agents.web": (

@@ -26,13 +26,22 @@ def test_every_package_is_listed() -> None:
     assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
 
 
+_IGNORED = shutil.ignore_patterns(".git", "*.egg-info", "__pycache__", ".*cache")
+
+
+def _ignored(folder: str, names: list[str]) -> set[str]:
+    """What the copy leaves out: a setuptools build/ at the top only (agents/build is code)."""
+    top = {"build"} & set(names) if Path(folder) == REPO else set()
+    return set(_IGNORED(folder, names)) | top
+
+
 def test_wheel_carries_defaults_and_unit_templates(tmp_path: Path) -> None:
     """A built wheel holds config/ as agents.defaults and systemd/ as agents.unitfiles."""
     source = tmp_path / "src"  # build from a copy: a build leaves build/ in its source tree
     shutil.copytree(
         REPO,
         source,
-        ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".*cache"),
+        ignore=_ignored,
     )
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(source)],

@@ -148,6 +148,47 @@ async def show_backpass(home: Home) -> None:
     )
 
 
+DEMO_SPEC = """import slugify
+
+
+def test_punctuation_becomes_one_dash():
+    assert slugify.slugify("Hello, World!") == "hello-world"
+
+
+def test_a_slug_is_unchanged():
+    assert slugify.slugify("hello-world") == "hello-world"
+"""
+
+
+async def show_build(home: Home) -> None:
+    """A build with no code-writing seat: checked, scaffolded, red, routed, and a loud
+    GRIND FAILED saying what to configure (docs/build.md)."""
+    from agents.build.command import build
+    from agents.build.config import BuildConfig
+    from agents.build.helpers import demo_ticket
+
+    config = BuildConfig.of(home)
+    campaign = Path(config.root) / "slugify"
+    (campaign / "tests").mkdir(parents=True, exist_ok=True)
+    (campaign / "tests" / "test_slugify.py").write_text(DEMO_SPEC, encoding="utf-8")
+    say(f"  the operator wrote a spec in {campaign}; `bullpen build` posts the ticket:")
+    code = await build(home, demo_ticket(str(campaign)), wait_timeout=120)
+    if code != 1:
+        raise DemoFailed(f"the build exited {code}, not 1 (no code seat is configured)")
+    if (campaign / "slugify.py").read_text(encoding="utf-8") != "":
+        raise DemoFailed("the build dir does not hold the empty stub")
+    if Path(config.alias).resolve() != campaign.resolve():
+        raise DemoFailed(f"the alias {config.alias} does not point at {campaign}")
+    say(f"  {campaign} holds the stub and a baseline commit, {config.alias} points at it;")
+    say("  name a code seat in tiers= (or [build] tiers) to grind it green")
+
+
+def build_dirs(root: Path) -> tuple[Path, Path]:
+    """A build root and alias of the demo's own under /tmp (never the machine's /tmp/sandbox)."""
+    place = Path(tempfile.mkdtemp(prefix="bullpen-demo-build-", dir="/tmp"))
+    return place / "builds", place / "sandbox"
+
+
 async def show_trust_check(home: Home) -> None:
     from agents.cli.trustcheck import live_check, static_rows, table
 
@@ -167,6 +208,7 @@ STEPS: list[tuple[str, Step]] = [
     ("the gate: verified, unverified, rejected", show_gate),
     ("a corpus expedition: Dig Report, then the brief on confirmation", show_expedition),
     ("the memory backpass, as the nightly timer runs it", show_backpass),
+    ("a test-first build with no code seat: checked, scaffolded, red, GRIND FAILED", show_build),
     ("the room as people read it, and its audit", show_room),
 ]
 
@@ -204,6 +246,12 @@ async def run_demo(root: Path) -> int:
     init_home(
         root, InitOptions(strict=f"127.0.0.1:{strict}", relaxed=f"127.0.0.1:{relaxed}", demo=True)
     )
+    builds, alias = build_dirs(root)
+    builds.mkdir()
+    society_file = root / "society.toml"
+    text = society_file.read_text(encoding="utf-8")
+    text = text.replace('root = "/tmp/bullpen-build"', f'root = "{builds}"', 1)
+    society_file.write_text(text.replace('alias = "/tmp/sandbox"', f'alias = "{alias}"', 1))
     home = Home(root)
     say(
         f"demo: starting the society with `bullpen up` ({len(home.society.nicks)} lurkers and the hub)"
@@ -240,6 +288,7 @@ async def run_demo(root: Path) -> int:
         if draining is not None:
             draining.cancel()
         say(f"demo: stopped the society (bullpen up exited {up.returncode})")
+        shutil.rmtree(builds.parent, ignore_errors=True)
     return code
 
 

@@ -414,6 +414,16 @@ def build_parser() -> argparse.ArgumentParser:
         _home_option(action.add_parser(name, help=text))
 
     p = add(
+        "build",
+        "agents.build.cli:cmd_build",
+        "run a test-first build from a ticket (docs/build.md)",
+    )
+    p.add_argument("ticket", help="the ticket file (config/build-ticket.md is an example)")
+    p.add_argument(
+        "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
+    )
+
+    p = add(
         "demo",
         "agents.cli.demo:cmd_demo",
         "run the whole society once in a temporary home (or in --home DIR, which is kept)",

@@ -59,9 +59,10 @@ class Row:
 def orchestrator_nicks() -> set[str]:
     """The nicks the pipeline commands ask for a run (`bullpen expedition`, `bullpen backpass`)."""
     from agents.backpass.command import FOREMAN as BACKPASS_FOREMAN
+    from agents.build.command import FOREMAN as BUILD_FOREMAN
     from agents.expedition.command import FOREMAN as EXPEDITION_FOREMAN
 
-    return {BACKPASS_FOREMAN, EXPEDITION_FOREMAN}
+    return {BACKPASS_FOREMAN, EXPEDITION_FOREMAN, BUILD_FOREMAN}
 
 
 def is_orchestrator(nick: str, config: NickConfig) -> bool:
@@ -82,6 +83,26 @@ def command_problem(nick: str, config: NickConfig) -> str | None:
         f"PATH), so every ask fails. Fix: install it, or give its full path as the first "
         f"word of command under [nicks.{nick}] in society.toml"
     )
+
+
+def runner_problem(nick: str, config: NickConfig) -> str | None:
+    """Why a build grinder cannot run its language's specs: the runner is not installed."""
+    from agents.build.routing import LANGUAGES
+
+    if config.handler != "agents.build.steps:grind_spec":
+        return None
+    path = config.env.get("PATH", os.environ.get("PATH", os.defpath))
+    for language in LANGUAGES:
+        program = language.runner[0]
+        mine = language.nick == nick and not program.startswith("{")
+        if mine and shutil.which(program, path=path) is None:
+            return (
+                f"the grinder of {language.name} specs needs {program!r}, which is not "
+                f"installed (not on PATH): every {' '.join(language.patterns)} grind "
+                f"fails. Fix: install it (Debian: apt-get install "
+                f"{'golang-go' if program == 'go' else 'nodejs'})"
+            )
+    return None
 
 
 def key_problem(trust: TrustTable, nick: str) -> str | None:
@@ -146,9 +167,9 @@ def _member_problems(row: Row, config: NickConfig | None, verified_required: boo
             f"its first ask (failure mode A). Fix: set wake_replies = true under "
             f"[nicks.{nick}] in society.toml"
         )
-    problem = command_problem(nick, config)
-    if problem:
-        problems.append(problem)
+    for problem in (command_problem(nick, config), runner_problem(nick, config)):
+        if problem:
+            problems.append(problem)
     return problems
 
 

@@ -180,6 +180,38 @@ def render(home: Home, template: str, plan: UnitPlan | None = None) -> str:
     return _fill(source.read_text(encoding="utf-8"), (plan or plan_units(home)).values)
 
 
+BUILD_HANDLERS = ("agents.build.steps:",)  # the build's step nicks share the build root
+GRINDER = "agents.build.steps:grind_spec"
+
+
+def build_dropins(home: Home) -> dict[str, str]:
+    """`bullpen-lurker@NICK.service.d/build.conf` for each build nick: one shared /tmp (the
+    build root and the alias live there), and for a grinder its standing tier ladder."""
+    from agents.build.config import TIERS_ENV, BuildConfig
+
+    config = BuildConfig.of(home)
+    found = {}
+    for nick, table in home.society.nicks.items():
+        if not (table.handler or "").startswith(BUILD_HANDLERS):
+            continue
+        lines = [
+            "# Rendered by `bullpen units install` from [build] (docs/build.md).",
+            "[Service]",
+            f"# {config.root} and {config.alias} must be the same folders for every build nick:",
+            "# a private /tmp would give each its own.",
+            "PrivateTmp=no",
+        ]
+        if table.handler == GRINDER:
+            tiers = ",".join(config.tiers)
+            lines += [
+                "# The standing tier ladder, floor first: policy lives here; a ticket's tiers=",
+                "# is for one grind. Empty: [build] tiers (a grind fails loud with no code seat).",
+                f"Environment={systemd_word(f'{TIERS_ENV}={tiers}', 'the tier ladder')}",
+            ]
+        found[f"bullpen-lurker@{nick}.service.d/build.conf"] = "\n".join(lines) + "\n"
+    return found
+
+
 def install(home: Home, target: Path, plan: UnitPlan | None = None) -> list[Path]:
     plan = plan or plan_units(home)
     wanted = [*TEMPLATES, *(GATEWAY_UNITS if home.has_gateway else ())]
@@ -187,12 +219,17 @@ def install(home: Home, target: Path, plan: UnitPlan | None = None) -> list[Path
     rendered = {
         name: render(home, name, plan) for name in wanted if (_template_dir() / name).exists()
     }
+    dropins = build_dropins(home)
     target.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in rendered.items():
         path = target / name
         path.write_text(text, encoding="utf-8")
         written.append(path)
+    for name, text in dropins.items():  # beside the units, not linked: systemd reads them there
+        path = target / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
     return written
 
 

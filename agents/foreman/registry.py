@@ -20,6 +20,7 @@ __all__ = ["BUILTIN", "PipelineRegistry"]
 BUILTIN: dict[str, str] = {
     "expedition": "agents.expedition.pipeline:Expedition",
     "backpass": "agents.backpass.pipeline:Backpass",
+    "build": "agents.build.pipeline:Build",
     "relay": "agents.foreman.relay:Relay",
 }
 

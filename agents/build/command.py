@@ -1,0 +1,144 @@
+"""`bullpen build TICKET.md`: post the ticket to the foreman as a `build` run and follow it.
+
+The command does no build work: it reads the ticket, posts it to
+`@foreman` in a new thread `build-<date>-<random>` and long-polls that
+thread, printing one plain line per event to stderr (`step 2/4 prepare`,
+each grind iteration with its tier and tests passing of total); the final
+report goes to stdout.
+
+Exit codes: 0 green; 1 red, or a step failed; 2 the ticket is invalid (the
+foreman's INVALID TICKET), or the ticket file cannot be read; 75 no final
+report within --wait-timeout (the run may still be going; its thread is
+printed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from room.errors import UsageError
+
+if TYPE_CHECKING:
+    from agents.home import Home
+
+__all__ = [
+    "EXIT_GREEN",
+    "EXIT_INVALID",
+    "EXIT_RED",
+    "EXIT_WAIT",
+    "FOREMAN",
+    "build",
+    "progress_line",
+]
+
+FOREMAN = "foreman"
+EXIT_GREEN, EXIT_RED, EXIT_INVALID, EXIT_WAIT = 0, 1, 2, 75
+POLL_S = 25.0
+MAX_TICKET_BYTES = 60 * 1024
+
+
+def new_thread(now: datetime | None = None) -> str:
+    day = (now or datetime.now(UTC)).strftime("%Y-%m-%d")
+    return f"build-{day}-{secrets.token_hex(3)}"
+
+
+def read_ticket(path: str) -> str:
+    """The ticket's text; UsageError (exit 2) when it cannot be read as one."""
+    file = Path(path).expanduser()
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read the ticket {file}: {exc.strerror}; give the path of a ticket file"
+        ) from None
+    if len(raw) > MAX_TICKET_BYTES:
+        raise UsageError(
+            f"the ticket {file} is over {MAX_TICKET_BYTES // 1024} KiB; a ticket is a page"
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"the ticket {file} is not UTF-8 text") from None
+
+
+def _first(text: str) -> str:
+    lines = [" ".join(line.split()) for line in str(text).splitlines() if line.strip()]
+    return lines[0][:200] if lines else ""
+
+
+def progress_line(line: dict[str, Any]) -> str | None:
+    """One plain line for an event of the run, or None for what is not news."""
+    data = line.get("data") or {}
+    sender = line.get("from")
+    if data.get("kind") == "grind-iteration":
+        return (
+            f"step 4/4 grind: iteration {data.get('iteration')}, tier {data.get('tier')}: "
+            f"{data.get('passing')}/{data.get('total')} passing, "
+            f"{len(data.get('files_changed') or [])} files changed"
+        )
+    if sender == FOREMAN and line.get("type") == "ask":
+        return f"{_first(line.get('body', ''))} -> {line.get('to')}"
+    if sender == FOREMAN and line.get("type") == "reply" and not data.get("final"):
+        return _first(line.get("body", ""))
+    if line.get("type") == "reply" and line.get("to") == f"@{FOREMAN}":
+        return f"  @{sender}: {_first(line.get('body', ''))}"
+    return None
+
+
+def exit_code(data: dict[str, Any]) -> int:
+    if data.get("invalid"):
+        return EXIT_INVALID
+    return EXIT_GREEN if data.get("green") else EXIT_RED
+
+
+async def build(
+    home: Home,
+    ticket: str,
+    *,
+    wait_timeout: float = 4 * 3600.0,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run one build through the foreman; the exit code (see the module docstring)."""
+    out, err = out or sys.stdout, err or sys.stderr
+    thread = new_thread()
+    async with home.client(home.society.operator) as client:
+        stored = await client.say(
+            f"@{FOREMAN}", f"build: {_first(ticket)}", type="ask",
+            data={"pipeline": "build", "ticket": ticket}, thread=thread,
+        )  # fmt: skip
+        err.write(f"build {thread} asked of @{FOREMAN} (seq {stored.get('seq')})\n")
+        err.flush()
+        try:
+            async with asyncio.timeout(wait_timeout):
+                async for line in client.follow(
+                    int(stored.get("seq", 0)), thread=thread, wait=POLL_S
+                ):
+                    if not line.get("verified"):
+                        continue
+                    data = line.get("data") or {}
+                    if (
+                        line.get("from") == FOREMAN
+                        and line.get("type") == "reply"
+                        and data.get("final")
+                    ):
+                        out.write(str(line.get("body", "")).rstrip("\n") + "\n")
+                        out.flush()
+                        return exit_code(data)
+                    note = progress_line(line)
+                    if note:
+                        err.write(note + "\n")
+                        err.flush()
+        except TimeoutError:
+            pass
+    err.write(
+        f"no final report from @{FOREMAN} within {wait_timeout:g} s; the run may still be going: "
+        f"its thread is {thread} (bullpen tail --thread {thread}). Check that the hub, the "
+        "foreman, sandbox, testdesigner and the grinders are running\n"
+    )
+    return EXIT_WAIT

@@ -1,0 +1,193 @@
+"""How an untrusted test run is fenced: the spec and its fix are model-written code.
+
+Every run gets a time limit and its own process group (killed whole, by the
+group id this module created), resource limits (address space, CPU time,
+file size, processes, no core dumps), an environment built from nothing
+(no bullpen secret or token, no API key: only PATH, HOME, the locale, TMPDIR
+and the runner's own variables), and, where bubblewrap works, a sandbox in
+which the whole filesystem is read-only except the clone and the grind's
+cache, the bullpen home is hidden, and there is no network.
+
+Whether bwrap works is found by a trial run, once per process: in a
+container, as root, bubblewrap may be present and still unable to create
+namespaces. Then the run falls back to the other fences, and the result
+says so (`fence: rlimits`) rather than pretend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+__all__ = ["BWRAP", "RLIMITS", "FenceLimits", "Fenced", "bwrap_works", "choose", "run_fenced"]
+
+BWRAP, RLIMITS = "bwrap", "rlimits"
+OUTPUT_KEEP = 64 * 1024  # the tail of a run's output that is kept
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+@dataclass(frozen=True)
+class FenceLimits:
+    timeout_s: float = 120.0
+    memory_mb: int = 4096
+    cpu_s: int = 300
+    file_size_mb: int = 256
+    processes: int = 4096
+
+
+@dataclass(frozen=True)
+class Fenced:
+    """One fenced run: its exit status (None: killed at the time limit), its output's tail."""
+
+    returncode: int | None
+    output: str
+    timed_out: bool
+    fence: str
+    elapsed_s: float
+
+
+def _bwrap_argv(cwd: Path, writable: Sequence[Path], hidden: Sequence[Path]) -> list[str]:
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for place in hidden:
+        if place.is_dir():
+            argv += ["--tmpfs", str(place)]
+    for place in writable:
+        argv += ["--bind", str(place), str(place)]
+    return [*argv, "--unshare-all", "--die-with-parent", "--chdir", str(cwd), "--"]
+
+
+@cache
+def bwrap_works() -> bool:
+    """A trial run: does bubblewrap start a sandbox with no network here?"""
+    if shutil.which("bwrap") is None:
+        return False
+    with tempfile.TemporaryDirectory(prefix="bullpen-fence-") as folder:
+        place = Path(folder)
+        try:
+            done = subprocess.run(
+                [*_bwrap_argv(place, [place], []), "/bin/sh", "-c", "echo fenced > ok"],
+                capture_output=True,
+                timeout=20,
+                env={"PATH": SAFE_PATH},
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return done.returncode == 0 and (place / "ok").exists()
+
+
+def choose(setting: str) -> str:
+    """The fence a run gets: `bwrap` where it works (or is demanded), else `rlimits`."""
+    if setting == RLIMITS:
+        return RLIMITS
+    if bwrap_works():
+        return BWRAP
+    if setting == BWRAP:
+        raise RuntimeError(
+            "[build] fence = 'bwrap', but bubblewrap cannot start a sandbox on this machine "
+            "(is it installed, and may this user create namespaces?); set fence = 'auto' to "
+            "fall back to the resource limits"
+        )
+    return RLIMITS
+
+
+def clean_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
+    """The run's whole environment: nothing inherited, so no secret, token or key."""
+    return {
+        "PATH": SAFE_PATH,
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "TMPDIR": str(home),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        **extra,
+    }
+
+
+def _limiter(limits: FenceLimits):  # type: ignore[no-untyped-def]
+    def apply() -> None:
+        mb = 1024 * 1024
+        for which, value in (
+            (resource.RLIMIT_AS, limits.memory_mb * mb),
+            (resource.RLIMIT_CPU, limits.cpu_s),
+            (resource.RLIMIT_FSIZE, limits.file_size_mb * mb),
+            (resource.RLIMIT_NPROC, limits.processes),
+            (resource.RLIMIT_CORE, 0),
+        ):
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(which, (value, value))
+
+    return apply
+
+
+async def _read_tail(stream: asyncio.StreamReader) -> bytes:
+    kept = bytearray()
+    while chunk := await stream.read(65536):
+        kept += chunk
+        if len(kept) > OUTPUT_KEEP:
+            del kept[: len(kept) - OUTPUT_KEEP]
+    return bytes(kept)
+
+
+async def run_fenced(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    writable: Sequence[Path],
+    env: dict[str, str],
+    limits: FenceLimits,
+    fence: str,
+    hidden: Sequence[Path] = (),
+) -> Fenced:
+    """Run `argv` in `cwd` behind the fence; never raises for what the program does."""
+    command = [*(_bwrap_argv(cwd, writable, hidden) if fence == BWRAP else []), *argv]
+    started = time.monotonic()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,  # its own process group, killed whole
+            preexec_fn=_limiter(limits),
+        )
+    except OSError as exc:
+        return Fenced(127, f"cannot start {argv[0]}: {exc.strerror or exc}", False, fence, 0.0)
+    assert process.stdout is not None
+    reader = asyncio.ensure_future(_read_tail(process.stdout))
+    timed_out = False
+    try:
+        await asyncio.wait_for(process.wait(), limits.timeout_s)
+    except TimeoutError:
+        timed_out = True
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # leave nothing behind, finished or not
+        if process.returncode is None:
+            await process.wait()
+    try:
+        output = await asyncio.wait_for(reader, 5)
+    except TimeoutError:  # a grandchild outside the group holds the pipe: stop reading
+        reader.cancel()
+        output = b""
+    text = output.decode("utf-8", "replace")
+    if timed_out:
+        text += f"\n[killed: the run overran its {limits.timeout_s:g} s limit]"
+    return Fenced(
+        None if timed_out else process.returncode,
+        text,
+        timed_out,
+        fence,
+        time.monotonic() - started,
+    )

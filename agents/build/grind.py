@@ -1,0 +1,186 @@
+"""The grind: while the spec is red, ask the next code seat for a change, apply it, rerun.
+
+The ladder is the tier list, floor first. A tier stalls when `stall_after`
+iterations in a row bring no new passing test; the next tier takes over
+from the current tree. Each tier has `max_iterations` and the whole grind a
+wall-clock bound. Every iteration is committed in the clone (so `git log`
+there shows the climb) and announced through `announce`, which posts it in
+the thread. A seat that deletes or changes the spec, or writes into the
+build dir, stops the grind red and is named in the report; one that hangs
+or fails counts as an iteration without progress.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agents.backpass.gitwork import git
+from agents.build.codeseat import NO_CODE_SEAT, code_seat_kind, take_turn
+from agents.build.config import BuildConfig
+from agents.build.prompts import code_prompt
+from agents.build.routing import Language
+from agents.build.runs import SpecRun, Workspace, run_spec
+from room.errors import StepFailed
+
+if TYPE_CHECKING:
+    from agents.home import Home
+
+__all__ = ["GrindJob", "GrindResult", "grind", "ladder"]
+
+Announce = Callable[[dict[str, Any], str], Awaitable[None]]
+
+
+@dataclass
+class GrindJob:
+    home: Home
+    nick: str
+    config: BuildConfig
+    language: Language
+    build_dir: Path
+    baseline: str
+    space: Workspace  # the clone, its cache and the fence
+    spec_relative: str
+    tiers: list[str]
+    ticket: dict[str, Any]  # problem, traps, constraints
+
+
+@dataclass
+class GrindResult:
+    green: bool
+    tier: str | None
+    passing: int
+    total: int
+    iterations: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # local tiers, which write no code
+
+
+def ladder(home: Home, tiers: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """(name, kind) of each code-writing tier, and the local ones skipped; StepFailed when none
+    writes code or a tier names no seat."""
+    writing, skipped = [], []
+    for name in tiers:
+        try:
+            kind = code_seat_kind(home, name)
+        except Exception as exc:  # a ConfigError: the tier names no seat table
+            raise StepFailed(getattr(exc, "message", str(exc))) from None
+        (skipped.append(name) if kind == "local" else writing.append((name, kind)))
+    if not writing:
+        raise StepFailed(NO_CODE_SEAT)
+    return writing, skipped
+
+
+def _digest(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def _text(repo: Path, *args: str) -> str:
+    return git(repo, *args)[1].decode("utf-8", "replace").strip()
+
+
+def _commit(clone: Path, message: str) -> list[str]:
+    """Commit what the seat changed (one git call when it changed nothing); the paths."""
+    listed = git(clone, "status", "--porcelain", "-z", "--untracked-files=all")[1].decode()
+    if not listed:
+        return []
+    git(clone, "add", "-A")
+    changed = _text(clone, "diff", "--cached", "--name-only").splitlines()
+    git(clone, "commit", "-q", "--no-verify", "-m", message, identity=True)
+    return changed
+
+
+def _broke_rule(job: GrindJob, spec_digest: str | None, tier: str) -> str | None:
+    """Why the seat's turn broke a rule of the grind, or None."""
+    clone, spec = job.space.folder, job.space.folder / job.spec_relative
+    now = _digest(spec)
+    if now != spec_digest:
+        what = "deleted" if now is None else "changed"
+        git(clone, "checkout", "-q", "HEAD", "--", job.spec_relative, check=False)
+        return (
+            f"code seat {tier} {what} the spec {job.spec_relative}; the spec is the contract, "
+            "so the grind stopped (the spec was restored in the clone)"
+        )
+    status = _text(job.build_dir, "status", "--porcelain=v2", "--branch").splitlines()
+    head = next((line.split()[2] for line in status if line.startswith("# branch.oid ")), "")
+    dirty = "\n".join(line for line in status if not line.startswith("#"))
+    if dirty or head != job.baseline:
+        return (
+            f"code seat {tier} wrote outside the clone: the build dir {job.build_dir} changed "
+            f"({(dirty.splitlines() or ['a new commit'])[0].strip()}); check it by hand"
+        )
+    return None
+
+
+async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announce) -> GrindResult:
+    """Climb the ladder from the clone's first run until green, the top, or the clock."""
+    seats, skipped = ladder(job.home, job.tiers)
+    result = GrindResult(False, None, first.passing, first.total, skipped=skipped)
+    if first.green:
+        result.green = True
+        return result
+    deadline = time.monotonic() + job.config.grind_timeout_s
+    spec_digest = _digest(job.space.folder / job.spec_relative)
+    last, number = first, 0
+    for tier, kind in seats:
+        best, stalled = last.passing, 0
+        for _ in range(job.config.max_iterations):
+            if time.monotonic() > deadline:
+                result.problems.append(
+                    f"the grind ran over its {job.config.grind_timeout_s:g} s bound "
+                    "([build] grind_timeout_s)"
+                )
+                return result
+            number += 1
+            extra = {
+                "BULLPEN_SPEC": str(job.space.folder / job.spec_relative),
+                "BULLPEN_TIER": tier,
+                "BULLPEN_ITERATION": str(number),
+            }
+            prompt = code_prompt(
+                {**job.ticket, "spec_relative": job.spec_relative},
+                spec_text,
+                last.output,
+                tier,
+                number,
+                kind,
+            )
+            turn = await take_turn(job.home, job.nick, tier, job.space.folder, prompt, extra)
+            broken = _broke_rule(job, spec_digest, tier)
+            changed = _commit(job.space.folder, f"grind: tier {tier}, iteration {number}")
+            last = await run_spec(job.config, job.language, job.space, job.spec_relative, spec_text)
+            result.iterations[tier] = result.iterations.get(tier, 0) + 1
+            result.passing, result.total = last.passing, last.total
+            problem = broken or turn.problem
+            await announce(
+                {
+                    "kind": "grind-iteration",
+                    "tier": tier,
+                    "iteration": number,
+                    "passing": last.passing,
+                    "total": last.total,
+                    "files_changed": changed,
+                    "green": last.green,
+                    "fence": last.fence,
+                    **({"problem": problem} if problem else {}),
+                },
+                last.output,
+            )
+            if problem and problem not in result.problems:
+                result.problems.append(problem)
+            if broken or turn.fatal:
+                return result
+            if last.green:
+                result.green, result.tier = True, tier
+                return result
+            if last.passing > best:
+                best, stalled = last.passing, 0
+            else:
+                stalled += 1
+                if stalled >= job.config.stall_after:
+                    break
+    return result

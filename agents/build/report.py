@@ -1,0 +1,111 @@
+"""The operator's report of a build: green or red, and where to look.
+
+The final report's data is a contract read by the web view:
+`{"kind": "build-report", "green", "tier", "passing", "total", "clone",
+"iterations"}` always, whatever ended the run; the body says the same for
+a person, with the review commands of §8.5.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["failed_report", "grind_report", "report_data"]
+
+
+def report_data(
+    *,
+    green: bool,
+    tier: str | None = None,
+    passing: int = 0,
+    total: int = 0,
+    clone: str | None = None,
+    iterations: dict[str, int] | None = None,
+    **more: Any,
+) -> dict[str, Any]:
+    return {
+        "kind": "build-report",
+        "green": green,
+        "tier": tier,
+        "passing": passing,
+        "total": total,
+        "clone": clone,
+        "iterations": dict(iterations or {}),
+        **more,
+    }
+
+
+def review_commands(clone: str, baseline: str, build_dir: str) -> list[str]:
+    return [
+        f"git -C {clone} diff --stat {baseline}   # what the grind changed",
+        f"git -C {clone} log --oneline {baseline}..   # the climb, one commit per iteration",
+        f"ls {clone}   # the full green tree: the canonical artifact",
+        f"git -C {build_dir} status   # the build dir keeps the stub",
+    ]
+
+
+def grind_report(grind: dict[str, Any], routed: str | None) -> tuple[str, dict[str, Any]]:
+    """The body and data of the final report of a grind that ran."""
+    green = bool(grind.get("green"))
+    passing, total = int(grind.get("passing", 0)), int(grind.get("total", 0))
+    iterations = {str(k): int(v) for k, v in (grind.get("iterations") or {}).items()}
+    tier = grind.get("tier") if green else None
+    if green:
+        head = f"BUILD GREEN — {passing}/{total} tests passing"
+        head += f"; tier {tier} produced the green" if tier else " (already green, no change)"
+    else:
+        head = f"BUILD RED — {passing}/{total} tests passing after the whole ladder"
+    lines = [head]
+    climbed = ", ".join(f"{name} {count}" for name, count in iterations.items()) or "none"
+    lines.append(f"iterations: {climbed}")
+    if grind.get("skipped"):
+        lines.append(f"skipped (local seats write no code): {', '.join(grind['skipped'])}")
+    lines.append(f"fence: {grind.get('fence')}")
+    lines.append(f"clone (the artifact): {grind.get('clone')}")
+    lines.append(f"baseline (the diff boundary): {grind.get('baseline')}")
+    if routed:
+        lines.append(routed)
+    for problem in grind.get("problems") or []:
+        lines.append(f"problem: {problem}")
+    if grind.get("diff_stat"):
+        lines += ["git diff --stat:", str(grind["diff_stat"])]
+    lines.append("review:")
+    lines += [
+        "  " + c
+        for c in review_commands(
+            str(grind.get("clone")), str(grind.get("baseline")), str(grind.get("build_dir"))
+        )
+    ]
+    data = report_data(
+        green=green,
+        tier=tier,
+        passing=passing,
+        total=total,
+        clone=grind.get("clone"),
+        iterations=iterations,
+        fence=grind.get("fence"),
+        baseline=grind.get("baseline"),
+        diff_stat=grind.get("diff_stat"),
+        problems=list(grind.get("problems") or []),
+        routed=routed,
+        outcome="green" if green else "red",
+    )
+    return "\n".join(lines), data
+
+
+def failed_report(
+    step: str, reason: str, spec: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """`[<STEP> FAILED — reason]`, with the contract's keys."""
+    spec = spec or {}
+    body = f"[{step} FAILED — {reason}]"
+    data = report_data(
+        green=False,
+        passing=int(spec.get("passing", 0)),
+        total=int(spec.get("total", 0)),
+        failed=True,
+        failed_step=step,
+        reason=reason,
+        outcome="failed",
+    )
+    return body, data

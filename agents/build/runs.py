@@ -1,0 +1,143 @@
+"""One fenced run of the spec, counted: tests passing of total, and whether it is green.
+
+The runner comes from the language's row (agents/build/routing.py), or
+from `[build] runners` when the operator names another command. The count
+is the runner's own when it gives one; when it cannot (a compile error, an
+import that fails at collection) the total is the number of tests the spec
+defines and none pass. Green means the runner exited 0 and every test of a
+non-empty spec passed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents.build.config import BuildConfig
+from agents.build.fence import FenceLimits, clean_env, run_fenced
+from agents.build.routing import Language
+
+__all__ = ["SpecRun", "Workspace", "run_spec", "syntax_problem"]
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where runs happen: the folder under test, the cache beside it, the fence to use."""
+
+    folder: Path
+    cache: Path
+    fence: str
+    hidden: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class SpecRun:
+    passing: int
+    total: int
+    green: bool
+    output: str
+    fence: str
+    elapsed_s: float
+    timed_out: bool
+
+
+def _limits(config: BuildConfig, timeout: float | None = None) -> FenceLimits:
+    return FenceLimits(
+        timeout_s=timeout or config.run_timeout_s,
+        memory_mb=config.memory_mb,
+        cpu_s=config.cpu_s,
+        file_size_mb=config.file_size_mb,
+        processes=config.processes,
+    )
+
+
+def _argv(template: tuple[str, ...] | list[str], spec: str) -> list[str]:
+    return [part.replace("{python}", sys.executable).replace("{spec}", spec) for part in template]
+
+
+def _env(
+    config: BuildConfig, space: Workspace, argv: list[str], language: Language
+) -> dict[str, str]:
+    tmp = space.cache / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = clean_env(
+        space.cache,
+        {
+            "TMPDIR": str(tmp),
+            "PYTHONPATH": str(space.folder),
+            "NODE_PATH": config.node_path,
+            "GOCACHE": str(space.cache / "go-build"),
+            "GOPATH": str(space.cache / "go"),
+            "GOPROXY": "off",
+            "GOFLAGS": "-mod=mod",
+            "GOTOOLCHAIN": "local",
+            "CGO_ENABLED": "0",
+            "NO_COLOR": "1",
+            **dict(language.env),
+        },
+    )
+    found = shutil.which(argv[0])
+    if found and os.path.dirname(found) not in env["PATH"].split(":"):
+        env["PATH"] = f"{os.path.dirname(found)}:{env['PATH']}"
+    return env
+
+
+def _place(language: Language, space: Workspace, spec_relative: str) -> tuple[Path, str]:
+    if language.run_in_spec_dir:
+        return space.folder / os.path.dirname(spec_relative), os.path.basename(spec_relative)
+    return space.folder, spec_relative
+
+
+async def syntax_problem(
+    config: BuildConfig, language: Language, space: Workspace, spec_relative: str
+) -> str | None:
+    """Why the runner could not collect the spec (it does not parse), or None."""
+    cwd, spec = _place(language, space, spec_relative)
+    argv = _argv(language.syntax_check, spec)
+    done = await run_fenced(
+        argv,
+        cwd=cwd,
+        writable=[space.folder, space.cache],
+        env=_env(config, space, argv, language),
+        limits=_limits(config, 30.0),
+        fence=space.fence,
+        hidden=space.hidden,
+    )
+    if done.returncode == 0:
+        return None
+    tail = " | ".join(done.output.strip().splitlines()[-4:])[-600:]
+    return f"the spec {spec_relative} does not parse as {language.name}: {tail}"
+
+
+async def run_spec(
+    config: BuildConfig,
+    language: Language,
+    space: Workspace,
+    spec_relative: str,
+    spec_text: str,
+) -> SpecRun:
+    """Run the spec behind the fence and count what the runner says."""
+    cwd, spec = _place(language, space, spec_relative)
+    template = config.runners.get(language.name) or list(language.runner)
+    argv = _argv(template, spec)
+    done = await run_fenced(
+        argv,
+        cwd=cwd,
+        writable=[space.folder, space.cache],
+        env=_env(config, space, argv, language),
+        limits=_limits(config),
+        fence=space.fence,
+        hidden=space.hidden,
+    )
+    counts = language.counts(done.output)
+    static = language.tests_in(spec_text)
+    if done.returncode == 0 and counts.total is not None:
+        total = counts.total
+    else:
+        total = max(counts.total or 0, static)
+    passing = min(counts.passing, total)
+    green = done.returncode == 0 and total > 0 and passing == total
+    return SpecRun(passing, total, green, done.output, done.fence, done.elapsed_s, done.timed_out)

@@ -1,0 +1,259 @@
+"""The build's step agents: @sandbox prepares, @testdesigner checks the spec, grinders grind.
+
+    prepare_dir   @sandbox       the build-dir rules (agents/build/builddir.py)
+    design_spec   @testdesigner  the spec exists, parses, and is red against the stub
+    grind_spec    @py @godev @jsdev  the tier ladder in a throwaway clone
+
+Each reads its inputs from the foreman's ask and re-checks every path
+(the ask is data from a poster). A step that cannot do its work raises
+StepFailed, which the lurker posts as a FAILED flag and the foreman reports.
+Model-written code runs only behind the fence, and only in a clone: the
+red check too runs in a throwaway clone, so the build dir keeps the stub.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from agents.backpass.gitwork import git
+from agents.build.builddir import clone, point_alias, prepare, resolve_repo
+from agents.build.codeseat import FilesAnswer, code_seat_kind, write_files
+from agents.build.config import BuildConfig
+from agents.build.fence import choose
+from agents.build.grind import GrindJob, grind, ladder
+from agents.build.prompts import testdesign_prompt
+from agents.build.routing import Language, by_name, route
+from agents.build.runs import SpecRun, Workspace, run_spec, syntax_problem
+from agents.roots import OutsideRoot, Roots
+from agents.runtime.step import JudgmentRequest, Reply, StepContext
+from room.errors import ConfigError, SeatError, SecretFound, StepFailed
+from room.message import Message
+
+__all__ = ["design_spec", "grind_spec", "prepare_dir"]
+
+
+def _config(ctx: StepContext) -> BuildConfig:
+    try:
+        return BuildConfig.of(ctx.home)
+    except ConfigError as exc:
+        raise StepFailed(exc.message) from None
+
+
+def _data(message: Message) -> dict[str, Any]:
+    data = dict(message.data or {})
+    if "spec_relative" not in data or "repo" not in data:
+        raise StepFailed("the ask carries no build; build steps are asked by the foreman")
+    return data
+
+
+def _language(data: dict[str, Any]) -> Language:
+    """The spec's language by its path, never by a name in the ask."""
+    language = route(str(data["spec_relative"]))
+    if language is None or language.name != data.get("language"):
+        raise StepFailed(f"no grinder runs the spec {data['spec_relative']}")
+    return language
+
+
+def _build_dir(config: BuildConfig, data: dict[str, Any]) -> Path:
+    real = resolve_repo(config, str(data.get("build_dir") or data["repo"]))
+    relative = Path(str(data["spec_relative"]))
+    if relative.is_absolute() or ".." in relative.parts:
+        raise StepFailed(f"the spec path {relative} must lie inside the build dir")
+    return real
+
+
+def prepare_dir(message: Message, ctx: StepContext) -> Reply:
+    """Step 2: REPO under the root, the alias pointed at it, scaffolded, baseline named."""
+    config, data = _config(ctx), _data(message)
+    language = _language(data)
+    real = _build_dir(config, data)
+    point_alias(config, real)
+    done = prepare(
+        config, real, language, str(data["spec_relative"]), list(data.get("targets") or [])
+    )
+    how = "scaffolded" if done.scaffolded else "a git repository"
+    stubs = f", stubs {', '.join(done.stubs)}" if done.stubs else ""
+    body = f"build dir {real} ({how}{stubs}), alias {config.alias}, baseline {done.baseline[:12]}"
+    return Reply(
+        body,
+        {
+            "build_dir": str(real),
+            "alias": config.alias,
+            "baseline": done.baseline,
+            "scaffolded": done.scaffolded,
+            "stubs": done.stubs,
+            "files": done.files,
+        },
+    )
+
+
+def _space(config: BuildConfig, ctx: StepContext, folder: Path) -> Workspace:
+    cache = folder.with_name(folder.name + ".cache")
+    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        fence = choose(config.fence)
+    except RuntimeError as exc:
+        raise StepFailed(str(exc)) from None
+    return Workspace(folder, cache, fence, (ctx.home.root.resolve(),))
+
+
+def _drop(space: Workspace) -> None:
+    shutil.rmtree(space.cache, ignore_errors=True)
+
+
+async def _write_spec(
+    ctx: StepContext, config: BuildConfig, real: Path, data: dict[str, Any]
+) -> None:
+    seat = config.testdesign_seat
+    spec = str(data["spec_relative"])
+    kind = code_seat_kind(ctx.home, seat) if seat in ctx.home.society.seats else "local"
+    if kind == "local":
+        raise StepFailed(
+            f"there is no spec at {real / spec} and no seat to write one: write the spec "
+            f"yourself, or set [seats.{seat}] to a model seat (docs/build.md, code seats)"
+        )
+    request = JudgmentRequest("testdesign", testdesign_prompt(data))
+    try:
+        judgment = await ctx.judge(seat, request, FilesAnswer)
+    except SeatError as exc:
+        raise StepFailed(f"the {seat} seat wrote no spec: {exc.message}") from None
+    try:
+        write_files(real, judgment.answer.files)
+    except OutsideRoot as exc:
+        raise StepFailed(f"the {seat} seat wrote outside the build dir: {exc.message}") from None
+    if not (real / spec).is_file():
+        git(real, "reset", "-q", "--hard", check=False)
+        git(real, "clean", "-qfd", check=False)
+        raise StepFailed(f"the {seat} seat answered files, but none at the test path {spec}")
+    git(real, "add", "-A")
+    git(real, "commit", "-q", "-m", f"spec: {spec} (by the {seat} seat)", identity=True)
+
+
+async def design_spec(message: Message, ctx: StepContext) -> Reply:
+    """Step 3: the spec at the test path (the operator's, or the testdesign seat's), checked
+    to be collected by its runner and red against the stub; green or uncollectable is flagged."""
+    config, data = _config(ctx), _data(message)
+    language = _language(data)
+    real = _build_dir(config, data)
+    spec = str(data["spec_relative"])
+    written_by = "operator"
+    if not (real / spec).is_file():
+        await _write_spec(ctx, config, real, {**data, "language": language.name})
+        written_by = config.testdesign_seat
+    text = Roots.single("build", real).read_text("build", real / spec, "the spec")
+    folder = Path(tempfile.mkdtemp(prefix="spec-check-", dir=os.path.realpath(config.root)))
+    shutil.rmtree(folder)
+    git(real.parent, "clone", "-q", "--no-hardlinks", str(real), str(folder))
+    space = _space(config, ctx, folder)
+    try:
+        problem = await syntax_problem(config, language, space, spec)
+        if problem is not None:
+            raise StepFailed(f"the runner cannot collect the spec: {problem}")
+        run = await run_spec(config, language, space, spec, text)
+    finally:
+        _drop(space)
+        shutil.rmtree(folder, ignore_errors=True)
+    if run.total == 0:
+        raise StepFailed(f"the runner collected no tests from {spec}: {_tail(run)}")
+    if run.green:
+        raise StepFailed(
+            f"the spec {spec} is green against the stub ({run.passing}/{run.total}): it tests "
+            "nothing the stub lacks; tighten it to the acceptance contract"
+        )
+    baseline = git(real, "rev-parse", "HEAD")[1].decode().strip()
+    body = f"spec {spec} ({written_by}): red against the stub, {run.passing}/{run.total} passing"
+    return Reply(
+        body,
+        {
+            "spec": spec,
+            "written_by": written_by,
+            "passing": run.passing,
+            "total": run.total,
+            "red": True,
+            "fence": run.fence,
+            "baseline": baseline,
+        },
+    )
+
+
+def _tail(run: SpecRun) -> str:
+    return " | ".join(run.output.strip().splitlines()[-3:])[-400:] or "(no output)"
+
+
+def _announcer(ctx: StepContext, message: Message):  # type: ignore[no-untyped-def]
+    async def announce(data: dict[str, Any], output: str) -> None:
+        body = (
+            f"grind iteration {data['iteration']} (tier {data['tier']}): "
+            f"{data['passing']}/{data['total']} passing, {len(data['files_changed'])} files changed"
+        )
+        payload = {**data, "ask": message.id}
+        try:
+            ctx.home.screen.check_json({"body": body, "data": payload}, "a grind iteration")
+        except SecretFound:
+            payload.pop("problem", None)
+            payload["files_changed"] = []
+        async with ctx.home.client(ctx.nick) as client:
+            await client.say(
+                f"@{message.from_}", body, type="reply", data=payload, thread=message.thread
+            )
+
+    return announce
+
+
+async def grind_spec(message: Message, ctx: StepContext) -> Reply:
+    """Step 4: clone, run, and climb the tier ladder until green; the clone is the artifact."""
+    config, data = _config(ctx), _data(message)
+    language = by_name(_language(data).name)
+    real = _build_dir(config, data)
+    spec = str(data["spec_relative"])
+    tiers = list(data.get("tiers") or config.standing_tiers())
+    ladder(ctx.home, tiers)  # no code-writing seat: fail loud before anything is cloned
+    baseline = str(data.get("baseline") or "")
+    if git(real, "rev-parse", "HEAD")[1].decode().strip() != baseline:
+        raise StepFailed(f"the build dir {real} moved since its baseline {baseline[:12]}")
+    target = clone(config, real)
+    space = _space(config, ctx, target)
+    try:
+        text = (target / spec).read_text(encoding="utf-8", errors="replace")
+        first = await run_spec(config, language, space, spec, text)
+        job = GrindJob(
+            home=ctx.home,
+            nick=ctx.nick,
+            config=config,
+            language=language,
+            build_dir=real,
+            baseline=baseline,
+            space=space,
+            spec_relative=spec,
+            tiers=tiers,
+            ticket={k: data.get(k, "") for k in ("problem", "traps", "constraints")},
+        )
+        result = await grind(job, first, text, _announcer(ctx, message))
+    finally:
+        _drop(space)
+    diff = git(target, "diff", "--stat", baseline, check=False)[1].decode().strip()
+    verdict = "GREEN" if result.green else "RED"
+    body = f"grind {verdict}: {result.passing}/{result.total} passing in {target}"
+    return Reply(
+        body,
+        {
+            "kind": "grind-result",
+            "green": result.green,
+            "tier": result.tier,
+            "passing": result.passing,
+            "total": result.total,
+            "iterations": result.iterations,
+            "problems": result.problems,
+            "skipped": result.skipped,
+            "clone": str(target),
+            "build_dir": str(real),
+            "baseline": baseline,
+            "diff_stat": diff,
+            "fence": space.fence,
+            "language": language.name,
+        },
+    )

@@ -1,0 +1,108 @@
+"""What the build tests share: a home whose [build] lies in the test's folder, tickets, seats."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from tests.support import set_seat
+
+FAKE_CODER = Path(__file__).resolve().parent.parent / "fakes" / "fake_coder.py"
+CLOSING = "Dispatch, then END YOUR TURN."
+
+
+def set_build(home: Path, **keys: object) -> None:
+    """Replace the home's [build] section with `keys` (TOML values written as Python reprs)."""
+    path = home / "society.toml"
+    text = path.read_text()
+    text = re.sub(r"^\[build\]\n(?:(?!\[|# ---).*\n?)*", "", text, count=1, flags=re.M)
+    lines = ["[build]"]
+    for key, value in keys.items():
+        if isinstance(value, list):
+            rendered = "[" + ", ".join(f'"{v}"' for v in value) + "]"
+        elif isinstance(value, str):
+            rendered = f'"{value}"'
+        else:
+            rendered = str(value).lower() if isinstance(value, bool) else str(value)
+        lines.append(f"{key} = {rendered}")
+    path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
+
+
+def coder_seat(home: Path, name: str, mode: str, timeout_s: float = 60, **env: str) -> None:
+    """A `kind = "cmd"` code seat running tests/fakes/fake_coder.py in `mode`."""
+    pairs = ", ".join(f'{k} = "{v}"' for k, v in {"FAKE_CODER_MODE": mode, **env}.items())
+    set_seat(
+        home,
+        name,
+        f'kind = "cmd"\ncommand = ["{sys.executable}", "{FAKE_CODER}"]\n'
+        f"timeout_s = {timeout_s}\nenv = {{ {pairs} }}",
+    )
+
+
+def ticket(
+    repo: str,
+    spec: str,
+    *,
+    grinder: str = "@py",
+    tiers: str | None = None,
+    targets: str | None = None,
+    drop: str | None = None,
+) -> str:
+    """A valid §8.3 ticket (or, with `drop`, one without that section)."""
+    step2 = f"{grinder}: SPEC: {spec}"
+    if tiers:
+        step2 += f" tiers={tiers}"
+    if targets:
+        step2 += f"\ntargets: {targets}"
+    sections = {
+        "PROBLEM": "Adding two numbers gives nothing at all.",
+        "REPO": f"{repo} (prepared and git-initialised)",
+        "TRAPS": "Do not special-case the inputs of the spec.",
+        "STEP 1": f"@testdesigner: the spec at {spec} covers add and sub, no regression.",
+        "STEP 2": step2,
+        "Constraints": "Touch nothing outside the build dir.",
+    }
+    parts = [f"{name}\n{body}\n" for name, body in sections.items() if name != drop]
+    return "\n".join(parts) + f"\n{CLOSING}\n"
+
+
+PY_SPEC = """\
+import calc
+
+
+def test_add():
+    assert calc.add(2, 3) == 5
+
+
+def test_sub():
+    assert calc.sub(2, 3) == -1
+"""
+PY_FIX = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+GO_SPEC = """\
+package calc
+
+import "testing"
+
+func TestAdd(t *testing.T) {
+\tif Add(2, 3) != 5 {
+\t\tt.Fatal("add")
+\t}
+}
+
+func TestSub(t *testing.T) {
+\tif Sub(2, 3) != -1 {
+\t\tt.Fatal("sub")
+\t}
+}
+"""
+GO_FIX = "package calc\n\nfunc Add(a, b int) int { return a + b }\n\nfunc Sub(a, b int) int { return a - b }\n"
+JS_SPEC = """\
+const test = require('node:test');
+const assert = require('node:assert');
+const calc = require('./calc.js');
+
+test('add', () => assert.strictEqual(calc.add(2, 3), 5));
+test('sub', () => assert.strictEqual(calc.sub(2, 3), -1));
+"""
+JS_FIX = "exports.add = (a, b) => a + b;\nexports.sub = (a, b) => a - b;\n"
