@@ -4,19 +4,20 @@ Per nick: its handler kind and seat (society.toml), trust and privilege
 (trust.toml), whether its lurker is alive (`bullpen up`'s state/up.json pids,
 else its systemd user unit's state, else the last line it posted), and the last `bullpen trust check`'s
 result (its ping thread in the room). Where shared memory exists
-(agents.memory, imported only if it is installed) each nick's lessons;
+(agents.memory's index) each nick's lessons;
 where the gateway is configured, its ledger summed by caller and backend.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from agents.memory import lessons_for
 
 if TYPE_CHECKING:
     from agents.home import Home
@@ -98,19 +99,12 @@ def _trust_checks(feed: Feed, operator: str) -> dict[str, str]:
 
 
 def lessons(home: Home, nick: str) -> list[str]:
-    """The nick's lessons from shared memory, when agents.memory is installed; else none."""
+    """The texts of the nick's newest lessons in shared memory (none while it has no index)."""
     try:
-        memory = importlib.import_module("agents.memory")
-    except ImportError:
+        found = lessons_for(home, nick, limit=8)
+    except Exception:  # the page shows the society even when the index is broken
         return []
-    lessons_for = getattr(memory, "lessons_for", None)
-    if lessons_for is None:
-        return []
-    try:
-        found = lessons_for(home, nick)
-    except Exception:  # memory is optional here: a broken index must not take the page down
-        return []
-    return [str(getattr(item, "text", item)) for item in list(found or [])[:8]]
+    return [str(item.get("text", "")) for item in found]
 
 
 def members(home: Home, feed: Feed) -> list[Member]:

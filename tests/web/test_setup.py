@@ -90,3 +90,21 @@ def test_the_society_page_sums_the_gateway_ledger_by_caller_and_backend(tmp_path
         "scorer": (1, 0),
     }
     assert usage["backend"]["local"].tokens_in == 30
+
+
+def test_the_society_page_shows_a_nicks_lessons_from_the_memory_index(tmp_path: Path) -> None:
+    """The Society page's lessons are the texts of the nick's own entries in the index (not
+    the records' reprs), and none for a nick with none or a home with no index yet."""
+    from agents.memory.entry import parse_save
+    from agents.memory.index import Index
+    from agents.memory.namespaces import index_path
+    from agents.web.society import lessons
+
+    society = Society(tmp_path / "home")
+    assert lessons(society.home, "echo") == []  # no index yet
+    ns = "/bullpen/lessons-learned/echo"
+    with Index.open(index_path(society.home)) as index, index.writing():
+        save = parse_save({"ns": ns, "text": "echo answers in one line"})
+        index.add(7, "id7", "operator", "t", save, ns)
+    assert lessons(society.home, "echo") == ["echo answers in one line"]
+    assert lessons(society.home, "foreman") == []
