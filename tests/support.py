@@ -15,7 +15,9 @@ from typing import Any
 
 import httpx
 
+from agents.backpass.pipeline import NICKS as BACKPASS_NICKS
 from agents.cli.init import InitOptions, init_home
+from agents.expedition.pipeline import DEFAULT_NICKS
 from agents.home import Home
 
 REPO = Path(__file__).resolve().parent.parent
@@ -252,12 +254,18 @@ def _toml(value: Any) -> str:
     return json.dumps(value)
 
 
-def start_up(society: Society, ready: bool = False) -> Proc:
-    """`bullpen up` for this home, waited on until every lurker is started (and, with
-    `ready`, until each has logged that it is lurking)."""
-    up = society.spawn("up", "up")
+# A pipeline's tests start only its own lurkers and the foreman (`up --nicks`): the whole
+# society is twenty processes, and `bullpen up` of all of them is tests/test_up.py's to prove.
+EXPEDITION_LURKERS = ("foreman", *DEFAULT_NICKS.values())
+BACKPASS_LURKERS = ("foreman", *BACKPASS_NICKS.values())
+
+
+def start_up(society: Society, ready: bool = False, nicks: tuple[str, ...] = ()) -> Proc:
+    """`bullpen up` for this home (only `nicks`' lurkers when given), waited on until it says
+    "lurkers up" (every lurker listening) and, with `ready`, until each log says so too."""
+    up = society.spawn("up", "up", *(("--nicks", ",".join(nicks)) if nicks else ()))
     wait_for(
-        lambda: "lurkers up" in up.output() or not up.alive(), 60, "bullpen up to start everything"
+        lambda: "lurkers up" in up.output() or not up.alive(), 90, "bullpen up to start everything"
     )
     assert up.alive(), up.output()
     if ready:
@@ -267,8 +275,8 @@ def start_up(society: Society, ready: bool = False) -> Proc:
             log = logs / f"{nick}.log"
             return log.exists() and '"lurking"' in log.read_text(errors="replace")
 
-        nicks = list(society.home.society.nicks)
-        wait_for(lambda: all(lurking(n) for n in nicks), 60, "every lurker to start lurking")
+        started = list(nicks or society.home.society.nicks)
+        wait_for(lambda: all(lurking(n) for n in started), 60, "every lurker to start lurking")
     return up
 
 

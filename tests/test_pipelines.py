@@ -18,7 +18,16 @@ from typing import Any
 import pytest
 
 from tests.fakes.expedition_model import TERMS
-from tests.support import REPO, Society, run_cli, set_seat, start_up, wait_for
+from tests.support import (
+    BACKPASS_LURKERS,
+    EXPEDITION_LURKERS,
+    REPO,
+    Society,
+    run_cli,
+    set_seat,
+    start_up,
+    wait_for,
+)
 
 FAKES = REPO / "tests" / "fakes"
 EXPEDITION = ("expedition", "--title", "Waiting Is Part of the Work", "--keyword", "patience")
@@ -55,7 +64,7 @@ def cmd_seat(role: str, script: Path, env: dict[str, str], fallback: str | None 
 class TestExpedition:
     def test_two_turn_stop_then_confirm_with_the_local_seat(self, demo: Society) -> None:
         """The run stops at the Dig Report; no brief exists until the operator confirms."""
-        up = start_up(demo)
+        up = start_up(demo, nicks=EXPEDITION_LURKERS)
         first = run_cli(demo.root, *EXPEDITION, timeout=180)
         assert first.returncode == 0, first.stdout + first.stderr
         assert "=== DIG REPORT ===" in first.stdout and "=== END DIG REPORT ===" in first.stdout
@@ -91,7 +100,7 @@ class TestExpedition:
         }
         for role in ("termgen", "score", "scotoma"):
             set_seat(demo.root, role, cmd_seat(role, FAKES / "expedition_model.py", env))
-        up = start_up(demo)
+        up = start_up(demo, nicks=EXPEDITION_LURKERS)
         done = run_cli(demo.root, *EXPEDITION, "--yes", timeout=240)
         assert done.returncode == 0, done.stdout + done.stderr
         assert len(briefs(demo)) == 1
@@ -114,7 +123,7 @@ class TestExpedition:
         """A model that never answers JSON fails step 1 loud: the operator is told, no brief, no terms."""
         env = {"FAKE_EXPEDITION_MODE": "garbage-always"}
         set_seat(demo.root, "termgen", cmd_seat("termgen", FAKES / "expedition_model.py", env))
-        up = start_up(demo)
+        up = start_up(demo, nicks=EXPEDITION_LURKERS)
         done = run_cli(demo.root, *EXPEDITION, "--yes", timeout=180)
         assert done.returncode == 1, done.stdout + done.stderr
         thread = thread_from(done.stdout + done.stderr)
@@ -140,7 +149,7 @@ class TestExpedition:
             ),
         )
         set_seat(demo.root, "backup", 'kind = "local"')
-        up = start_up(demo)
+        up = start_up(demo, nicks=EXPEDITION_LURKERS)
         done = run_cli(demo.root, *EXPEDITION, timeout=180)
         assert done.returncode == 0, done.stdout + done.stderr
         thread = thread_from(done.stdout + done.stderr)
@@ -168,7 +177,7 @@ class TestExpedition:
                 "termgen",
                 f'kind = "openai"\nbase_url = "http://127.0.0.1:{port}/v1"\nmodel = "test-model"\ntimeout_s = 30',
             )
-            up = start_up(demo)
+            up = start_up(demo, nicks=EXPEDITION_LURKERS)
             done = run_cli(demo.root, *EXPEDITION, timeout=180)
             assert done.returncode == 0, done.stdout + done.stderr
             thread = thread_from(done.stdout + done.stderr)
@@ -184,7 +193,7 @@ class TestExpedition:
         """The foreman killed while a step works picks the expedition up from the room."""
         env = {"FAKE_EXPEDITION_MODE": "slow", "FAKE_EXPEDITION_SLEEP": "3"}
         set_seat(demo.root, "termgen", cmd_seat("termgen", FAKES / "expedition_model.py", env))
-        up = start_up(demo)
+        up = start_up(demo, nicks=EXPEDITION_LURKERS)
         pid = int(
             next(
                 line.split()[3]
@@ -253,7 +262,7 @@ class TestBackpass:
         env = backpass_script(tmp_path, answer)
         for role in ("bulk", "synthesis"):
             set_seat(demo.root, role, cmd_seat(role, FAKES / "fake_model.py", env))
-        up = start_up(demo)
+        up = start_up(demo, nicks=BACKPASS_LURKERS)
         done = run_cli(demo.root, "backpass", timeout=240)
         assert done.returncode == 0, done.stdout + done.stderr
         assert funnel_value(done.stdout, "analysed") == "2"
@@ -274,7 +283,7 @@ class TestBackpass:
             "timeout_s = 30", "timeout_s = 1"
         )
         set_seat(demo.root, "bulk", table)
-        up = start_up(demo)
+        up = start_up(demo, nicks=BACKPASS_LURKERS)
         done = run_cli(demo.root, "backpass", "--timeout", "3", "--report-only", timeout=240)
         assert done.returncode == 1, done.stdout + done.stderr
         assert "FAILED traces" in done.stdout
@@ -298,7 +307,7 @@ class TestBackpass:
         for role in ("bulk", "synthesis"):
             set_seat(demo.root, role, cmd_seat(role, FAKES / "fake_model.py", env))
         assert demo.home.society.nicks["analyst"].concurrency == 4  # it could take more
-        up = start_up(demo)
+        up = start_up(demo, nicks=BACKPASS_LURKERS)
         done = run_cli(demo.root, "backpass", "--concurrency", "2", "--report-only", timeout=240)
         assert done.returncode == 0, done.stdout + done.stderr
         assert funnel_value(done.stdout, "analysed") == "5"

@@ -70,7 +70,7 @@ def code_seat_kind(home: Home, name: str) -> str:
         known = ", ".join(sorted(home.society.seats)) or "none"
         raise ConfigError(
             f"the tier {name!r} names no [seats.{name}] table (the seats are {known}); add one "
-            "(docs/build.md, code seats) or fix the tier's name"
+            "(`bullpen docs build`, code seats) or fix the tier's name"
         )
     return parse_seat_table(name, table).kind
 

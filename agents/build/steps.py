@@ -114,7 +114,7 @@ async def _write_spec(
     if kind == "local":
         raise StepFailed(
             f"there is no spec at {real / spec} and no seat to write one: write the spec "
-            f"yourself, or set [seats.{seat}] to a model seat (docs/build.md, code seats)"
+            f"yourself, or set [seats.{seat}] to a model seat (`bullpen docs build`, code seats)"
         )
     request = JudgmentRequest("testdesign", testdesign_prompt(data))
     try:

@@ -35,7 +35,7 @@ SYSTEM_DIRS = (
 )  # fmt: skip
 TEMP_DIRS = ("/tmp", "/var/tmp")
 RULE = (
-    "the build dir must live under /tmp (docs/build.md, the build-dir rules): a model-written "
+    "the build dir must live under /tmp (`bullpen docs build`, the build-dir rules): a model-written "
     "test and its fix run there, so /home and system paths are never used"
 )
 

@@ -69,7 +69,7 @@ def memory_section(nicks: list[str]) -> str:
     """`[memory.namespaces]`: the seed's namespaces, and each nick's own lessons."""
     lines = [
         "",
-        "# --- shared memory (docs/memory.md) ---------------------------------------",
+        "# --- shared memory (bullpen docs memory) -----------------------------------",
         "# Every save names one of these namespaces; a save to any other is refused.",
         "# Add a line here (what belongs there) before anyone saves to a new one.",
         "[memory.namespaces]",

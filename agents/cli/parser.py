@@ -223,6 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
         "start the hub and every lurker of this home, until Ctrl-C",
     )
     p.add_argument("--no-hub", action="store_true", help="start only the lurkers")
+    p.add_argument(
+        "--nicks",
+        metavar="A,B",
+        help="start only these nicks' lurkers, comma-separated (default: every [nicks.X])",
+    )
 
     p = add("units", "agents.cli.units:cmd_units", "render the systemd user units for this home")
     p.add_argument("action", choices=["install"], help="install: write the units")
@@ -388,7 +393,11 @@ def build_parser() -> argparse.ArgumentParser:
         "agents.librarian.cli:cmd_memory",
         "shared memory: save, recall, show an entry, list namespaces, rebuild, sync the backpass",
     )
-    action = p.add_subparsers(dest="action", metavar="ACTION")
+    action = p.add_subparsers(
+        dest="action",
+        metavar="ACTION",
+        help="save, recall, show, namespaces, rebuild or sync",
+    )
     m = action.add_parser("save", help="save an entry through the room to @librarian")
     _home_option(m)
     m.add_argument("text", help="what the entry records")
@@ -399,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--as", dest="as_nick", help="save as this nick (default: the operator)")
     m = action.add_parser("recall", help="the entries best matching a query (FTS5 syntax)")
     _home_option(m)
-    m.add_argument("query")
+    m.add_argument("query", help="words to look for (FTS5 syntax: quotes, OR, NOT, prefix*)")
     m.add_argument("--ns", help="only this namespace and below (default /bullpen)")
     m.add_argument("-k", type=_at_least_one, default=5, help="how many (default 5)")
     m.add_argument("--json", action="store_true", help="print JSON")
@@ -416,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add(
         "build",
         "agents.build.cli:cmd_build",
-        "run a test-first build from a ticket (docs/build.md)",
+        "run a test-first build from a ticket (bullpen docs build)",
     )
     p.add_argument("ticket", help="the ticket file (config/build-ticket.md is an example)")
     p.add_argument(

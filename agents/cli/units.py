@@ -195,7 +195,7 @@ def build_dropins(home: Home) -> dict[str, str]:
         if not (table.handler or "").startswith(BUILD_HANDLERS):
             continue
         lines = [
-            "# Rendered by `bullpen units install` from [build] (docs/build.md).",
+            "# Rendered by `bullpen units install` from [build] (`bullpen docs build`).",
             "[Service]",
             f"# {config.root} and {config.alias} must be the same folders for every build nick:",
             "# a private /tmp would give each its own.",

@@ -81,11 +81,15 @@ def report_data(nick: str, entry: dict[str, Any]) -> dict[str, Any]:
 
 def lurker_client(home: Home, nick: str, relaxed: bool, log: Any) -> RoomClient:
     """The lurker's client. A privileged nick whose key or secret is not here yet still
-    starts: its posts are refused and reported, and its asks kept, until the proof is."""
+    starts: its posts are refused and reported, and its asks kept, until the proof is.
+    A proof file that is there but unsafe (short, loose, a link) stops it (exit 78)."""
     try:
         return home.client(nick, relaxed=relaxed)
     except SecretFileError as exc:
-        if relaxed or not home.trust.is_privileged(nick):
+        where = exc.details.get("path")
+        if relaxed or not home.trust.is_privileged(nick) or where is None:
+            raise
+        if os.path.lexists(str(where)):
             raise
         log.error(
             "cannot prove itself yet: its posts are refused until it can (asks are kept)",

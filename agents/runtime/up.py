@@ -37,7 +37,7 @@ from agents.runtime.rotating import RotatingLog, pump
 from agents.runtime.wake import orchestrator_problem, wake_set
 from room.chain import GENESIS, line_hash
 from room.client import RoomClient
-from room.errors import ConfigError, HubUnavailable, PostRejected
+from room.errors import ConfigError, HubUnavailable, PostRejected, UsageError
 from room.reader import RoomFile, seq_of
 
 EXIT_CONFIG = 78
@@ -130,7 +130,7 @@ class Child:
 
 
 class Supervisor:
-    def __init__(self, home: Home, with_hub: bool = True) -> None:
+    def __init__(self, home: Home, with_hub: bool = True, nicks: list[str] | None = None) -> None:
         self.home = home
         base = [sys.executable, "-m", "agents.cli", "--home", str(home.root)]
         logs = home.root / "logs"
@@ -144,6 +144,7 @@ class Supervisor:
         self.lurkers = [
             Child(nick, [*base, "lurk", nick], logs / f"{nick}.log", kept, ready_marker=LURKING)
             for nick in home.society.nicks
+            if nicks is None or nick in nicks
         ]
         self.web = (
             Child("web", [*base, "web"], logs / "web.log", kept)
@@ -416,9 +417,25 @@ def cmd_up(args: argparse.Namespace) -> int:
     home.require()
     home.society  # noqa: B018 - load and validate before starting anything
     home.trust  # noqa: B018
+    nicks = chosen_nicks(home, args.nicks)
     for nick, config in home.society.nicks.items():  # an orchestrator that would deadlock
         wake = wake_set(config.wake_replies or home.wake_replies_flagged(nick))
         problem = orchestrator_problem(nick, handlers.load(config).needs_replies(), wake)
         if problem is not None:
             raise ConfigError(problem)
-    return asyncio.run(Supervisor(home, with_hub=not args.no_hub).run())
+    return asyncio.run(Supervisor(home, with_hub=not args.no_hub, nicks=nicks).run())
+
+
+def chosen_nicks(home: Home, given: str | None) -> list[str] | None:
+    """`--nicks a,b`: only these lurkers (None: every nick); a nick with no [nicks.X] is refused."""
+    if given is None:
+        return None
+    nicks = [nick.strip() for nick in given.split(",") if nick.strip()]
+    unknown = [nick for nick in nicks if nick not in home.society.nicks]
+    if not nicks or unknown:
+        raise UsageError(
+            f"--nicks {given!r}: "
+            + (f"no [nicks.{unknown[0]}] in society.toml" if unknown else "names no nick")
+            + f"; this home's nicks are {', '.join(home.society.nicks)}"
+        )
+    return nicks

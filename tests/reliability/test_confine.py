@@ -20,7 +20,16 @@ import pytest
 
 from agents.backpass.config import BackpassConfig
 from room.client import RoomClient
-from tests.support import REPO, Society, run_cli, set_seat, start_up, wait_for
+from tests.support import (
+    BACKPASS_LURKERS,
+    EXPEDITION_LURKERS,
+    REPO,
+    Society,
+    run_cli,
+    set_seat,
+    start_up,
+    wait_for,
+)
 
 FAKES = REPO / "tests" / "fakes"
 pytestmark = pytest.mark.timeout(300)
@@ -87,7 +96,7 @@ class TestTracesLinks:
         table, log = model_seat(tmp_path)
         for role in ("bulk", "synthesis"):
             set_seat(demo.root, role, table)
-        up = start_up(demo)
+        up = start_up(demo, nicks=BACKPASS_LURKERS)
         secrets = demo.root / "secrets"
         wait_for(lambda: (secrets / "hub.key").exists(), 30, "the hub's key")
         traces = demo.root / "traces"
@@ -129,7 +138,7 @@ class TestTracesLinks:
         refused = run_cli(demo.root, "backpass", "--traces", str(demo.root / "secrets"))
         assert refused.returncode == 2 and "--traces: refused" in refused.stderr
         assert "[roots] traces" in refused.stderr
-        up = start_up(demo)
+        up = start_up(demo, nicks=BACKPASS_LURKERS)
         params = BackpassConfig.from_home(demo.home).run_params(demo.home).model_dump()
         params["traces"] = str(demo.root / "secrets")
         relaxed_ask(demo, "foreman", {"pipeline": "backpass", **params}, "backpass-hostile-1")
@@ -154,7 +163,7 @@ class TestExpeditionAsks:
         refused = run_cli(demo.root, "expedition", "--title", "T", "--keyword", "k",
                           "--blaze", str(outside))  # fmt: skip
         assert refused.returncode == 2 and str(outside) in refused.stderr
-        up = start_up(demo)
+        up = start_up(demo, nicks=EXPEDITION_LURKERS)
         run = {"pipeline": "expedition", "title": "Waiting", "keyword": "patience"}
         relaxed_ask(demo, "foreman", {**run, "voice": "Carbon", "blaze": str(outside)}, "exp-b1")
         relaxed_ask(demo, "foreman", {**run, "voice": "Silicon", "briefs": str(briefs)}, "exp-b2")

@@ -22,6 +22,7 @@ import pytest
 
 from tests.room.test_screen import foreign_pem
 from tests.support import (
+    BACKPASS_LURKERS,
     REPO,
     Society,
     add_nick,
@@ -131,7 +132,7 @@ def test_a_backpass_never_sends_a_secret_to_the_model_nor_commits_it(
         env["FAKE_MODEL_LOG"] = str(prompts)
         for role in ("bulk", "synthesis"):
             set_seat(demo.root, role, cmd_seat(role, FAKE_MODEL, env))
-        up = start_up(demo)
+        up = start_up(demo, nicks=BACKPASS_LURKERS)
         done = run_cli(demo.root, "backpass", timeout=240)
         out = done.stdout + done.stderr
         assert done.returncode == 1, out
