@@ -97,6 +97,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.config",
         "agents.home",
         "agents.memory",
+        "agents.wording",  # counted words; it imports nothing
     ),
     # the model gateway: its own subsystem; nothing below it knows it (a seat is handed its way in)
     # the gateway reads seat tables (EnvVarName); seats never import the gateway

@@ -60,3 +60,22 @@ def test_another_rooms_hub_on_our_port_is_named_as_such(society: Society, tmp_pa
         assert "another room" in done.stderr and "--no-hub" not in done.stderr
     finally:
         hub.stop()
+
+
+def test_up_nicks_starts_only_those_and_refuses_an_unknown_one(society: Society) -> None:
+    """`up --nicks` names a nick with no [nicks.X]: exit 2 naming it, nothing started; with
+    known nicks it starts those lurkers and no other."""
+    done = subprocess.run(
+        bullpen_argv(society.root, "up", "--nicks", "echo,ghost"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "no [nicks.ghost]" in done.stderr and "echo" in done.stderr
+    assert not society.healthy()  # not even the hub was started
+    up = start_up(society, nicks=("echo",))
+    assert "lurkers up: 1 lurker listening" in up.output()
+    ask = say(society, "@echo", "only me")
+    assert wait_reply(society, ask["id"])["body"] == "echo: only me"
+    assert not (society.root / "logs" / "foreman.log").exists()

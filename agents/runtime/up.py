@@ -35,6 +35,7 @@ from agents.home import Home
 from agents.runtime import handlers
 from agents.runtime.rotating import RotatingLog, pump
 from agents.runtime.wake import orchestrator_problem, wake_set
+from agents.wording import counted
 from room.chain import GENESIS, line_hash
 from room.client import RoomClient
 from room.errors import ConfigError, HubUnavailable, PostRejected, UsageError
@@ -294,7 +295,8 @@ class Supervisor:
             )
         self._write_pids()
         await self._lurkers_listening()
-        status(f"{len(self.lurkers)} lurkers up; Ctrl-C stops everything")
+        listening = counted(len(self.lurkers), "lurker")
+        status(f"lurkers up: {listening} listening; Ctrl-C stops everything")
         watchers = [asyncio.create_task(self._watch(c)) for c in self._children()]
         await self._stopping.wait()
         status("stopping")
