@@ -7,11 +7,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from room.message import Post
 from tests.support import Proc, Society, add_nick, wait_for
-from trust.proof import SecretSigner
+from tests.test_lurker import replies_to, wait_reply
+from tests.test_lurker import say as post
+
+# post, replies_to and wait_reply are the lurker tests' own, used here and by the memory tests
+__all__ = ["post", "replies_to", "wait_reply"]
 
 EXTRA_NAMESPACES = {
     "/bullpen/opsx": "a sibling that must never match /bullpen/ops",
@@ -41,33 +42,6 @@ def add_member(root: Path, nick: str, **config: Any) -> None:
     """One more lurker nick, trusted and privileged, with its own lessons namespace."""
     add_nick(root, nick, **config)
     declare(root, {f"/bullpen/lessons-learned/{nick}": f"lessons for @{nick}"})
-
-
-def post(
-    society: Society,
-    to: str,
-    body: str,
-    *,
-    sender: str = "operator",
-    signed: bool = True,
-    **fields: Any,
-) -> dict[str, Any]:
-    payload = {"from": sender, "to": to, "type": fields.pop("type", "ask"), "body": body, **fields}
-    if signed:
-        payload.update(SecretSigner(society.secret()).prove(Post.model_validate(payload)))
-    answer = httpx.post(f"{society.strict_url}/say", json=payload, timeout=10)
-    assert answer.status_code == 200, answer.text
-    return answer.json()
-
-
-def replies_to(society: Society, ask_id: str) -> list[dict[str, Any]]:
-    return [m for m in society.lines() if m.get("in_reply_to") == ask_id]
-
-
-def wait_reply(society: Society, ask_id: str, timeout: float = 20) -> dict[str, Any]:
-    return wait_for(
-        lambda: (replies_to(society, ask_id) or [None])[0], timeout, f"a reply to {ask_id}"
-    )
 
 
 def save(society: Society, ns: str | None, text: str, **extra: Any) -> dict[str, Any]:
