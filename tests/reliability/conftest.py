@@ -2,9 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from tests.reliability.helpers import Seeded, seed_for
+from tests.support import Society, set_hub
+
+# The loaders post as nicks outside [privileged], so their posts are unverified and, at full
+# speed, over the hub's stranger limits (room/limits.py): on a fast machine a load test got
+# 429s. These suites measure writers, crashes and faults, not those limits (tests/room/
+# test_flood.py and test_authentication.py do, setting their own), so they turn them off.
+UNTHROTTLED = {
+    "unverified_nick_posts_per_s": 0,
+    "unverified_total_posts_per_s": 0,
+    "unverified_nick_bytes_per_s": 0,
+    "unverified_total_bytes_per_s": 0,
+}
+
+
+@pytest.fixture
+def society(tmp_path: Path) -> Iterator[Society]:
+    """A fresh home on free ports whose hub does not rate-limit unverified posters."""
+    made = Society(tmp_path / "home")
+    set_hub(made.root, **UNTHROTTLED)
+    try:
+        yield made
+    finally:
+        made.stop_all()
 
 
 @pytest.fixture
