@@ -24,8 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.lurkers import measure_latency, percentile  # noqa: E402
+from bench.lurkers import measure_latency  # noqa: E402
 from bench.room import post_rate  # noqa: E402
+from bench.table import percentile  # noqa: E402
 from tests.jetstream.servers import NatsCluster  # noqa: E402
 from tests.support import Society, StreamSociety, add_nick  # noqa: E402
 from trust.proof import SecretSigner  # noqa: E402

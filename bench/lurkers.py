@@ -29,7 +29,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.table import print_table  # noqa: E402
+from bench.table import percentile, print_table  # noqa: E402
 from room.message import Post  # noqa: E402
 from tests.support import Society, add_nick, wait_for  # noqa: E402
 from trust.proof import SecretSigner  # noqa: E402
@@ -101,11 +101,6 @@ def measure_latency(
             latencies.append(stamp - acked)
             from_send.append(stamp - sent)
     return latencies, from_send
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def main() -> int:

@@ -32,8 +32,8 @@ from agents.memory.entry import Save  # noqa: E402
 from agents.memory.index import Index  # noqa: E402
 from agents.memory.lessons import RETRY_S, wake_lessons  # noqa: E402
 from agents.memory.namespaces import index_path  # noqa: E402
-from bench.lurkers import NICKS, measure_latency, percentile  # noqa: E402
-from bench.table import print_table  # noqa: E402
+from bench.lurkers import NICKS, measure_latency  # noqa: E402
+from bench.table import percentile, print_table  # noqa: E402
 from room.message import Post  # noqa: E402
 from tests.support import Society, add_nick, wait_for  # noqa: E402
 from trust.proof import SecretSigner  # noqa: E402

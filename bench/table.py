@@ -1,4 +1,4 @@
-"""Printing a benchmark's results: one aligned row per measure."""
+"""Printing a benchmark's results: one aligned row per measure, and the percentiles they quote."""
 
 from __future__ import annotations
 
@@ -10,3 +10,9 @@ def print_table(rows: Sequence[Sequence[str]]) -> None:
     width = max(len(row[0]) for row in rows)
     for name, *values in rows:
         print(f"{name:<{width}}  " + "  ".join(values))
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank `q` quantile (0.5, 0.99) of `values`."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]

@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.room import synthetic_room  # noqa: E402
-from bench.table import print_table  # noqa: E402
+from bench.table import percentile, print_table  # noqa: E402
 from tests.support import Society, wait_for  # noqa: E402
 from tests.web.browser import add_web, chromium, login, session_client, wait_web  # noqa: E402
 
@@ -108,11 +108,6 @@ async def post_all(society: Society, count: int) -> dict[int, float]:
     return acks
 
 
-def p(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -155,8 +150,8 @@ def main() -> int:
             plain = [seen[seq] - at for seq, at in acks.items() if seq in seen]
             for name, q in (("p50", 0.5), ("p99", 0.99)):
                 rows.append(
-                    (f"ack → DOM {name}, {posts} posts", f"{p(page, q):.1f} ms",
-                     f"{p(plain, q):.1f} ms", f"{p(page, q) / max(p(plain, q), 0.1):.1f}",
+                    (f"ack → DOM {name}, {posts} posts", f"{percentile(page, q):.1f} ms",
+                     f"{percentile(plain, q):.1f} ms", f"{percentile(page, q) / max(percentile(plain, q), 0.1):.1f}",
                      "< 100 ms" if name == "p99" else "")
                 )  # fmt: skip
             society.stop_all()
