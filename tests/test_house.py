@@ -81,6 +81,9 @@ def test_no_import_circles() -> None:
     assert circles == [], "import circles:\n" + "\n".join(" -> ".join(c) for c in circles[:5])
 
 
+# What every layer above the home may import: the room, trust, seats, config and the home.
+_HOME = ("room", "trust", "agents.seats", "agents.config", "agents.home")
+
 LAYERS: dict[str, tuple[str, ...]] = {
     # a folder: the folders it may import (besides itself)
     "room": ("trust",),
@@ -89,35 +92,23 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "agents.config": ("room", "trust", "agents.seats"),
     "agents.home": ("room", "trust", "agents.seats", "agents.config"),
     # shared memory's index and recall: low enough that every lurker can read its lessons
-    "agents.memory": ("room", "trust", "agents.seats", "agents.config", "agents.home"),
+    "agents.memory": _HOME,
     "agents.runtime": (
-        "room",
-        "trust",
-        "agents.seats",
-        "agents.config",
-        "agents.home",
+        *_HOME,
         "agents.memory",
         "agents.wording",  # counted words; it imports nothing
     ),
     # the model gateway: its own subsystem; nothing below it knows it (a seat is handed its way in)
     # the gateway reads seat tables (EnvVarName); seats never import the gateway
-    "agents.gateway": ("room", "trust", "agents.seats", "agents.config", "agents.home"),
+    "agents.gateway": _HOME,
     "agents.foreman": (
-        "room",
-        "trust",
-        "agents.seats",
-        "agents.config",
-        "agents.home",
+        *_HOME,
         "agents.runtime",
     ),
     # the build pipeline: plugs into the foreman through the registry; it borrows the
     # backpass's one git helper (agents/backpass/gitwork.py) rather than keep a second
     "agents.build": (
-        "room",
-        "trust",
-        "agents.seats",
-        "agents.config",
-        "agents.home",
+        *_HOME,
         "agents.runtime",
         "agents.foreman",
         "agents.roots",
@@ -125,13 +116,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.backpass.gitwork",
     ),
     # the web view reads what the pipelines post and answers the gate through the
-    # expedition's own functions; shared memory is imported lazily, only where it exists
+    # expedition's own functions; it shows each nick's lessons from shared memory
     "agents.web": (
-        "room",
-        "trust",
-        "agents.seats",
-        "agents.config",
-        "agents.home",
+        *_HOME,
         "agents.runtime",
         "agents.foreman",
         "agents.expedition",
@@ -143,11 +130,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # @librarian, `bullpen memory` and the backpass sync: the top of the house, beside the
     # pipelines; nothing below imports it (agents.memory is what the runtime reads)
     "agents.librarian": (
-        "room",
-        "trust",
-        "agents.seats",
-        "agents.config",
-        "agents.home",
+        *_HOME,
         "agents.roots",
         "agents.memory",
         "agents.runtime",
