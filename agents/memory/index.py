@@ -66,6 +66,7 @@ _COLUMNS = (
 )
 _WORD = re.compile(r"\w{2,}", re.UNICODE)
 MAX_TERMS = 12
+FORMAT = "2"  # the layout of the scoped words; an index of another is re-read from the room
 MAX_K = 100
 
 
@@ -102,13 +103,19 @@ def words_of(text: str, limit: int | None = None) -> list[str]:
     return list(seen)
 
 
-def scoped_tokens(ns: str, text: str) -> str:
+def space_tag(space: int) -> str:
+    """The prefix of a lesson's scoped words: its namespace's row id, fixed width, so a tag
+    and a word never run together ambiguously and two namespaces never share a tag."""
+    return f"s{space:07d}"
+
+
+def scoped_tokens(ns: str, space: int, text: str) -> str:
     """The `scoped` column of a lesson: each word tagged with its namespace, so the wake's
     recall reads only that namespace's doclists (its cost follows the namespace, not the
     index) and BM25 weighs words by that namespace's own statistics."""
     if ns != GENERAL_LESSONS and not ns.startswith(GENERAL_LESSONS + "/"):
         return ""
-    tag = _token("s", ns)
+    tag = space_tag(space)
     return " ".join(tag + word for word in _PLAIN.findall(text.lower()))
 
 
@@ -121,6 +128,21 @@ def terms_query(*texts: str) -> str | None:
             if len(seen) >= MAX_TERMS:
                 break
     return " OR ".join(f'"{word}"' for word in seen) or None
+
+
+def _ranked(rank: str, where: str | None) -> str:
+    """A ranked MATCH: the best k rowids are chosen first (by BM25, and the namespace rule
+    `where` on entries `e` when the MATCH alone is not it), then only those k rows are read
+    in full, so a query costs its ranking, not every column of every match (binds: the
+    MATCH, the `where` arguments, k)."""
+    join, rule = (
+        ("JOIN entries e ON e.seq = entries_fts.rowid", f"AND {where}") if where else ("", "")
+    )
+    return (
+        f"SELECT {_COLUMNS}, best.rank FROM (SELECT entries_fts.rowid AS seq, {rank} AS rank "
+        f"FROM entries_fts {join} WHERE entries_fts MATCH ? {rule} ORDER BY rank LIMIT ?) AS best "
+        "JOIN entries e ON e.seq = best.seq ORDER BY best.rank"
+    )
 
 
 def _entry(row: tuple[Any, ...], rank: float | None = None) -> Entry:
@@ -140,6 +162,35 @@ def _entry(row: tuple[Any, ...], rank: float | None = None) -> Entry:
         retracted=bool(row[12]),
         rank=rank,
     )
+
+
+def _format(db: sqlite3.Connection) -> str | None:
+    row = db.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
+    return str(row[0]) if row else None
+
+
+def _settle_format(db: sqlite3.Connection) -> None:
+    """Stamp a new index with FORMAT; empty one of another format in the same transaction
+    (its cursor then reads 0, so the projection re-reads the room into the layout this code
+    queries: the index is a projection, nothing is lost)."""
+    found = _format(db)
+    if found == FORMAT:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        tables = ("meta", "entries", "refusals")
+        if found is not None or any(
+            db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() for table in tables
+        ):
+            for table in ("entries_fts", "entries", "spaces", "refusals", "meta"):
+                db.execute(f"DROP TABLE IF EXISTS {table}")
+            for statement in filter(str.strip, SCHEMA.split(";")):
+                db.execute(statement)
+        db.execute("INSERT OR REPLACE INTO meta(name, value) VALUES('format', ?)", (FORMAT,))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 class Index:
@@ -172,8 +223,13 @@ class Index:
                 db.execute("PRAGMA journal_mode = WAL")
                 db.execute("PRAGMA synchronous = NORMAL")
                 db.executescript(SCHEMA)
-            else:
-                db.execute("SELECT 1 FROM entries LIMIT 1")
+                _settle_format(db)
+            elif _format(db) != FORMAT:
+                db.close()
+                raise Unavailable(
+                    f"the memory index {path} was written by an older bullpen; the librarian "
+                    "rebuilds it from the room when it starts (or run `bullpen memory rebuild`)"
+                )
         except sqlite3.Error as exc:
             raise Unavailable(f"the memory index {path} cannot be opened ({exc})") from None
         return cls(db, path)
@@ -183,9 +239,11 @@ class Index:
 
     def optimize(self) -> None:
         """Merge the FTS index into one segment (a rebuild does this once at the end): every
-        term is then one lookup. The live index keeps FTS5's own incremental merging."""
+        term is then one lookup; then give back the pages the merge freed (a tenth of the
+        file). The live index keeps FTS5's own incremental merging."""
         with self.writing():
             self.db.execute("INSERT INTO entries_fts(entries_fts) VALUES('optimize')")
+        self.db.execute("VACUUM")
 
     def __enter__(self) -> Index:
         return self
@@ -267,9 +325,10 @@ class Index:
             self._unindex(old)
             self.db.execute("UPDATE entries SET superseded_by = ? WHERE seq = ?", (seq, old))
         if not save.retract:
+            space = self.db.execute("SELECT id FROM spaces WHERE ns = ?", (ns,)).fetchone()[0]
             self.db.execute(
                 "INSERT INTO entries_fts(rowid, text, nsk, scoped) VALUES (?, ?, ?, ?)",
-                (seq, save.text, ns_tokens(ns), scoped_tokens(ns, save.text)),
+                (seq, save.text, ns_tokens(ns), scoped_tokens(ns, space, save.text)),
             )
         found = self.get(seq)
         assert found is not None
@@ -277,15 +336,15 @@ class Index:
 
     def _unindex(self, seq: int) -> None:
         row = self.db.execute(
-            "SELECT text, retracted, superseded_by, (SELECT ns FROM spaces WHERE id = space) "
-            "FROM entries WHERE seq = ?",
+            "SELECT text, retracted, superseded_by, (SELECT ns FROM spaces WHERE id = space), "
+            "space FROM entries WHERE seq = ?",
             (seq,),
         ).fetchone()
         if row is not None and not row[1] and row[2] is None:
             self.db.execute(
                 "INSERT INTO entries_fts(entries_fts, rowid, text, nsk, scoped) "
                 "VALUES('delete', ?, ?, ?, ?)",
-                (seq, row[0], ns_tokens(row[3]), scoped_tokens(row[3], row[0])),
+                (seq, row[0], ns_tokens(row[3]), scoped_tokens(row[3], row[4], row[0])),
             )
 
     def refuse(self, seq: int, msg_id: str, saved_by: str, reason: str, *, flag: bool) -> None:
@@ -343,9 +402,7 @@ class Index:
                 "SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? AND rowid = 0", (query,)
             ).fetchall()
             rows = self.db.execute(
-                f"SELECT {_COLUMNS}, bm25(entries_fts, 1.0, 0.0, 0.0) AS rank FROM entries_fts "
-                f"JOIN entries e ON e.seq = entries_fts.rowid WHERE entries_fts MATCH ? "
-                f"AND e.space IN ({spaces}) ORDER BY rank LIMIT ?",
+                _ranked("bm25(entries_fts, 1.0, 0.0, 0.0)", f"e.space IN ({spaces})"),
                 (scoped, *args, k),
             ).fetchall()
         except sqlite3.OperationalError as exc:
@@ -361,16 +418,15 @@ class Index:
 
     def lessons(self, ns: str, words: list[str], k: int) -> list[Entry]:
         """The live lessons filed exactly under `ns` best matching any of `words` (BM25 over
-        that namespace alone, through the `scoped` column); ns is under lessons-learned."""
-        if not words:
+        that namespace alone, through the `scoped` column); ns is under lessons-learned.
+        The namespace's tag is its row id, so the MATCH alone is the namespace rule."""
+        space = self.db.execute("SELECT id FROM spaces WHERE ns = ?", (ns,)).fetchone()
+        if not words or space is None:
             return []
-        tag = _token("s", ns)
+        tag = space_tag(space[0])
         match = "scoped : (" + " OR ".join(f'"{tag}{word}"' for word in words) + ")"
         rows = self.db.execute(
-            f"SELECT {_COLUMNS}, bm25(entries_fts, 0.0, 0.0, 1.0) AS rank FROM entries_fts "
-            "JOIN entries e ON e.seq = entries_fts.rowid WHERE entries_fts MATCH ? "
-            "AND e.space = (SELECT id FROM spaces WHERE ns = ?) ORDER BY rank LIMIT ?",
-            (match, ns, k),
+            _ranked("bm25(entries_fts, 0.0, 0.0, 1.0)", None), (match, k)
         ).fetchall()
         return [_entry(row[:-1], row[-1]) for row in rows]
 

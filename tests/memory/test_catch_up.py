@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
+from agents.memory.errors import Unavailable
+from agents.memory.index import Index
 from agents.memory.namespaces import index_path
 from tests.memory.helpers import post, replies_to, start_lurkers
 from tests.support import Society, run_cli, wait_for
@@ -43,3 +47,26 @@ def test_a_librarian_killed_mid_stream_catches_up_without_duplicates(society: So
     result = run_cli(society.root, "memory", "rebuild")
     assert result.returncode == 0, result.stderr
     assert _rows(society) == before
+
+
+def test_an_index_of_an_older_layout_is_re_read_from_the_room(society: Society) -> None:
+    """An index left by an older bullpen (no format stamp, a cursor past every save) would
+    answer lessons from words it no longer matches: a reader refuses it, saying what happens
+    next, and the librarian empties it and projects the whole room again."""
+    society.start_hub()
+    (librarian,) = start_lurkers(society, "librarian")
+    sent = [_save(society, n) for n in range(3)]
+    wait_for(lambda: all(replies_to(society, s["id"]) for s in sent), 20, "the saves answered")
+    librarian.stop()
+    path = index_path(society.home)
+    with sqlite3.connect(path) as db:  # what the first layout left: no format row, same tables
+        db.execute("DELETE FROM meta WHERE name = 'format'")
+        db.execute("DELETE FROM entries WHERE seq = ?", (sent[0]["seq"],))
+    with pytest.raises(Unavailable, match="older bullpen.*memory rebuild"):
+        Index.open(path, create=False)
+    start_lurkers(society, "librarian")
+    wait_for(lambda: len(_rows(society)) == 3, 20, "the room re-read into the index")
+    reader = Index.open(path, create=False)
+    with reader:
+        assert [e.text for e in reader.recall('"gannet"', "/bullpen/ops", 5)] != []
+    assert all(len(replies_to(society, s["id"])) == 1 for s in sent)  # re-reading answers none

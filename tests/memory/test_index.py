@@ -116,3 +116,16 @@ def test_a_seats_prompt_carries_the_lessons_after_its_step_line() -> None:
     assert seen == [
         "step: verdict\nLessons from shared memory (recalled for you; follow them unless the ask says otherwise):\n- [m7] check the build dir\n\nthe ask"
     ]
+
+
+def test_a_lessons_tag_never_runs_into_a_word_of_another_namespace(index: Index) -> None:
+    """Namespace 1's word '7gull' and namespace 17's word 'gull' would both read 's17gull'
+    with an unpadded tag: each nick's wake must see its own lesson only."""
+    nicks = [f"n{n}" for n in range(1, 18)]
+    for seq, nick in enumerate(nicks, start=1):  # space ids 1..17, in order
+        _add(index, seq, f"/bullpen/lessons-learned/{nick}", "filler")
+    _add(index, 100, "/bullpen/lessons-learned/n1", "watch the 7gull")
+    _add(index, 101, "/bullpen/lessons-learned/n17", "watch the gull")
+    assert [lesson.id for lesson in wake_lessons(index, "n17", "gull")][:1] == ["m101"]
+    assert [lesson.id for lesson in wake_lessons(index, "n1", "7gull")][:1] == ["m100"]
+    assert "m100" not in [lesson.id for lesson in wake_lessons(index, "n17", "gull")]
