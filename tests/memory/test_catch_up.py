@@ -62,7 +62,7 @@ def test_an_index_of_an_older_layout_is_re_read_from_the_room(society: Society) 
     with sqlite3.connect(path) as db:  # what the first layout left: no format row, same tables
         db.execute("DELETE FROM meta WHERE name = 'format'")
         db.execute("DELETE FROM entries WHERE seq = ?", (sent[0]["seq"],))
-    with pytest.raises(Unavailable, match="older bullpen.*memory rebuild"):
+    with pytest.raises(Unavailable, match=r"older bullpen.*memory rebuild"):
         Index.open(path, create=False)
     start_lurkers(society, "librarian")
     wait_for(lambda: len(_rows(society)) == 3, 20, "the room re-read into the index")
