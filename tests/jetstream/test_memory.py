@@ -10,8 +10,8 @@ from typing import Any
 
 from agents.memory.namespaces import index_path
 from tests.jetstream.test_multihub import second_hub
-from tests.memory.helpers import saved_id, start_lurkers
 from tests.memory.helpers import save as save_and_wait
+from tests.memory.helpers import saved_id, start_lurkers
 from tests.support import StreamSociety, run_cli, wait_for
 
 
