@@ -4,9 +4,9 @@ type, a ladder of code seats, a green artifact in a throwaway clone (docs/build.
     ticket.py    the §8.3 ticket checks (code, no model), done by the foreman
     routing.py   the one table of languages: path patterns, runner, syntax check, counts
     builddir.py  the build-dir rules: root, alias, scaffold, baseline, clone
-    fence.py     how an untrusted test run is fenced (bwrap, rlimits, clean env, time limit)
+    fence.py     how a test run and a cmd code seat are fenced (bwrap, rlimits, env, time)
     runs.py      one fenced run of the spec, counted
-    codeseat.py  the code seats: a cmd program in the clone, an openai JSON answer
+    codeseat.py  the code seats: a fenced cmd program in the clone, an openai JSON answer
     grind.py     the tier ladder
     report.py    the operator's report
     pipeline.py  the foreman's `build` pipeline

@@ -5,24 +5,30 @@ headless coding agent (Claude Code, opencode, aider) or any program: it
 runs with the clone as its working directory, the prompt on stdin and
 BULLPEN_SPEC, BULLPEN_TIER and BULLPEN_ITERATION in its environment; it
 edits files there and its exit status counts. Its process group is killed
-at its `timeout_s`. An `openai` seat (a model server, directly or through
-the gateway) answers `{"files": [{"path", "content"}]}`, validated by the
+at its `timeout_s`. Where the grind's fence is bwrap it runs in a sandbox
+(agents/build/fence.py): the filesystem read-only but the clone, a scratch
+TMPDIR and the seat's `writable` paths; the bullpen home hidden; the
+network shared, since a coding agent must reach its model. Its environment
+is the grinder's with every BULLPEN_* variable and anything naming the
+home or holding one of its secrets left out. An `openai` seat (a model
+server, directly or through the gateway) answers `{"files": [{"path", "content"}]}`, validated by the
 judge and written here, every path confined to the clone. The built-in
 `local` seat writes no code: a ladder of only local seats fails at once.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import signal
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agents.build.fence import BWRAP, FenceLimits, run_fenced
+from agents.build.runs import Workspace
 from agents.roots import OutsideRoot, Roots
 from agents.seats import build_seats, make_judge
 from agents.seats.registry import parse_seat_table
@@ -33,9 +39,27 @@ from room.errors import ConfigError, SeatError
 if TYPE_CHECKING:
     from agents.home import Home
 
-__all__ = ["CodeTurn", "FilesAnswer", "code_seat_kind", "take_turn"]
+__all__ = [
+    "SEAT_UNFENCED",
+    "CodeTurn",
+    "FilesAnswer",
+    "check_code_seat",
+    "code_seat_kind",
+    "seat_writable",
+    "take_turn",
+]
 
 MAX_FILE_BYTES = 512 * 1024
+SEAT_UNFENCED = "none"  # the seat fence under [build] fence = "rlimits": it runs as it is
+# A seat may write neither these nor anything under them ...
+SYSTEM_TREES = tuple(Path(p) for p in (
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin",
+    "/sys", "/usr",
+))  # fmt: skip
+# ... nor these folders themselves (a folder of its own inside them is the operator's call).
+SYSTEM_FOLDERS = tuple(Path(p) for p in (
+    "/", "/home", "/media", "/mnt", "/opt", "/root", "/run", "/srv", "/tmp", "/var",
+))  # fmt: skip
 NO_CODE_SEAT = "no code-writing seat: set tiers or [build] tiers to a model seat, see docs/build.md"
 
 
@@ -59,6 +83,7 @@ class CodeTurn:
     ok: bool
     problem: str | None = None
     fatal: bool = False  # the grind must stop (the seat broke a rule), not just climb
+    fence: str | None = None  # what fenced the program a cmd seat ran; None: none ran
 
 
 def code_seat_kind(home: Home, name: str) -> str:
@@ -96,44 +121,136 @@ def write_files(clone: Path, files: list[FileChange]) -> list[str]:
     return written
 
 
-def _seat_env(config: CmdSeatConfig, extra: dict[str, str]) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("BULLPEN_")}
+def _refusal(place: Path, guarded: dict[str, Path]) -> str | None:
+    """Why a seat may not write `place`, or None."""
+    if place in SYSTEM_FOLDERS or any(t == place or t in place.parents for t in SYSTEM_TREES):
+        return "is a system folder"
+    if place == Path.home().resolve():
+        return "is your whole home folder"
+    for what, guard in guarded.items():
+        if place == guard or guard in place.parents or place in guard.parents:
+            return f"overlaps {what} {guard}, which a code seat must never write"
+    return None
+
+
+def seat_writable(home: Home, name: str, config: CmdSeatConfig, build_root: Path) -> list[Path]:
+    """The seat's `writable` paths, `~` expanded and resolved; ConfigError for one that does
+    not exist, or that would open the system, the bullpen home or a build dir to the seat."""
+    guarded = {
+        "the bullpen home": home.root.resolve(),
+        "the build root ([build] root)": build_root.resolve(),
+    }
+    found = []
+    for given in config.writable:
+        where = f"[seats.{name}] writable {given!r}"
+        path = Path(os.path.expanduser(given))
+        if not path.is_absolute():
+            raise ConfigError(f"{where} is not an absolute path (an unknown ~user?)")
+        if not path.exists():
+            raise ConfigError(
+                f"{where}: {path} does not exist; create it (mkdir -p {path}) or remove it "
+                "from writable"
+            )
+        for place in dict.fromkeys((Path(os.path.normpath(path)), path.resolve())):
+            problem = _refusal(place, guarded)
+            if problem:
+                raise ConfigError(
+                    f"{where} ({place}) {problem}; list only the coding agent's own state "
+                    "folders, like ~/.claude (`bullpen docs build`, the fence)"
+                )
+        found.append(path.resolve())
+    return found
+
+
+def _secret_in(home: Home, value: str) -> str | None:
+    """What of the home's a value gives away: a path into it, or one of its secrets."""
+    if str(home.root.resolve()) in value or str(home.root) in value:
+        return "a path in the bullpen home"
+    return home.screen.screen().find(value)
+
+
+def check_code_seat(home: Home, name: str, build_root: Path) -> list[Path]:
+    """A cmd code seat's own settings, checked before a grind clones anything and again at
+    each turn: its writable paths (returned), and no env value naming the bullpen home or
+    holding a secret. ConfigError says what to fix."""
+    config: Any = parse_seat_table(name, home.society.seats[name])
+    if not isinstance(config, CmdSeatConfig):
+        return []
+    writable = seat_writable(home, name, config, build_root)
+    for key, value in config.env.items():
+        what = _secret_in(home, value)
+        if what:
+            raise ConfigError(
+                f"[seats.{name}] env {key} holds {what}, which a code seat must never see; "
+                "copy what it needs outside the home and name that (`bullpen docs build`)"
+            )
+    return writable
+
+
+def _seat_env(home: Home, config: CmdSeatConfig, extra: dict[str, str]) -> dict[str, str]:
+    """The grinder's environment minus BULLPEN_* and anything giving the home away."""
+    base = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("BULLPEN_") and _secret_in(home, value) is None
+    }
     return {**base, **config.env, **extra}
 
 
 async def _cmd_turn(
-    name: str, config: CmdSeatConfig, clone: Path, prompt: str, extra: dict[str, str]
+    home: Home,
+    name: str,
+    config: CmdSeatConfig,
+    space: Workspace,
+    prompt: str,
+    extra: dict[str, str],
+    build_root: Path,
 ) -> CodeTurn:
+    fence = space.fence if space.fence == BWRAP else SEAT_UNFENCED
     try:
-        process = await asyncio.create_subprocess_exec(
-            *config.command,
-            cwd=clone,
-            env=_seat_env(config, extra),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
+        writable = check_code_seat(home, name, build_root)  # a path may have gone since
+    except ConfigError as exc:
+        return CodeTurn(False, exc.message, fatal=True, fence=fence)
+    env = _seat_env(home, config, extra)
+    if shutil.which(config.command[0], path=env.get("PATH", os.defpath)) is None:
+        return CodeTurn(
+            False,
+            f"cannot start {config.command[0]}: not found (not an executable file, nor on PATH)",
+            fatal=True,
+            fence=fence,
         )
-    except OSError as exc:
-        return CodeTurn(False, f"cannot start {config.command[0]}: {exc.strerror}", fatal=True)
+    scratch = None
+    if fence == BWRAP:  # /tmp is read-only in the sandbox: the seat's own TMPDIR, per turn
+        scratch = Path(tempfile.mkdtemp(prefix="seat-tmp-", dir=space.cache))
+        env = {**env, "TMPDIR": str(scratch)}
+        writable = [space.folder, scratch, *writable]
     try:
-        _, err = await asyncio.wait_for(process.communicate(prompt.encode()), config.timeout_s)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
+        done = await run_fenced(
+            config.command,
+            cwd=space.folder,
+            writable=writable,
+            env=env,
+            limits=FenceLimits(timeout_s=config.timeout_s),
+            fence=space.fence,
+            hidden=space.hidden,
+            network=True,
+            resource_limits=False,  # the operator's program, not model-written code
+            stdin=prompt.encode(),
+        )
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if done.timed_out:
         return CodeTurn(
             False,
             f"code seat {name} hung: no exit within {config.timeout_s:g} s, its process group "
             f"was killed (raise [seats.{name}] timeout_s if it needs longer)",
+            fence=fence,
         )
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-    if process.returncode != 0:
-        tail = " | ".join(err.decode("utf-8", "replace").strip().splitlines()[-3:])[-400:]
-        return CodeTurn(False, f"code seat {name} exited {process.returncode}: {tail}")
-    return CodeTurn(True)
+    if done.returncode != 0:
+        tail = " | ".join(done.output.strip().splitlines()[-3:])[-400:]
+        return CodeTurn(False, f"code seat {name} exited {done.returncode}: {tail}", fence=fence)
+    return CodeTurn(True, fence=fence)
 
 
 async def _openai_turn(home: Home, nick: str, name: str, clone: Path, prompt: str) -> CodeTurn:
@@ -153,13 +270,20 @@ async def _openai_turn(home: Home, nick: str, name: str, clone: Path, prompt: st
 
 
 async def take_turn(
-    home: Home, nick: str, name: str, clone: Path, prompt: str, extra: dict[str, str]
+    home: Home,
+    nick: str,
+    name: str,
+    space: Workspace,
+    prompt: str,
+    extra: dict[str, str],
+    build_root: Path,
 ) -> CodeTurn:
-    """Ask the code seat `name` for the next change in the clone."""
+    """Ask the code seat `name` for the next change in the clone (`space.folder`), behind the
+    grind's fence (`space.fence`, `space.hidden`)."""
     home.screen.check(prompt, f"the prompt for code seat {name}")
     config: Any = parse_seat_table(name, home.society.seats[name])
     if isinstance(config, CmdSeatConfig):
-        return await _cmd_turn(name, config, clone, prompt, extra)
+        return await _cmd_turn(home, name, config, space, prompt, extra, build_root)
     if isinstance(config, OpenAISeatConfig):
-        return await _openai_turn(home, nick, name, clone, prompt)
+        return await _openai_turn(home, nick, name, space.folder, prompt)
     return CodeTurn(False, NO_CODE_SEAT, fatal=True)

@@ -8,6 +8,10 @@ and the runner's own variables), and, where bubblewrap works, a sandbox in
 which the whole filesystem is read-only except the clone and the grind's
 cache, the bullpen home is hidden, and there is no network.
 
+A `cmd` code seat (agents/build/codeseat.py) runs through the same
+`run_fenced`, with the network shared (a coding agent must reach its model)
+and no resource limits (it is the operator's program, not model-written code).
+
 Whether bwrap works is found by a trial run, once per process: in a
 container, as root, bubblewrap may be present and still unable to create
 namespaces. Then the run falls back to the other fences, and the result
@@ -57,14 +61,22 @@ class Fenced:
     elapsed_s: float
 
 
-def _bwrap_argv(cwd: Path, writable: Sequence[Path], hidden: Sequence[Path]) -> list[str]:
+def _bwrap_argv(
+    cwd: Path, writable: Sequence[Path], hidden: Sequence[Path], network: bool = False
+) -> list[str]:
+    """Everything read-only, `hidden` folders empty, `writable` places bound read-write.
+
+    The writable binds come after the tmpfs over each hidden folder, so a writable
+    place that contained a hidden one would show it again: callers refuse that
+    (agents/build/codeseat.py checks a seat's `writable`)."""
     argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for place in hidden:
         if place.is_dir():
             argv += ["--tmpfs", str(place)]
     for place in writable:
         argv += ["--bind", str(place), str(place)]
-    return [*argv, "--unshare-all", "--die-with-parent", "--chdir", str(cwd), "--"]
+    argv += ["--unshare-all", *(["--share-net"] if network else [])]
+    return [*argv, "--die-with-parent", "--chdir", str(cwd), "--"]
 
 
 @cache
@@ -138,6 +150,17 @@ async def _read_tail(stream: asyncio.StreamReader) -> bytes:
     return bytes(kept)
 
 
+async def _feed(stream: asyncio.StreamWriter | None, data: bytes) -> None:
+    """Write the program's stdin and close it; a program that exits unread is its business."""
+    if stream is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stream.write(data)
+        await stream.drain()
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stream.close()
+
+
 async def run_fenced(
     argv: Sequence[str],
     *,
@@ -147,25 +170,32 @@ async def run_fenced(
     limits: FenceLimits,
     fence: str,
     hidden: Sequence[Path] = (),
+    network: bool = False,
+    resource_limits: bool = True,
+    stdin: bytes | None = None,
 ) -> Fenced:
-    """Run `argv` in `cwd` behind the fence; never raises for what the program does."""
-    command = [*(_bwrap_argv(cwd, writable, hidden) if fence == BWRAP else []), *argv]
+    """Run `argv` in `cwd` behind the fence; never raises for what the program does.
+
+    Only `fence == BWRAP` adds the sandbox (with `network`, the host's network is
+    shared); `resource_limits` applies `limits` but the time limit, which always holds."""
+    command = [*(_bwrap_argv(cwd, writable, hidden, network) if fence == BWRAP else []), *argv]
     started = time.monotonic()
     try:
         process = await asyncio.create_subprocess_exec(
             *command,
             cwd=cwd,
             env=env,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,  # its own process group, killed whole
-            preexec_fn=_limiter(limits),
+            preexec_fn=_limiter(limits) if resource_limits else None,
         )
     except OSError as exc:
         return Fenced(127, f"cannot start {argv[0]}: {exc.strerror or exc}", False, fence, 0.0)
     assert process.stdout is not None
     reader = asyncio.ensure_future(_read_tail(process.stdout))
+    feeder = asyncio.ensure_future(_feed(process.stdin, stdin or b""))
     timed_out = False
     try:
         await asyncio.wait_for(process.wait(), limits.timeout_s)
@@ -176,6 +206,7 @@ async def run_fenced(
             os.killpg(process.pid, signal.SIGKILL)  # leave nothing behind, finished or not
         if process.returncode is None:
             await process.wait()
+        feeder.cancel()  # a program that never read its stdin is not waited for
     try:
         output = await asyncio.wait_for(reader, 5)
     except TimeoutError:  # a grandchild outside the group holds the pipe: stop reading

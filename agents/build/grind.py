@@ -7,7 +7,8 @@ wall-clock bound. Every iteration is committed in the clone (so `git log`
 there shows the climb) and announced through `announce`, which posts it in
 the thread. A seat that deletes or changes the spec, or writes into the
 build dir, stops the grind red and is named in the report; one that hangs
-or fails counts as an iteration without progress.
+or fails counts as an iteration without progress. The fence each program
+seat ran behind is in every iteration's data and the result (`seat_fence`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.backpass.gitwork import git
-from agents.build.codeseat import NO_CODE_SEAT, code_seat_kind, take_turn
+from agents.build.codeseat import NO_CODE_SEAT, check_code_seat, code_seat_kind, take_turn
 from agents.build.config import BuildConfig
 from agents.build.prompts import code_prompt
 from agents.build.routing import Language
@@ -58,15 +59,20 @@ class GrindResult:
     iterations: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # local tiers, which write no code
+    seat_fence: dict[str, str] = field(default_factory=dict)  # tier -> what fenced its program
 
 
-def ladder(home: Home, tiers: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+def ladder(
+    home: Home, tiers: list[str], build_root: Path
+) -> tuple[list[tuple[str, str]], list[str]]:
     """(name, kind) of each code-writing tier, and the local ones skipped; StepFailed when none
-    writes code or a tier names no seat."""
+    writes code, a tier names no seat, or a cmd seat's settings are wrong (its writable)."""
     writing, skipped = [], []
     for name in tiers:
         try:
             kind = code_seat_kind(home, name)
+            if kind == "cmd":
+                check_code_seat(home, name, build_root)
         except Exception as exc:  # a ConfigError: the tier names no seat table
             raise StepFailed(getattr(exc, "message", str(exc))) from None
         (skipped.append(name) if kind == "local" else writing.append((name, kind)))
@@ -118,7 +124,7 @@ def _broke_rule(job: GrindJob, spec_digest: str | None, tier: str) -> str | None
 
 async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announce) -> GrindResult:
     """Climb the ladder from the clone's first run until green, the top, or the clock."""
-    seats, skipped = ladder(job.home, job.tiers)
+    seats, skipped = ladder(job.home, job.tiers, job.config.root_path)
     result = GrindResult(False, None, first.passing, first.total, skipped=skipped)
     if first.green:
         result.green = True
@@ -149,7 +155,11 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                 number,
                 kind,
             )
-            turn = await take_turn(job.home, job.nick, tier, job.space.folder, prompt, extra)
+            turn = await take_turn(
+                job.home, job.nick, tier, job.space, prompt, extra, job.config.root_path
+            )
+            if turn.fence:
+                result.seat_fence[tier] = turn.fence
             broken = _broke_rule(job, spec_digest, tier)
             changed = _commit(job.space.folder, f"grind: tier {tier}, iteration {number}")
             last = await run_spec(job.config, job.language, job.space, job.spec_relative, spec_text)
@@ -166,6 +176,7 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                     "files_changed": changed,
                     "green": last.green,
                     "fence": last.fence,
+                    **({"seat_fence": turn.fence} if turn.fence else {}),
                     **({"problem": problem} if problem else {}),
                 },
                 last.output,

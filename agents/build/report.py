@@ -61,6 +61,9 @@ def grind_report(grind: dict[str, Any], routed: str | None) -> tuple[str, dict[s
     if grind.get("skipped"):
         lines.append(f"skipped (local seats write no code): {', '.join(grind['skipped'])}")
     lines.append(f"fence: {grind.get('fence')}")
+    seat_fence = {str(k): str(v) for k, v in (grind.get("seat_fence") or {}).items()}
+    if seat_fence:  # only seats that ran a program here (an openai seat's files are written)
+        lines.append("seat fence: " + ", ".join(f"{t} {f}" for t, f in seat_fence.items()))
     lines.append(f"clone (the artifact): {grind.get('clone')}")
     lines.append(f"baseline (the diff boundary): {grind.get('baseline')}")
     if routed:
@@ -84,6 +87,7 @@ def grind_report(grind: dict[str, Any], routed: str | None) -> tuple[str, dict[s
         clone=grind.get("clone"),
         iterations=iterations,
         fence=grind.get("fence"),
+        seat_fence=seat_fence,
         baseline=grind.get("baseline"),
         diff_stat=grind.get("diff_stat"),
         problems=list(grind.get("problems") or []),

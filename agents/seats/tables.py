@@ -128,6 +128,23 @@ class CmdSeatConfig(_SeatTable):
     command: list[str] = Field(description="argv, like ['llm', '-m', 'mistral']")
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
     env: dict[str, str] = Field(default_factory=dict, description="added to the environment")
+    writable: list[str] = Field(
+        default_factory=list,
+        description="code seats only (`bullpen docs build`): more paths the fenced seat may write, "
+        "like '~/.claude'; a judging seat is not fenced and ignores it",
+    )
+
+    @field_validator("writable")
+    @classmethod
+    def _writable(cls, value: list[str]) -> list[str]:
+        # The shape only: where a path may lie is checked where the home is known
+        # (agents/build/codeseat.py), when a grind checks its ladder.
+        for path in value:
+            if not path.startswith(("/", "~")) or "\0" in path:
+                raise ValueError(
+                    f"{path!r} must be an absolute path or start with ~, like '~/.claude'"
+                )
+        return value
 
     @field_validator("command")
     @classmethod

@@ -29,14 +29,22 @@ def set_build(home: Path, **keys: object) -> None:
     path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
 
 
-def coder_seat(home: Path, name: str, mode: str, timeout_s: float = 60, **env: str) -> None:
+def coder_seat(
+    home: Path,
+    name: str,
+    mode: str,
+    timeout_s: float = 60,
+    writable: list[str] | None = None,
+    **env: str,
+) -> None:
     """A `kind = "cmd"` code seat running tests/fakes/fake_coder.py in `mode`."""
     pairs = ", ".join(f'{k} = "{v}"' for k, v in {"FAKE_CODER_MODE": mode, **env}.items())
+    places = ", ".join(f'"{place}"' for place in writable or [])
     set_seat(
         home,
         name,
         f'kind = "cmd"\ncommand = ["{sys.executable}", "{FAKE_CODER}"]\n'
-        f"timeout_s = {timeout_s}\nenv = {{ {pairs} }}",
+        f"timeout_s = {timeout_s}\nenv = {{ {pairs} }}\nwritable = [{places}]",
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from agents.build.fence import BWRAP, choose
 from tests.build.helpers import (
     GO_FIX,
     GO_SPEC,
@@ -31,6 +32,8 @@ from tests.build.helpers import (
 from tests.support import Proc, Society, run_cli, wait_for
 
 NICKS = ("foreman", "sandbox", "testdesigner", "py", "godev", "jsdev")
+FENCE = choose("auto")  # the home's [build] fence is "auto": the seats get the same
+SEAT_FENCE = "bwrap" if FENCE == BWRAP else "none"
 
 
 @dataclass
@@ -111,9 +114,12 @@ def house(tmp_path_factory: pytest.TempPathFactory) -> Iterator[House]:
         society.root, root=str(builds), alias=str(alias), stall_after=2, max_iterations=3,
         run_timeout_s=60,
     )  # fmt: skip
+    logs = base / "logs"  # the seats' logs: a folder they may write behind the fence
+    logs.mkdir()
     for lang in ("py", "go", "js"):
-        coder_seat(society.root, f"{lang}fix", "copy", FAKE_CODER_SOLUTION=str(solutions / lang),
-                   FAKE_CODER_LOG=str(base / f"{lang}fix.log"))  # fmt: skip
+        coder_seat(society.root, f"{lang}fix", "copy", writable=[str(logs)],
+                   FAKE_CODER_SOLUTION=str(solutions / lang),
+                   FAKE_CODER_LOG=str(logs / f"{lang}fix.log"))  # fmt: skip
     coder_seat(society.root, "dud", "nothing")
     coder_seat(society.root, "hang", "hang", timeout_s=1.5)
     coder_seat(society.root, "escape", "escape", FAKE_CODER_ESCAPE=str(alias / "escaped.txt"))
@@ -155,6 +161,8 @@ def test_a_python_spec_goes_green_through_a_code_seat(house: House) -> None:
         "kind": "build-report", "green": True, "tier": "pyfix", "passing": 2, "total": 2,
     }  # fmt: skip
     assert report["iterations"] == {"pyfix": 1}
+    assert report["seat_fence"] == {"pyfix": SEAT_FENCE}
+    assert f"fence: {FENCE}" in done.stdout and f"seat fence: pyfix {SEAT_FENCE}" in done.stdout
     clone = Path(report["clone"])
     assert clone.parent == house.builds.resolve() and clone.name.startswith("grind-")
     assert (clone / "calc.py").read_text() == PY_FIX
@@ -167,10 +175,12 @@ def test_a_python_spec_goes_green_through_a_code_seat(house: House) -> None:
         m["data"] for m in lines if (m.get("data") or {}).get("kind") == "grind-iteration"
     ]
     assert len(iterations) == 1
-    assert {k: iterations[0][k] for k in ("tier", "iteration", "passing", "total", "files_changed")} == {
+    keys = ("tier", "iteration", "passing", "total", "files_changed", "seat_fence")
+    assert {k: iterations[0][k] for k in keys} == {
         "tier": "pyfix", "iteration": 1, "passing": 2, "total": 2, "files_changed": ["calc.py"],
+        "seat_fence": SEAT_FENCE,
     }  # fmt: skip
-    seat_call = json.loads((house.base / "pyfix.log").read_text().splitlines()[-1])
+    seat_call = json.loads((house.base / "logs/pyfix.log").read_text().splitlines()[-1])
     assert seat_call["cwd"] == str(clone)
     assert seat_call["spec"] == str(clone / "tests/test_calc.py")
     assert seat_call["tier"] == "pyfix" and seat_call["iteration"] == "1"
@@ -253,10 +263,15 @@ def test_a_spec_the_runner_cannot_collect_is_flagged(house: House) -> None:
     assert body.startswith("[SPEC FAILED — the runner cannot collect the spec"), body
 
 
+ESCAPE_SAYS = (  # behind bwrap the write fails in the seat; without, the grind catches it
+    "code seat escape exited 1" if FENCE == BWRAP else "code seat escape wrote outside the clone"
+)
+
+
 @pytest.mark.parametrize(
     ("seat", "says"),
     [
-        ("escape", "code seat escape wrote outside the clone"),
+        ("escape", ESCAPE_SAYS),
         ("deleter", "code seat deleter deleted the spec tests/test_calc.py"),
         ("hang", "code seat hang hung"),
     ],
@@ -268,6 +283,9 @@ def test_a_code_seat_that_breaks_a_rule_is_caught(house: House, seat: str, says:
     assert any(says in problem for problem in report["problems"])
     clone = Path(report["clone"])
     assert (clone / "tests/test_calc.py").read_text() == PY_SPEC  # restored, never lost
+    if seat == "escape" and FENCE == BWRAP:
+        assert "Read-only file system" in body and not (folder / "escaped.txt").exists()
+        assert _git(folder, "status", "--porcelain") == ""  # the build dir is untouched
     if seat == "hang":
         assert report["iterations"] == {"hang": 2}  # it stalled, then the ladder ended
 

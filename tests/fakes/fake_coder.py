@@ -5,6 +5,10 @@ It reads the prompt on stdin and acts by FAKE_CODER_MODE:
   nothing      change nothing (a seat that stalls)
   hang         sleep far past any timeout
   escape       write FAKE_CODER_ESCAPE (a path outside the clone)
+  look         write look.json in the working directory: its environment, what it could read
+               of the file whose path the file FAKE_CODER_READ holds (a program that knows
+               where a secret lies), whether $TMPDIR is writable; print what it read
+  connect      connect to 127.0.0.1:FAKE_CODER_PORT and write what it answers to reply.txt
   delete-spec  delete $BULLPEN_SPEC
   bench        write calc.py with the first 2 * BULLPEN_ITERATION functions f0, f1, ...
   answer       print {"files": [{"path": FAKE_ANSWER_PATH, "content": FAKE_ANSWER_FILE's text}]}
@@ -18,7 +22,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,6 +57,11 @@ def main() -> int:
         time.sleep(3600)
     elif mode == "escape":
         Path(os.environ["FAKE_CODER_ESCAPE"]).write_text("escaped\n", encoding="utf-8")
+    elif mode == "look":
+        look()
+    elif mode == "connect":
+        with socket.create_connection(("127.0.0.1", int(os.environ["FAKE_CODER_PORT"])), 5) as s:
+            Path("reply.txt").write_bytes(s.recv(1024))
     elif mode == "delete-spec":
         os.remove(os.environ["BULLPEN_SPEC"])
     elif mode == "bench":
@@ -64,6 +75,29 @@ def main() -> int:
         print(f"unknown FAKE_CODER_MODE {mode!r}", file=sys.stderr)
         return 2
     return 0
+
+
+def look() -> None:
+    target = Path(Path(os.environ["FAKE_CODER_READ"]).read_text(encoding="utf-8").strip())
+    try:
+        read: str = target.read_text(encoding="utf-8")
+    except OSError as exc:
+        read = f"unreadable: {exc.strerror}"
+    try:
+        with tempfile.NamedTemporaryFile(dir=os.environ.get("TMPDIR")):
+            scratch = True
+    except OSError:
+        scratch = False
+    seen = {"env": dict(os.environ), "read": read, "listed": _listing(target.parent)}
+    Path("look.json").write_text(json.dumps({**seen, "scratch": scratch}), encoding="utf-8")
+    print(read)
+
+
+def _listing(folder: Path) -> list[str] | str:
+    try:
+        return sorted(os.listdir(folder))
+    except OSError as exc:
+        return f"unlistable: {exc.strerror}"
 
 
 if __name__ == "__main__":
