@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from tests.support import run_cli
@@ -21,6 +23,15 @@ def test_the_demo_runs_in_the_home_it_is_given_and_keeps_it(tmp_path: Path) -> N
     (gate,) = [line for line in done.stdout.splitlines() if "rejected (401): " in line]
     shown = gate.split("rejected (401): ", 1)[1]
     assert shown.endswith(" …") or not shown.endswith("…"), gate  # cut between words, if at all
+    # the memory step: the saved lesson's id is among those @echo's next wake was handed
+    (saved,) = re.findall(r"saves a lesson for @echo; @librarian: saved (m\d+) in ", done.stdout)
+    (told,) = re.findall(
+        r"@echo wakes for 'hello again' and is handed \d+ lesson\(s\): (.*)", done.stdout
+    )
+    assert saved in told.split(", "), told
+    lines = [json.loads(raw) for raw in (home / "room" / "room.jsonl").read_bytes().splitlines()]
+    echo_reply = [m for m in lines if m["from"] == "echo" and m["thread"] == "demo-memory"]
+    assert echo_reply and saved in echo_reply[0]["data"]["lessons"]  # the room shows it too
     assert (home / "society.toml").is_file()
     result = audit_file(home / "room" / "room.jsonl")
     assert result.ok and result.lines > 20, result.summary()

@@ -160,6 +160,34 @@ def test_a_slug_is_unchanged():
 """
 
 
+async def show_memory(home: Home) -> None:
+    """A lesson saved through the room, recalled with its provenance, and handed to @echo on
+    its next wake unasked (docs/memory.md)."""
+    from agents.librarian.client import ask_librarian, checked_save
+    from agents.memory.index import Index
+    from agents.memory.namespaces import index_path, lessons_ns
+
+    operator = home.society.operator
+    text = "greet the operator by name before answering"
+    save = checked_save(home, {"ns": lessons_ns("echo"), "text": text, "source": "bullpen demo"})
+    async with home.client(operator) as client:
+        saved = await ask_librarian(home, client, f"remember: {text}", {"save": save})
+        entry = str((saved.get("data") or {}).get("saved"))
+        say(f"  the operator saves a lesson for @echo; @librarian: {saved['body']}")
+        with Index.open(index_path(home), create=False) as index:
+            found = index.recall('"greet"', "/bullpen", 3)
+        for hit in found:
+            say(f"  recall 'greet': {hit.id} {hit.ns}, saved by {hit.saved_by} at seq {hit.seq}")
+        if entry not in [hit.id for hit in found]:
+            raise DemoFailed(f"recall did not find the saved lesson {entry}")
+        ask = await client.say("@echo", "hello again", type="ask", thread="demo-memory")
+        reply = await wait_reply(client, "demo-memory", ask["id"], 20)
+    told = list((reply.get("data") or {}).get("lessons") or [])
+    say(f"  @echo wakes for 'hello again' and is handed {len(told)} lesson(s): {', '.join(told)}")
+    if entry not in told:
+        raise DemoFailed(f"@echo's wake was not handed the lesson {entry}")
+
+
 async def show_build(home: Home) -> None:
     """A build with no code-writing seat: checked, scaffolded, red, routed, and a loud
     GRIND FAILED saying what to configure (docs/build.md)."""
@@ -208,6 +236,7 @@ STEPS: list[tuple[str, Step]] = [
     ("the gate: verified, unverified, rejected", show_gate),
     ("a corpus expedition: Dig Report, then the brief on confirmation", show_expedition),
     ("the memory backpass, as the nightly timer runs it", show_backpass),
+    ("shared memory: a lesson saved, recalled, and handed to the next wake", show_memory),
     ("a test-first build with no code seat: checked, scaffolded, red, GRIND FAILED", show_build),
     ("the room as people read it, and its audit", show_room),
 ]
