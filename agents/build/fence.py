@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from agents.runtime.procgroup import feed, read_tail
+
 __all__ = ["BWRAP", "RLIMITS", "FenceLimits", "Fenced", "bwrap_works", "choose", "run_fenced"]
 
 BWRAP, RLIMITS = "bwrap", "rlimits"
@@ -141,26 +143,6 @@ def _limiter(limits: FenceLimits):  # type: ignore[no-untyped-def]
     return apply
 
 
-async def _read_tail(stream: asyncio.StreamReader) -> bytes:
-    kept = bytearray()
-    while chunk := await stream.read(65536):
-        kept += chunk
-        if len(kept) > OUTPUT_KEEP:
-            del kept[: len(kept) - OUTPUT_KEEP]
-    return bytes(kept)
-
-
-async def _feed(stream: asyncio.StreamWriter | None, data: bytes) -> None:
-    """Write the program's stdin and close it; a program that exits unread is its business."""
-    if stream is None:
-        return
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        stream.write(data)
-        await stream.drain()
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        stream.close()
-
-
 async def run_fenced(
     argv: Sequence[str],
     *,
@@ -194,8 +176,8 @@ async def run_fenced(
     except OSError as exc:
         return Fenced(127, f"cannot start {argv[0]}: {exc.strerror or exc}", False, fence, 0.0)
     assert process.stdout is not None
-    reader = asyncio.ensure_future(_read_tail(process.stdout))
-    feeder = asyncio.ensure_future(_feed(process.stdin, stdin or b""))
+    reader = asyncio.ensure_future(read_tail(process.stdout, OUTPUT_KEEP))
+    feeder = asyncio.ensure_future(feed(process.stdin, stdin or b""))
     timed_out = False
     try:
         await asyncio.wait_for(process.wait(), limits.timeout_s)

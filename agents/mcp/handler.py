@@ -30,7 +30,6 @@ or, with no change to the lurker, as a Python step:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -46,7 +45,7 @@ import structlog
 from agents.mcp.check import agent_argv
 from agents.memory.lessons import Lesson, block
 from agents.runtime.outcome import Failure, Handler, Outbox, Outcome
-from agents.runtime.procgroup import kill_group
+from agents.runtime.procgroup import feed, kill_group, read_tail
 from room.errors import BullpenError, ConfigError, HubUnavailable, StepFailed
 from room.message import Message
 
@@ -152,28 +151,6 @@ def client_config(home: Home, nick: str, *, relaxed: bool) -> dict[str, Any]:
     """
     command = server_command(home, nick, relaxed=relaxed)
     return {"mcpServers": {SERVER_NAME: {"command": command[0], "args": command[1:], "env": {}}}}
-
-
-async def _tail(stream: asyncio.StreamReader | None, keep: int) -> bytes:
-    if stream is None:
-        return b""
-    kept = bytearray()
-    while chunk := await stream.read(65536):
-        kept += chunk
-        if len(kept) > keep:
-            del kept[:-keep]
-    return bytes(kept)
-
-
-async def _feed(stream: asyncio.StreamWriter | None, data: bytes) -> None:
-    if stream is None:
-        return
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        stream.write(data)
-        await stream.drain()
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        stream.close()
-        await stream.wait_closed()
 
 
 def redact(text: str, home: Home) -> str:
@@ -311,10 +288,10 @@ async def _run(
         )
     bound.info("agent started", pid=proc.pid)
     readers = [
-        asyncio.ensure_future(_tail(proc.stdout, STDOUT_TAIL)),
-        asyncio.ensure_future(_tail(proc.stderr, STDERR_TAIL)),
+        asyncio.ensure_future(read_tail(proc.stdout, STDOUT_TAIL)),
+        asyncio.ensure_future(read_tail(proc.stderr, STDERR_TAIL)),
     ]
-    feeder = asyncio.ensure_future(_feed(proc.stdin, stdin or b""))
+    feeder = asyncio.ensure_future(feed(proc.stdin, stdin or b""))
     timed_out = False
     try:
         await asyncio.wait_for(proc.wait(), timeout)
