@@ -124,7 +124,7 @@ def _resolve(path: Path) -> Path:
         raise OSError(errno.ELOOP, "a loop of links", str(path)) from None
 
 
-def _protected(home: Home) -> list[Path]:
+def secret_places(home: Home) -> list[Path]:
     """The home's secret places: no root may hold one or lie inside one."""
     found = [home.root / "secrets", home.trust_file]
     with contextlib.suppress(BullpenError, OSError):
@@ -148,7 +148,7 @@ class Roots:
         ConfigError when a configured path lies outside a declared root, or a root
         holds the home's secrets; each message names both and says what to change."""
         declared_roots = home.society.roots
-        protected = _protected(home)
+        protected = secret_places(home)
         places: dict[str, tuple[Path, ...]] = {}
         origin: dict[Path, str] = {}
         for purpose, settings in configured.items():

@@ -6,11 +6,13 @@ runs with the clone as its working directory, the prompt on stdin and
 BULLPEN_SPEC, BULLPEN_TIER and BULLPEN_ITERATION in its environment; it
 edits files there and its exit status counts. Its process group is killed
 at its `timeout_s`. Where the grind's fence is bwrap it runs in a sandbox
-(agents/build/fence.py): the filesystem read-only but the clone, a scratch
-TMPDIR and the seat's `writable` paths; the bullpen home hidden; the
-network shared, since a coding agent must reach its model. Its environment
-is the grinder's with every BULLPEN_* variable and anything naming the
-home or holding one of its secrets left out. An `openai` seat (a model
+(agents/build/fence.py) with the network shared, since a coding agent must
+reach its model. `[build] seat_fence = "guarded"` (the default) leaves the
+filesystem as the user has it but hides the home's secrets and keeps the
+build root read-only except the clone; "strict" makes everything read-only
+but the clone, a scratch TMPDIR and the seat's `writable` paths, and hides
+the whole home. Its environment is the grinder's with every BULLPEN_*
+variable and anything pointing at or holding a secret left out. An `openai` seat (a model
 server, directly or through the gateway) answers `{"files": [{"path", "content"}]}`, validated by the
 judge and written here, every path confined to the clone. The built-in
 `local` seat writes no code: a ladder of only local seats fails at once.
@@ -27,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agents.build.config import BuildConfig
 from agents.build.fence import BWRAP, FenceLimits, run_fenced
 from agents.build.runs import Workspace
-from agents.roots import OutsideRoot, Roots
+from agents.roots import OutsideRoot, Roots, secret_places
 from agents.seats import build_seats, make_judge
 from agents.seats.registry import parse_seat_table
 from agents.seats.request import JudgmentRequest
@@ -51,6 +54,8 @@ __all__ = [
 
 MAX_FILE_BYTES = 512 * 1024
 SEAT_UNFENCED = "none"  # the seat fence under [build] fence = "rlimits": it runs as it is
+SEAT_STRICT = "bwrap-strict"  # bwrap with [build] seat_fence = "strict"; "bwrap" is guarded
+READ_ONLY = "Read-only file system"  # what a write the fence refused fails with
 # A seat may write neither these nor anything under them ...
 SYSTEM_TREES = tuple(Path(p) for p in (
     "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin",
@@ -162,23 +167,26 @@ def seat_writable(home: Home, name: str, config: CmdSeatConfig, build_root: Path
     return found
 
 
-def _secret_in(home: Home, value: str) -> str | None:
-    """What of the home's a value gives away: a path into it, or one of its secrets."""
-    if str(home.root.resolve()) in value or str(home.root) in value:
+def _secret_in(home: Home, value: str, strict: bool) -> str | None:
+    """What of the home's a value gives away: a path to its secrets (under strict, any path
+    into the home, which that fence hides whole), or one of the secrets themselves."""
+    if strict and (str(home.root.resolve()) in value or str(home.root) in value):
         return "a path in the bullpen home"
+    if any(str(place) in value for place in secret_places(home)):
+        return "a path to the bullpen home's secrets"
     return home.screen.screen().find(value)
 
 
-def check_code_seat(home: Home, name: str, build_root: Path) -> list[Path]:
+def check_code_seat(home: Home, name: str, build: BuildConfig) -> list[Path]:
     """A cmd code seat's own settings, checked before a grind clones anything and again at
-    each turn: its writable paths (returned), and no env value naming the bullpen home or
-    holding a secret. ConfigError says what to fix."""
+    each turn: its writable paths (returned), and no env value pointing at the secrets (or,
+    under strict, into the home) or holding one. ConfigError says what to fix."""
     config: Any = parse_seat_table(name, home.society.seats[name])
     if not isinstance(config, CmdSeatConfig):
         return []
-    writable = seat_writable(home, name, config, build_root)
+    writable = seat_writable(home, name, config, build.root_path)
     for key, value in config.env.items():
-        what = _secret_in(home, value)
+        what = _secret_in(home, value, build.seat_fence == "strict")
         if what:
             raise ConfigError(
                 f"[seats.{name}] env {key} holds {what}, which a code seat must never see; "
@@ -187,12 +195,14 @@ def check_code_seat(home: Home, name: str, build_root: Path) -> list[Path]:
     return writable
 
 
-def _seat_env(home: Home, config: CmdSeatConfig, extra: dict[str, str]) -> dict[str, str]:
-    """The grinder's environment minus BULLPEN_* and anything giving the home away."""
+def _seat_env(
+    home: Home, config: CmdSeatConfig, extra: dict[str, str], strict: bool
+) -> dict[str, str]:
+    """The grinder's environment minus BULLPEN_* and anything giving the secrets away."""
     base = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith("BULLPEN_") and _secret_in(home, value) is None
+        if not key.startswith("BULLPEN_") and _secret_in(home, value, strict) is None
     }
     return {**base, **config.env, **extra}
 
@@ -204,14 +214,15 @@ async def _cmd_turn(
     space: Workspace,
     prompt: str,
     extra: dict[str, str],
-    build_root: Path,
+    build: BuildConfig,
 ) -> CodeTurn:
-    fence = space.fence if space.fence == BWRAP else SEAT_UNFENCED
+    strict = build.seat_fence == "strict"
+    fence = SEAT_UNFENCED if space.fence != BWRAP else SEAT_STRICT if strict else BWRAP
     try:
-        writable = check_code_seat(home, name, build_root)  # a path may have gone since
+        writable = check_code_seat(home, name, build)  # a path may have gone since
     except ConfigError as exc:
         return CodeTurn(False, exc.message, fatal=True, fence=fence)
-    env = _seat_env(home, config, extra)
+    env = _seat_env(home, config, extra, strict)
     if shutil.which(config.command[0], path=env.get("PATH", os.defpath)) is None:
         return CodeTurn(
             False,
@@ -220,10 +231,14 @@ async def _cmd_turn(
             fence=fence,
         )
     scratch = None
-    if fence == BWRAP:  # /tmp is read-only in the sandbox: the seat's own TMPDIR, per turn
+    if fence == SEAT_STRICT:  # /tmp is read-only in the sandbox: the seat's own TMPDIR
         scratch = Path(tempfile.mkdtemp(prefix="seat-tmp-", dir=space.cache))
         env = {**env, "TMPDIR": str(scratch)}
         writable = [space.folder, scratch, *writable]
+        hidden = [*space.hidden, *secret_places(home)]  # the home, and secrets kept outside
+    else:  # guarded: the user's filesystem, less the secrets and the build root's other dirs
+        writable = [space.folder]
+        hidden = secret_places(home)
     try:
         done = await run_fenced(
             config.command,
@@ -232,10 +247,12 @@ async def _cmd_turn(
             env=env,
             limits=FenceLimits(timeout_s=config.timeout_s),
             fence=space.fence,
-            hidden=space.hidden,
+            hidden=hidden,
             network=True,
             resource_limits=False,  # the operator's program, not model-written code
             stdin=prompt.encode(),
+            open_base=not strict,
+            readonly=[] if strict else [build.root_path.resolve()],
         )
     finally:
         if scratch is not None:
@@ -249,6 +266,14 @@ async def _cmd_turn(
         )
     if done.returncode != 0:
         tail = " | ".join(done.output.strip().splitlines()[-3:])[-400:]
+        if fence != SEAT_UNFENCED and READ_ONLY in done.output:  # a rule broken, not a slip
+            return CodeTurn(
+                False,
+                f"code seat {name} tried to write outside the clone, which its fence keeps "
+                f"read-only, and exited {done.returncode}: {tail}",
+                fatal=True,
+                fence=fence,
+            )
         return CodeTurn(False, f"code seat {name} exited {done.returncode}: {tail}", fence=fence)
     return CodeTurn(True, fence=fence)
 
@@ -276,14 +301,14 @@ async def take_turn(
     space: Workspace,
     prompt: str,
     extra: dict[str, str],
-    build_root: Path,
+    build: BuildConfig,
 ) -> CodeTurn:
     """Ask the code seat `name` for the next change in the clone (`space.folder`), behind the
     grind's fence (`space.fence`, `space.hidden`)."""
     home.screen.check(prompt, f"the prompt for code seat {name}")
     config: Any = parse_seat_table(name, home.society.seats[name])
     if isinstance(config, CmdSeatConfig):
-        return await _cmd_turn(home, name, config, space, prompt, extra, build_root)
+        return await _cmd_turn(home, name, config, space, prompt, extra, build)
     if isinstance(config, OpenAISeatConfig):
         return await _openai_turn(home, nick, name, space.folder, prompt)
     return CodeTurn(False, NO_CODE_SEAT, fatal=True)

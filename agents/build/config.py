@@ -47,6 +47,12 @@ class BuildConfig(BaseModel):
     run_timeout_s: float = Field(default=120.0, gt=0, description="one test run")
     max_files: int = Field(default=50, ge=1, description="a non-git dir with more is refused")
     fence: Literal["auto", "bwrap", "rlimits"] = "auto"
+    seat_fence: Literal["guarded", "strict"] = Field(
+        default="guarded",
+        description="a cmd code seat behind bwrap: 'guarded' hides the home's secrets and keeps "
+        "the build root read-only but the clone; 'strict' makes all read-only but the clone "
+        "and the seat's writable paths, and hides the whole home",
+    )
     memory_mb: int = Field(default=4096, ge=64)
     cpu_s: int = Field(default=300, ge=1)
     file_size_mb: int = Field(default=256, ge=1)

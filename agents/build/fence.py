@@ -64,17 +64,32 @@ class Fenced:
 
 
 def _bwrap_argv(
-    cwd: Path, writable: Sequence[Path], hidden: Sequence[Path], network: bool = False
+    cwd: Path,
+    writable: Sequence[Path],
+    hidden: Sequence[Path],
+    network: bool = False,
+    open_base: bool = False,
+    readonly: Sequence[Path] = (),
 ) -> list[str]:
-    """Everything read-only, `hidden` folders empty, `writable` places bound read-write.
+    """The filesystem read-only (or, with `open_base`, as the user has it but `readonly`),
+    `hidden` places empty (a folder) or blank (a file), `writable` places bound read-write.
 
     The writable binds come after the tmpfs over each hidden folder, so a writable
     place that contained a hidden one would show it again: callers refuse that
     (agents/build/codeseat.py checks a seat's `writable`)."""
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for place in hidden:
+    argv = ["bwrap", "--bind" if open_base else "--ro-bind", "/", "/"]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    for place in readonly:
+        if place.exists():
+            argv += ["--ro-bind", str(place), str(place)]
+    folders = [place for place in hidden if place.is_dir()]
+    for place in hidden:  # what lies in a hidden folder is gone with it
+        if any(folder in place.parents for folder in folders):
+            continue
         if place.is_dir():
-            argv += ["--tmpfs", str(place)]
+            argv += ["--tmpfs", str(place)]  # an empty folder
+        elif place.is_file():
+            argv += ["--ro-bind", "/dev/null", str(place)]  # a blank, unreadable file
     for place in writable:
         argv += ["--bind", str(place), str(place)]
     argv += ["--unshare-all", *(["--share-net"] if network else [])]
@@ -155,12 +170,15 @@ async def run_fenced(
     network: bool = False,
     resource_limits: bool = True,
     stdin: bytes | None = None,
+    open_base: bool = False,
+    readonly: Sequence[Path] = (),
 ) -> Fenced:
     """Run `argv` in `cwd` behind the fence; never raises for what the program does.
 
     Only `fence == BWRAP` adds the sandbox (with `network`, the host's network is
     shared); `resource_limits` applies `limits` but the time limit, which always holds."""
-    command = [*(_bwrap_argv(cwd, writable, hidden, network) if fence == BWRAP else []), *argv]
+    sandbox = _bwrap_argv(cwd, writable, hidden, network, open_base, readonly)
+    command = [*(sandbox if fence == BWRAP else []), *argv]
     started = time.monotonic()
     try:
         process = await asyncio.create_subprocess_exec(

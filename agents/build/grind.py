@@ -63,7 +63,7 @@ class GrindResult:
 
 
 def ladder(
-    home: Home, tiers: list[str], build_root: Path
+    home: Home, tiers: list[str], config: BuildConfig
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """(name, kind) of each code-writing tier, and the local ones skipped; StepFailed when none
     writes code, a tier names no seat, or a cmd seat's settings are wrong (its writable)."""
@@ -72,7 +72,7 @@ def ladder(
         try:
             kind = code_seat_kind(home, name)
             if kind == "cmd":
-                check_code_seat(home, name, build_root)
+                check_code_seat(home, name, config)
         except Exception as exc:  # a ConfigError: the tier names no seat table
             raise StepFailed(getattr(exc, "message", str(exc))) from None
         (skipped.append(name) if kind == "local" else writing.append((name, kind)))
@@ -124,7 +124,7 @@ def _broke_rule(job: GrindJob, spec_digest: str | None, tier: str) -> str | None
 
 async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announce) -> GrindResult:
     """Climb the ladder from the clone's first run until green, the top, or the clock."""
-    seats, skipped = ladder(job.home, job.tiers, job.config.root_path)
+    seats, skipped = ladder(job.home, job.tiers, job.config)
     result = GrindResult(False, None, first.passing, first.total, skipped=skipped)
     if first.green:
         result.green = True
@@ -155,9 +155,7 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                 number,
                 kind,
             )
-            turn = await take_turn(
-                job.home, job.nick, tier, job.space, prompt, extra, job.config.root_path
-            )
+            turn = await take_turn(job.home, job.nick, tier, job.space, prompt, extra, job.config)
             if turn.fence:
                 result.seat_fence[tier] = turn.fence
             broken = _broke_rule(job, spec_digest, tier)

@@ -211,7 +211,7 @@ async def grind_spec(message: Message, ctx: StepContext) -> Reply:
     real = _build_dir(config, data)
     spec = str(data["spec_relative"])
     tiers = list(data.get("tiers") or config.standing_tiers())
-    ladder(ctx.home, tiers, config.root_path)  # a bad ladder fails loud before any clone
+    ladder(ctx.home, tiers, config)  # a bad ladder fails loud before any clone
     baseline = str(data.get("baseline") or "")
     if git(real, "rev-parse", "HEAD")[1].decode().strip() != baseline:
         raise StepFailed(f"the build dir {real} moved since its baseline {baseline[:12]}")

@@ -130,8 +130,9 @@ class CmdSeatConfig(_SeatTable):
     env: dict[str, str] = Field(default_factory=dict, description="added to the environment")
     writable: list[str] = Field(
         default_factory=list,
-        description="code seats only (`bullpen docs build`): more paths the fenced seat may write, "
-        "like '~/.claude'; a judging seat is not fenced and ignores it",
+        description="code seats under [build] seat_fence = 'strict' only (`bullpen docs "
+        "build`): more paths the fenced seat may write, like '~/.claude'; a judging seat is "
+        "not fenced and ignores it",
     )
 
     @field_validator("writable")

@@ -1,9 +1,11 @@
 """The fence around a `cmd` code seat: real turns of tests/fakes/fake_coder.py, bwrap where it works.
 
 One home for the module (no hub: a turn needs none). Each test gives the seat a fresh
-clone under the home's build root and calls `take_turn` as the grind does. Where
-bubblewrap cannot create namespaces, the bwrap assertions become assertions about the
-fallback: the seat's fence is `none` and the environment is still clean.
+clone under the home's build root and calls `take_turn` as the grind does, under
+`[build] seat_fence = "guarded"` (the default: the secrets hidden, the build root read-only
+but the clone) or "strict" (everything read-only but the clone and `writable`, the home
+hidden). Where bubblewrap cannot create namespaces, the bwrap assertions become assertions
+about the fallback: the seat's fence is `none` and the environment is still clean.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from agents.build.codeseat import SEAT_UNFENCED, CodeTurn, check_code_seat, take_turn
+from agents.build.codeseat import (
+    SEAT_STRICT,
+    SEAT_UNFENCED,
+    CodeTurn,
+    check_code_seat,
+    take_turn,
+)
+from agents.build.config import BuildConfig
 from agents.build.fence import BWRAP, RLIMITS, choose
 from agents.build.grind import ladder
 from agents.build.runs import Workspace
@@ -55,11 +64,16 @@ class Place:
         cache.mkdir()
         return Workspace(clone, cache, fence, (self.root.resolve(),))
 
-    def turn(self, name: str, space: Workspace) -> CodeTurn:
-        home = self.society.home
+    def build(self, seat_fence: str = "guarded") -> BuildConfig:
+        return BuildConfig(
+            root=str(self.builds), alias=str(self.base / "sandbox"), seat_fence=seat_fence
+        )
+
+    def turn(self, name: str, space: Workspace, seat_fence: str = "guarded") -> CodeTurn:
+        home, build = self.society.home, self.build(seat_fence)
         extra = {"BULLPEN_SPEC": str(space.folder / "test_x.py"), "BULLPEN_TIER": name,
                  "BULLPEN_ITERATION": "1"}  # fmt: skip
-        return asyncio.run(take_turn(home, "py", name, space, "step: code\n", extra, self.builds))
+        return asyncio.run(take_turn(home, "py", name, space, "step: code\n", extra, build))
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +85,12 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Place]:
         made.society.stop_all()
 
 
+@pytest.mark.parametrize("mode", ["guarded", "strict"])
 def test_the_seat_never_sees_the_homes_secret(
-    place: Place, monkeypatch: pytest.MonkeyPatch
+    place: Place, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
-    """The home is hidden (an empty folder in the sandbox); nothing in the seat's environment
-    names it or holds a secret, whatever the grinder's own environment held."""
+    """The secrets (strict: the whole home) are hidden, empty in the sandbox; nothing in the
+    seat's environment points at them or holds one, whatever the grinder's environment held."""
     secret_file = place.root / "secrets" / "post-secret"
     secret = secret_file.read_text().strip()
     assert len(secret) >= 16
@@ -87,7 +102,7 @@ def test_the_seat_never_sees_the_homes_secret(
     where.write_text(str(secret_file))
     place.seat("look", "look", FAKE_CODER_READ=str(where))
     space = place.space()
-    turn = place.turn("look", space)
+    turn = place.turn("look", space, mode)
     assert turn.ok, turn.problem
     seen = json.loads((space.folder / "look.json").read_text())
     env = seen["env"]
@@ -96,33 +111,60 @@ def test_the_seat_never_sees_the_homes_secret(
     assert {k for k in env if k.startswith("BULLPEN_")} == {
         "BULLPEN_SPEC", "BULLPEN_TIER", "BULLPEN_ITERATION",
     }  # fmt: skip
-    if FENCED:
-        assert turn.fence == BWRAP
+    if FENCED and mode == "strict":
+        assert turn.fence == SEAT_STRICT
         assert seen["read"].startswith("unreadable: No such file")
         assert seen["listed"] == "unlistable: No such file or directory"  # secrets/ is gone
         assert seen["scratch"] and env["TMPDIR"].startswith(str(space.cache))
         found = [p for p in space.folder.rglob("*") if p.is_file()]
         assert all(secret not in p.read_text(errors="replace") for p in found)
         assert not list(space.cache.glob("seat-tmp-*"))  # the scratch went with the turn
+    elif FENCED:  # guarded: the home is there, its secrets are not
+        assert turn.fence == BWRAP
+        assert seen["read"].startswith("unreadable: No such file")
+        assert seen["listed"] == []  # secrets/ is an empty folder in the sandbox
+        assert (place.root / "society.toml").is_file() and seen["scratch"]
+        found = [p for p in space.folder.rglob("*") if p.is_file()]
+        assert all(secret not in p.read_text(errors="replace") for p in found)
     else:
         assert turn.fence == SEAT_UNFENCED  # the fallback does not hide the home
 
 
-@pytest.mark.parametrize("where", ["build dir", "tmp"])
-def test_a_write_outside_the_clone_fails_inside_the_fence(place: Place, where: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "where"), [("guarded", "build dir"), ("strict", "build dir"), ("strict", "tmp")]
+)
+def test_a_write_outside_the_clone_fails_inside_the_fence(
+    place: Place, mode: str, where: str
+) -> None:
+    """A refused write stops the grind (fatal), naming the seat and what it tried."""
     campaign = place.builds / "campaign"
     campaign.mkdir(exist_ok=True)
     target = (campaign if where == "build dir" else Path("/tmp")) / f"escaped-{os.getpid()}.txt"
     place.seat("escape", "escape", FAKE_CODER_ESCAPE=str(target))
-    turn = place.turn("escape", place.space())
+    turn = place.turn("escape", place.space(), mode)
     try:
         if FENCED:
-            assert not turn.ok and not turn.fatal and turn.fence == BWRAP
-            assert "code seat escape exited 1" in str(turn.problem)
+            assert not turn.ok and turn.fatal
+            assert turn.fence == (SEAT_STRICT if mode == "strict" else BWRAP)
+            assert "code seat escape tried to write outside the clone" in str(turn.problem)
             assert "Read-only file system" in str(turn.problem)
             assert not target.exists() and os.listdir(campaign) == []
         else:
             assert turn.ok and target.exists()  # unfenced: only the grind's check catches it
+    finally:
+        target.unlink(missing_ok=True)
+
+
+def test_guarded_leaves_the_rest_of_the_users_files_as_they_are(place: Place) -> None:
+    """Under the default, a seat may write where its user may (its own logs, /tmp), but the
+    clone is the only place under the build root it may change."""
+    target = place.base / f"seat-log-{os.getpid()}.txt"
+    place.seat("logger", "escape", FAKE_CODER_ESCAPE=str(target))
+    try:
+        turn = place.turn("logger", place.space())
+        assert turn.ok, turn.problem
+        assert target.read_text() == "escaped\n"
+        assert turn.fence == (BWRAP if FENCED else SEAT_UNFENCED)
     finally:
         target.unlink(missing_ok=True)
 
@@ -159,18 +201,19 @@ def test_the_seat_reaches_a_server_on_the_host(place: Place) -> None:
 def test_a_declared_writable_path_is_writable_and_no_other(
     place: Place, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`writable = ["~/.agent"]` (~ expanded) is open to the seat; its sibling is not."""
+    """Under strict, `writable = ["~/.agent"]` (~ expanded) is open to the seat; its sibling
+    is not."""
     user_home = place.base / "user"
     (user_home / ".agent").mkdir(parents=True)
     (user_home / ".other").mkdir()
     monkeypatch.setenv("HOME", str(user_home))
     declared, undeclared = user_home / ".agent" / "state.json", user_home / ".other" / "x"
     place.seat("stateful", "escape", writable=["~/.agent"], FAKE_CODER_ESCAPE=str(declared))
-    turn = place.turn("stateful", place.space())
+    turn = place.turn("stateful", place.space(), "strict")
     assert turn.ok, turn.problem
     assert declared.read_text() == "escaped\n"
     place.seat("nosy", "escape", writable=["~/.agent"], FAKE_CODER_ESCAPE=str(undeclared))
-    turn = place.turn("nosy", place.space())
+    turn = place.turn("nosy", place.space(), "strict")
     if FENCED:
         assert not turn.ok and "Read-only file system" in str(turn.problem)
         assert not undeclared.exists()
@@ -185,12 +228,12 @@ def test_under_rlimits_the_seat_runs_unfenced_and_says_so(place: Place) -> None:
     assert turn.ok and turn.fence == SEAT_UNFENCED and target.read_text() == "escaped\n"
 
 
-def _refused(place: Place, writable: list[str], **env: str) -> str:
+def _refused(place: Place, writable: list[str], mode: str = "guarded", **env: str) -> str:
     place.seat("bad", "nothing", writable=writable, **env)
     with pytest.raises(ConfigError) as caught:
-        check_code_seat(place.society.home, "bad", place.builds)
+        check_code_seat(place.society.home, "bad", place.build(mode))
     with pytest.raises(StepFailed):  # the grind's ladder check refuses it before any clone
-        ladder(place.society.home, ["bad"], place.builds)
+        ladder(place.society.home, ["bad"], place.build(mode))
     return caught.value.message
 
 
@@ -217,10 +260,14 @@ def test_a_bad_writable_path_or_env_is_a_clear_config_error(
         assert f"[seats.bad] writable {given!r}" in message and says in message, message
     secret = place.society.secret().decode().strip()
     message = _refused(place, [], TOKEN_FILE=str(place.root / "secrets/gateway/py.token"))
-    assert "env TOKEN_FILE holds a path in the bullpen home" in message
+    assert "env TOKEN_FILE holds a path to the bullpen home's secrets" in message
+    message = _refused(place, [], "strict", LOG=str(place.root / "seat.log"))
+    assert "env LOG holds a path in the bullpen home" in message  # strict hides it all
+    place.seat("fine", "nothing", LOG=str(place.root / "seat.log"))
+    assert check_code_seat(place.society.home, "fine", place.build()) == []  # guarded: ok
     message = _refused(place, [], KEY=secret)
     place.seat("bad", "nothing")  # the secret leaves society.toml again
     assert "env KEY holds the shared secret" in message and secret not in message
     place.seat("relative", "nothing", writable=["state"])
     with pytest.raises(ConfigError, match="must be an absolute path or start with ~"):
-        check_code_seat(place.society.home, "relative", place.builds)
+        check_code_seat(place.society.home, "relative", place.build())
