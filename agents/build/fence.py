@@ -12,7 +12,7 @@ A `cmd` code seat (agents/build/codeseat.py) runs through the same
 `run_fenced`, with the network shared (a coding agent must reach its model)
 and no resource limits (it is the operator's program, not model-written code).
 
-Whether bwrap works is found by a trial run, once per process: in a
+Whether bwrap works is found by trial runs of both sandboxes, once per process: in a
 container, as root, bubblewrap may be present and still unable to create
 namespaces. Then the run falls back to the other fences, and the result
 says so (`fence: rlimits`) rather than pretend.
@@ -98,21 +98,30 @@ def _bwrap_argv(
 
 @cache
 def bwrap_works() -> bool:
-    """A trial run: does bubblewrap start a sandbox with no network here?"""
+    """Trial runs: does bubblewrap start both sandboxes here, the test runs' (read-only, no
+    network) and a code seat's guarded one (the filesystem open, the network shared)?"""
     if shutil.which("bwrap") is None:
         return False
     with tempfile.TemporaryDirectory(prefix="bullpen-fence-") as folder:
         place = Path(folder)
-        try:
-            done = subprocess.run(
-                [*_bwrap_argv(place, [place], []), "/bin/sh", "-c", "echo fenced > ok"],
-                capture_output=True,
-                timeout=20,
-                env={"PATH": SAFE_PATH},
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-        return done.returncode == 0 and (place / "ok").exists()
+        trials = (
+            _bwrap_argv(place, [place], []),
+            _bwrap_argv(place, [place], [], network=True, open_base=True),
+        )
+        for number, sandbox in enumerate(trials):
+            mark = f"ok{number}"
+            try:
+                done = subprocess.run(
+                    [*sandbox, "/bin/sh", "-c", f"echo fenced > {mark}"],
+                    capture_output=True,
+                    timeout=20,
+                    env={"PATH": SAFE_PATH},
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                return False
+            if done.returncode != 0 or not (place / mark).exists():
+                return False
+        return True
 
 
 def choose(setting: str) -> str:
