@@ -12,10 +12,12 @@ filesystem as the user has it but hides the home's secrets and keeps the
 build root read-only except the clone; "strict" makes everything read-only
 but the clone, a scratch TMPDIR and the seat's `writable` paths, and hides
 the whole home. Its environment is the grinder's with every BULLPEN_*
-variable and anything pointing at or holding a secret left out. An `openai` seat (a model
-server, directly or through the gateway) answers `{"files": [{"path", "content"}]}`, validated by the
-judge and written here, every path confined to the clone. The built-in
-`local` seat writes no code: a ladder of only local seats fails at once.
+variable and anything pointing at or holding a secret left out.
+
+An `openai` seat (a model server, directly or through the gateway) answers
+`{"files": [{"path", "content"}]}`, validated by the judge and written here,
+every path confined to the clone. The built-in `local` seat writes no code:
+a ladder of only local seats fails at once.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agents.build.config import BuildConfig
 from agents.build.fence import BWRAP, FenceLimits, run_fenced
 from agents.build.runs import Workspace
+from agents.build.ticket import OS_TREES, SHARED_AREAS
 from agents.roots import OutsideRoot, Roots, secret_places
 from agents.seats import build_seats, make_judge
 from agents.seats.registry import parse_seat_table
@@ -56,15 +60,10 @@ MAX_FILE_BYTES = 512 * 1024
 SEAT_UNFENCED = "none"  # the seat fence under [build] fence = "rlimits": it runs as it is
 SEAT_STRICT = "bwrap-strict"  # bwrap with [build] seat_fence = "strict"; "bwrap" is guarded
 READ_ONLY = "Read-only file system"  # what a write the fence refused fails with
-# A seat may write neither these nor anything under them ...
-SYSTEM_TREES = tuple(Path(p) for p in (
-    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin",
-    "/sys", "/usr",
-))  # fmt: skip
-# ... nor these folders themselves (a folder of its own inside them is the operator's call).
-SYSTEM_FOLDERS = tuple(Path(p) for p in (
-    "/", "/home", "/media", "/mnt", "/opt", "/root", "/run", "/srv", "/tmp", "/var",
-))  # fmt: skip
+# A seat may write neither the system's trees nor anything under them, nor these folders
+# themselves (a folder of its own inside them is the operator's call).
+SYSTEM_TREES = tuple(Path(p) for p in OS_TREES)
+SYSTEM_FOLDERS = tuple(Path(p) for p in ("/", "/tmp", *SHARED_AREAS))
 NO_CODE_SEAT = "no code-writing seat: set tiers or [build] tiers to a model seat, see docs/build.md"
 
 
@@ -167,14 +166,22 @@ def seat_writable(home: Home, name: str, config: CmdSeatConfig, build_root: Path
     return found
 
 
-def _secret_in(home: Home, value: str, strict: bool) -> str | None:
-    """What of the home's a value gives away: a path to its secrets (under strict, any path
-    into the home, which that fence hides whole), or one of the secrets themselves."""
-    if strict and (str(home.root.resolve()) in value or str(home.root) in value):
-        return "a path in the bullpen home"
-    if any(str(place) in value for place in secret_places(home)):
-        return "a path to the bullpen home's secrets"
-    return home.screen.screen().find(value)
+def _giveaway(home: Home, strict: bool) -> Callable[[str], str | None]:
+    """A check of one value: what of the home's it gives away, a path to its secrets (under
+    strict, any path into the home, which that fence hides whole) or one of the secrets
+    themselves; None when nothing. The places and the screen are read once, here."""
+    homes = (str(home.root.resolve()), str(home.root)) if strict else ()
+    places = [str(place) for place in secret_places(home)]
+    screen = home.screen.screen()
+
+    def gives(value: str) -> str | None:
+        if any(root in value for root in homes):
+            return "a path in the bullpen home"
+        if any(place in value for place in places):
+            return "a path to the bullpen home's secrets"
+        return screen.find(value)
+
+    return gives
 
 
 def check_code_seat(home: Home, name: str, build: BuildConfig) -> list[Path]:
@@ -185,8 +192,9 @@ def check_code_seat(home: Home, name: str, build: BuildConfig) -> list[Path]:
     if not isinstance(config, CmdSeatConfig):
         return []
     writable = seat_writable(home, name, config, build.root_path)
+    gives = _giveaway(home, build.seat_fence == "strict")
     for key, value in config.env.items():
-        what = _secret_in(home, value, build.seat_fence == "strict")
+        what = gives(value)
         if what:
             raise ConfigError(
                 f"[seats.{name}] env {key} holds {what}, which a code seat must never see; "
@@ -199,10 +207,11 @@ def _seat_env(
     home: Home, config: CmdSeatConfig, extra: dict[str, str], strict: bool
 ) -> dict[str, str]:
     """The grinder's environment minus BULLPEN_* and anything giving the secrets away."""
+    gives = _giveaway(home, strict)
     base = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith("BULLPEN_") and _secret_in(home, value, strict) is None
+        if not key.startswith("BULLPEN_") and gives(value) is None
     }
     return {**base, **config.env, **extra}
 
@@ -267,10 +276,16 @@ async def _cmd_turn(
     if done.returncode != 0:
         tail = " | ".join(done.output.strip().splitlines()[-3:])[-400:]
         if fence != SEAT_UNFENCED and READ_ONLY in done.output:  # a rule broken, not a slip
+            hint = (
+                f"list its own state folders in [seats.{name}] writable"
+                if strict
+                else "it may change nothing under [build] root but its clone"
+            )
             return CodeTurn(
                 False,
                 f"code seat {name} tried to write outside the clone, which its fence keeps "
-                f"read-only, and exited {done.returncode}: {tail}",
+                f"read-only ({hint}; `bullpen docs build`, the fence), and exited "
+                f"{done.returncode}: {tail}",
                 fatal=True,
                 fence=fence,
             )

@@ -186,8 +186,9 @@ async def run_fenced(
 
     Only `fence == BWRAP` adds the sandbox (with `network`, the host's network is
     shared); `resource_limits` applies `limits` but the time limit, which always holds."""
-    sandbox = _bwrap_argv(cwd, writable, hidden, network, open_base, readonly)
-    command = [*(sandbox if fence == BWRAP else []), *argv]
+    command = list(argv)
+    if fence == BWRAP:
+        command = [*_bwrap_argv(cwd, writable, hidden, network, open_base, readonly), *command]
     started = time.monotonic()
     try:
         process = await asyncio.create_subprocess_exec(

@@ -29,10 +29,15 @@ _TIERS = re.compile(r"\btiers\s*=\s*([^\s]+)")
 _TARGETS = re.compile(r"^\s*targets:\s*(.+)$", re.M | re.I)
 _NICK = re.compile(r"@([a-z][a-z0-9_-]*)")
 _PATH = re.compile(r"(/[^\s,;()]*)")
-SYSTEM_DIRS = (
-    "/home", "/root", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/boot",
-    "/dev", "/proc", "/sys", "/run", "/var", "/opt", "/srv", "/snap", "/mnt", "/media",
+# The system's own trees, which nothing of a build may write, and the places that hold
+# users', services' and mounts' files: no build dir under either (a code seat's own
+# state may lie inside the second kind, never be one of them: agents/build/codeseat.py).
+OS_TREES = (
+    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev",
+    "/proc", "/sys",
 )  # fmt: skip
+SHARED_AREAS = ("/home", "/root", "/run", "/var", "/opt", "/srv", "/snap", "/mnt", "/media")
+SYSTEM_DIRS = (*SHARED_AREAS, *OS_TREES)
 TEMP_DIRS = ("/tmp", "/var/tmp")
 RULE = (
     "the build dir must live under /tmp (`bullpen docs build`, the build-dir rules): a model-written "

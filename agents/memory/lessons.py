@@ -30,9 +30,9 @@ __all__ = ["GENERAL_K", "OWN_K", "Lesson", "LessonReader", "block", "wake_lesson
 
 OWN_K, GENERAL_K = 8, 2
 RETRY_S = 5.0
-MAX_WORDS = (
-    12  # of the message, after the nick: enough to rank by; BM25 costs per word (bench/memory.py)
-)
+# Words of the message, after the nick: enough to rank by; BM25's cost grows with each
+# word's candidates, so fewer is cheaper (bench/memory.py).
+MAX_WORDS = 12
 
 
 @dataclass(frozen=True)
