@@ -19,27 +19,61 @@ from agents.backpass.pipeline import NICKS as BACKPASS_NICKS
 from agents.cli.init import InitOptions, init_home
 from agents.expedition.pipeline import DEFAULT_NICKS
 from agents.home import Home
+from agents.netports import RANGE_VARIABLE, below_ephemeral, bound_probe
 
 REPO = Path(__file__).resolve().parent.parent
 
 
+def _worker_spans() -> tuple[range, range] | None:
+    """This pytest worker's own share of the ports below the ephemeral range: most for the
+    listeners tests start, the rest (BULLPEN_PORT_RANGE) for programs that pick their own,
+    like `bullpen demo`. Workers never share a port, and no outgoing connection takes one."""
+    full = below_ephemeral()
+    if full is None:
+        return None
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    share = len(full) // workers
+    mine = full[index * share : (index + 1) * share]
+    split = len(mine) * 9 // 10
+    return mine[:split], mine[split:]
+
+
+_SPANS = _worker_spans()
+if _SPANS is not None:
+    os.environ[RANGE_VARIABLE] = f"{_SPANS[1].start}-{_SPANS[1].stop - 1}"
 _HANDED_OUT: set[int] = set()
+_CURSOR = [0]
 
 
 def free_port() -> int:
-    """A port nobody listens on, never one this process was already handed.
+    """A port nobody listens on, never one this process was handed recently.
 
-    The kernel may give the same ephemeral port to two binds in a row once
-    the first socket is closed, so two calls could name one port twice (a
-    hub's strict and relaxed listeners on one port fails its start).
+    It comes from this worker's own span below the ephemeral range (see `_worker_spans`),
+    taken in turn, so neither the other worker nor an outgoing connection can take it
+    between this probe and the test's listener binding it.
     """
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
+    if _SPANS is None:
+        while True:  # no safe span here: the kernel's choice, never the same port twice
+            port = _kernel_port()
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
+    span = _SPANS[0]
+    for _ in range(len(span)):
+        port = span[_CURSOR[0] % len(span)]
+        _CURSOR[0] += 1
+        probe = bound_probe(port)
+        if probe is not None:
+            probe.close()
             return port
+    raise OSError(f"no free port left in {span.start}-{span.stop - 1}")
+
+
+def _kernel_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:

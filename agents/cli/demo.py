@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import textwrap
@@ -27,9 +25,10 @@ import httpx
 from agents.backpass.gitwork import git
 from agents.cli.init import InitOptions, init_home
 from agents.home import Home
+from agents.netports import PortRangeError, free_ports, listener_range
 from room import render
 from room.client import RoomClient, read_file
-from room.errors import Unauthorized
+from room.errors import Unauthorized, UsageError
 from trust.audit import audit_file
 
 Step = Callable[[Home], Awaitable[None]]
@@ -41,17 +40,6 @@ class DemoFailed(Exception):
 
 def say(text: str) -> None:
     print(text, flush=True)
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct free ports: every socket stays bound until all are picked."""
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket())
-            sock.bind(("127.0.0.1", 0))
-            ports.append(int(sock.getsockname()[1]))
-        return ports
 
 
 async def wait_reply(client: RoomClient, thread: str, ask_id: str, timeout: float) -> dict:
@@ -270,7 +258,7 @@ async def drain(stream: asyncio.StreamReader) -> None:
 
 
 async def run_demo(root: Path) -> int:
-    strict, relaxed = free_ports(2)
+    strict, relaxed = free_ports(2)  # below the ephemeral range: no connection takes them
     say(f"demo: laying down a home at {root}")
     init_home(
         root, InitOptions(strict=f"127.0.0.1:{strict}", relaxed=f"127.0.0.1:{relaxed}", demo=True)
@@ -324,6 +312,10 @@ async def run_demo(root: Path) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """In a temporary home (deleted afterwards unless --keep), or in --home DIR, which must not
     exist or be empty and is always kept: a folder the operator named is never deleted."""
+    try:
+        listener_range()
+    except PortRangeError as exc:
+        raise UsageError(str(exc)) from None
     if args.home is not None:
         root, kept, base = Path(args.home).expanduser().absolute(), True, None
     else:
