@@ -18,7 +18,7 @@ from pathlib import Path
 
 RANGE_VARIABLE = "BULLPEN_PORT_RANGE"
 EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
-LOWEST = 10000  # below this lie the registered ports of well-known services
+LOWEST = 10000  # below this sit many services' usual ports (5432, 8080, …): leave them be
 
 
 class PortRangeError(ValueError):
