@@ -25,6 +25,10 @@ class PortRangeError(ValueError):
     """BULLPEN_PORT_RANGE is not `LOW-HIGH` within 1024..65535."""
 
 
+class NoFreePorts(OSError):
+    """Too few ports in the range nobody listens on."""
+
+
 def ephemeral_start() -> int | None:
     """The first port of the kernel's ephemeral range, or None where it cannot be read."""
     try:
@@ -96,6 +100,7 @@ def free_ports(count: int, span: range | None = None) -> list[int]:
                 ports.append(port)
                 if len(ports) == count:
                     return ports
-        raise OSError(
-            f"only {len(ports)} of {count} ports are free in {span.start}-{span.stop - 1}"
+        raise NoFreePorts(
+            f"only {len(ports)} of {count} ports are free in {span.start}-{span.stop - 1}; "
+            f"stop what holds them, or set {RANGE_VARIABLE}=LOW-HIGH to a range with free ports"
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from agents.backpass.pipeline import NICKS as BACKPASS_NICKS
 from agents.cli.init import InitOptions, init_home
 from agents.expedition.pipeline import DEFAULT_NICKS
 from agents.home import Home
-from agents.netports import RANGE_VARIABLE, below_ephemeral, bound_probe
+from agents.netports import RANGE_VARIABLE, below_ephemeral, bound_probe, free_ports
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -55,7 +54,7 @@ def free_port() -> int:
     """
     if _SPANS is None:
         while True:  # no safe span here: the kernel's choice, never the same port twice
-            port = _kernel_port()
+            port = free_ports(1)[0]
             if port not in _HANDED_OUT:
                 _HANDED_OUT.add(port)
                 return port
@@ -68,12 +67,6 @@ def free_port() -> int:
             probe.close()
             return port
     raise OSError(f"no free port left in {span.start}-{span.stop - 1}")
-
-
-def _kernel_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:

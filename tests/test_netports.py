@@ -42,7 +42,9 @@ def test_a_full_span_is_an_error_that_names_it() -> None:
     with socket.socket() as taken:
         port = free_port()
         taken.bind(("127.0.0.1", port))
-        with pytest.raises(OSError, match=f"only 0 of 1 ports are free in {port}-{port}"):
+        with pytest.raises(
+            OSError, match=f"only 0 of 1 ports are free in {port}-{port}; stop what holds them"
+        ):
             free_ports(1, range(port, port + 1))
 
 
@@ -57,4 +59,16 @@ def test_the_demo_refuses_a_malformed_range_before_it_lays_down_a_home(tmp_path:
     done = run_cli(home, "demo", env={"BULLPEN_PORT_RANGE": "9000"})
     assert done.returncode == 2, done.stdout + done.stderr
     assert "BULLPEN_PORT_RANGE='9000' is not a port range" in done.stderr
+    assert not home.exists()
+
+
+def test_the_demo_says_what_to_do_when_its_range_has_no_free_port(tmp_path: Path) -> None:
+    home = tmp_path / "demo-home"
+    with socket.socket() as taken:
+        port = free_port()
+        taken.bind(("127.0.0.1", port))
+        done = run_cli(home, "demo", env={"BULLPEN_PORT_RANGE": f"{port}-{port}"})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"only 0 of 2 ports are free in {port}-{port}" in done.stderr
+    assert "set BULLPEN_PORT_RANGE=LOW-HIGH" in done.stderr
     assert not home.exists()

@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +41,7 @@ from agents.seats.registry import parse_seat_table
 from agents.seats.request import JudgmentRequest
 from agents.seats.tables import CmdSeatConfig, GatewayAccess, OpenAISeatConfig
 from room.errors import ConfigError, SeatError
+from trust.screen import Screen
 
 if TYPE_CHECKING:
     from agents.home import Home
@@ -166,25 +166,31 @@ def seat_writable(home: Home, name: str, config: CmdSeatConfig, build_root: Path
     return found
 
 
-def _giveaway(home: Home, strict: bool) -> Callable[[str], str | None]:
-    """A check of one value: what of the home's it gives away, a path to its secrets (under
-    strict, any path into the home, which that fence hides whole) or one of the secrets
-    themselves; None when nothing. The places and the screen are read once, here."""
-    homes = (str(home.root.resolve()), str(home.root)) if strict else ()
-    places = [str(place) for place in secret_places(home)]
-    screen = home.screen.screen()
+@dataclass(frozen=True)
+class _Secrets:
+    """The home's secret places and its screen, read once: what a seat must not be given."""
 
-    def gives(value: str) -> str | None:
-        if any(root in value for root in homes):
+    places: list[Path]
+    homes: tuple[str, ...]  # under strict, any path into the home (that fence hides it whole)
+    screen: Screen
+
+    @classmethod
+    def of(cls, home: Home, strict: bool) -> _Secrets:
+        homes = (str(home.root.resolve()), str(home.root)) if strict else ()
+        return cls(secret_places(home), homes, home.screen.screen())
+
+    def given_by(self, value: str) -> str | None:
+        """What of the home's `value` gives away, or None."""
+        if any(root in value for root in self.homes):
             return "a path in the bullpen home"
-        if any(place in value for place in places):
+        if any(str(place) in value for place in self.places):
             return "a path to the bullpen home's secrets"
-        return screen.find(value)
-
-    return gives
+        return self.screen.find(value)
 
 
-def check_code_seat(home: Home, name: str, build: BuildConfig) -> list[Path]:
+def check_code_seat(
+    home: Home, name: str, build: BuildConfig, secrets: _Secrets | None = None
+) -> list[Path]:
     """A cmd code seat's own settings, checked before a grind clones anything and again at
     each turn: its writable paths (returned), and no env value pointing at the secrets (or,
     under strict, into the home) or holding one. ConfigError says what to fix."""
@@ -192,9 +198,9 @@ def check_code_seat(home: Home, name: str, build: BuildConfig) -> list[Path]:
     if not isinstance(config, CmdSeatConfig):
         return []
     writable = seat_writable(home, name, config, build.root_path)
-    gives = _giveaway(home, build.seat_fence == "strict")
+    secrets = secrets or _Secrets.of(home, build.seat_fence == "strict")
     for key, value in config.env.items():
-        what = gives(value)
+        what = secrets.given_by(value)
         if what:
             raise ConfigError(
                 f"[seats.{name}] env {key} holds {what}, which a code seat must never see; "
@@ -203,15 +209,12 @@ def check_code_seat(home: Home, name: str, build: BuildConfig) -> list[Path]:
     return writable
 
 
-def _seat_env(
-    home: Home, config: CmdSeatConfig, extra: dict[str, str], strict: bool
-) -> dict[str, str]:
+def _seat_env(config: CmdSeatConfig, extra: dict[str, str], secrets: _Secrets) -> dict[str, str]:
     """The grinder's environment minus BULLPEN_* and anything giving the secrets away."""
-    gives = _giveaway(home, strict)
     base = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith("BULLPEN_") and gives(value) is None
+        if not key.startswith("BULLPEN_") and secrets.given_by(value) is None
     }
     return {**base, **config.env, **extra}
 
@@ -227,11 +230,12 @@ async def _cmd_turn(
 ) -> CodeTurn:
     strict = build.seat_fence == "strict"
     fence = SEAT_UNFENCED if space.fence != BWRAP else SEAT_STRICT if strict else BWRAP
+    secrets = _Secrets.of(home, strict)
     try:
-        writable = check_code_seat(home, name, build)  # a path may have gone since
+        writable = check_code_seat(home, name, build, secrets)  # a path may have gone since
     except ConfigError as exc:
         return CodeTurn(False, exc.message, fatal=True, fence=fence)
-    env = _seat_env(home, config, extra, strict)
+    env = _seat_env(config, extra, secrets)
     if shutil.which(config.command[0], path=env.get("PATH", os.defpath)) is None:
         return CodeTurn(
             False,
@@ -244,10 +248,10 @@ async def _cmd_turn(
         scratch = Path(tempfile.mkdtemp(prefix="seat-tmp-", dir=space.cache))
         env = {**env, "TMPDIR": str(scratch)}
         writable = [space.folder, scratch, *writable]
-        hidden = [*space.hidden, *secret_places(home)]  # the home, and secrets kept outside
+        hidden = [*space.hidden, *secrets.places]  # the home, and secrets kept outside
     else:  # guarded: the user's filesystem, less the secrets and the build root's other dirs
         writable = [space.folder]
-        hidden = secret_places(home)
+        hidden = secrets.places
     try:
         done = await run_fenced(
             config.command,

@@ -25,7 +25,7 @@ import httpx
 from agents.backpass.gitwork import git
 from agents.cli.init import InitOptions, init_home
 from agents.home import Home
-from agents.netports import PortRangeError, free_ports, listener_range
+from agents.netports import NoFreePorts, PortRangeError, free_ports
 from room import render
 from room.client import RoomClient, read_file
 from room.errors import Unauthorized, UsageError
@@ -257,8 +257,8 @@ async def drain(stream: asyncio.StreamReader) -> None:
         pass
 
 
-async def run_demo(root: Path) -> int:
-    strict, relaxed = free_ports(2)  # below the ephemeral range: no connection takes them
+async def run_demo(root: Path, ports: list[int]) -> int:
+    strict, relaxed = ports
     say(f"demo: laying down a home at {root}")
     init_home(
         root, InitOptions(strict=f"127.0.0.1:{strict}", relaxed=f"127.0.0.1:{relaxed}", demo=True)
@@ -312,9 +312,9 @@ async def run_demo(root: Path) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """In a temporary home (deleted afterwards unless --keep), or in --home DIR, which must not
     exist or be empty and is always kept: a folder the operator named is never deleted."""
-    try:
-        listener_range()
-    except PortRangeError as exc:
+    try:  # below the ephemeral range (agents/netports.py): no connection takes them first
+        ports = free_ports(2)
+    except (PortRangeError, NoFreePorts) as exc:
         raise UsageError(str(exc)) from None
     if args.home is not None:
         root, kept, base = Path(args.home).expanduser().absolute(), True, None
@@ -322,7 +322,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         base = Path(tempfile.mkdtemp(prefix="bullpen-demo-"))
         root, kept = base / "home", bool(args.keep)
     try:
-        code = asyncio.run(run_demo(root))
+        code = asyncio.run(run_demo(root, ports))
     finally:
         if not kept and base is not None:
             shutil.rmtree(base, ignore_errors=True)

@@ -302,13 +302,13 @@ class Index:
                     f"supersede the newest one, {entry_id(row[0])}"
                 )
         self.db.execute("INSERT OR IGNORE INTO spaces(ns) VALUES (?)", (ns,))
+        space = self.db.execute("SELECT id FROM spaces WHERE ns = ?", (ns,)).fetchone()[0]
         self.db.execute(
             "INSERT OR IGNORE INTO entries(seq, space, text, saved_by, msg_id, ts, tags, source, "
-            "key, traces, supersedes, retracted) "
-            "VALUES (?,(SELECT id FROM spaces WHERE ns = ?),?,?,?,?,?,?,?,?,?,?)",
+            "key, traces, supersedes, retracted) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 seq,
-                ns,
+                space,
                 save.text,
                 saved_by,
                 msg_id,
@@ -325,7 +325,6 @@ class Index:
             self._unindex(old)
             self.db.execute("UPDATE entries SET superseded_by = ? WHERE seq = ?", (seq, old))
         if not save.retract:
-            space = self.db.execute("SELECT id FROM spaces WHERE ns = ?", (ns,)).fetchone()[0]
             self.db.execute(
                 "INSERT INTO entries_fts(rowid, text, nsk, scoped) VALUES (?, ?, ?, ?)",
                 (seq, save.text, ns_tokens(ns), scoped_tokens(ns, space, save.text)),
