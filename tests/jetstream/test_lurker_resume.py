@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nats.js.errors import NotFoundError
+
 from room.jetstream.follow import consumer_name
 from tests.jetstream.helpers import post, read, with_js
 from tests.support import StreamSociety, add_nick, wait_for
@@ -25,8 +27,17 @@ def handled(count_file: Path) -> list[str]:
 
 
 def ack_floor(society: StreamSociety) -> int:
+    """The worker's consumer's ack floor; -1 while a starting lurker re-creates the consumer.
+
+    A lurker binds by deleting its consumer and adding it again at the old floor
+    (room/jetstream/follow.py), so a poll that lands between the two finds none.
+    """
+
     async def floor(js: Any) -> int:
-        info = await js.consumer_info(society.stream, consumer_name("worker"))
+        try:
+            info = await js.consumer_info(society.stream, consumer_name("worker"))
+        except NotFoundError:
+            return -1
         return int(info.ack_floor.stream_seq)
 
     return with_js(society.servers, floor)
