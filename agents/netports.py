@@ -77,8 +77,9 @@ def bound_probe(port: int) -> socket.socket | None:
     return sock
 
 
-def free_ports(count: int, span: range | None = None) -> list[int]:
-    """`count` distinct ports nobody listens on, from `span` (default `listener_range()`).
+def free_ports(count: int, span: range | None = None, *, start: int | None = None) -> list[int]:
+    """`count` distinct ports nobody listens on, from `span` (default `listener_range()`),
+    looking from its `start`th port on (default: a random one) and wrapping round.
 
     Every probe socket stays bound until all are picked, so the ports are distinct.
     """
@@ -91,7 +92,7 @@ def free_ports(count: int, span: range | None = None) -> list[int]:
                 sock.bind(("127.0.0.1", 0))
                 ports.append(int(sock.getsockname()[1]))
             return ports
-        offset = random.randrange(len(span))
+        offset = random.randrange(len(span)) if start is None else start % len(span)
         for step in range(len(span)):
             port = span[(offset + step) % len(span)]
             probe = bound_probe(port)

@@ -18,7 +18,7 @@ from agents.backpass.pipeline import NICKS as BACKPASS_NICKS
 from agents.cli.init import InitOptions, init_home
 from agents.expedition.pipeline import DEFAULT_NICKS
 from agents.home import Home
-from agents.netports import RANGE_VARIABLE, below_ephemeral, bound_probe, free_ports
+from agents.netports import RANGE_VARIABLE, below_ephemeral, free_ports
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -59,14 +59,9 @@ def free_port() -> int:
                 _HANDED_OUT.add(port)
                 return port
     span = _SPANS[0]
-    for _ in range(len(span)):
-        port = span[_CURSOR[0] % len(span)]
-        _CURSOR[0] += 1
-        probe = bound_probe(port)
-        if probe is not None:
-            probe.close()
-            return port
-    raise OSError(f"no free port left in {span.start}-{span.stop - 1}")
+    port = free_ports(1, span, start=_CURSOR[0])[0]
+    _CURSOR[0] = span.index(port) + 1
+    return port
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:

@@ -198,7 +198,8 @@ def check_code_seat(
     if not isinstance(config, CmdSeatConfig):
         return []
     writable = seat_writable(home, name, config, build.root_path)
-    secrets = secrets or _Secrets.of(home, build.seat_fence == "strict")
+    if secrets is None:
+        secrets = _Secrets.of(home, build.seat_fence == "strict")
     for key, value in config.env.items():
         what = secrets.given_by(value)
         if what:
