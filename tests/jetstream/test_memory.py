@@ -42,8 +42,9 @@ def test_a_second_host_projects_the_same_memory_from_the_stream(
     try:
         first.start_hub()
         second.start_hub()
-        start_lurkers(first, "librarian")
-        start_lurkers(second, "librarian")
+        librarians = start_lurkers(first, "librarian") + start_lurkers(second, "librarian")
+        for librarian in librarians:  # ready once bound to the shared consumer, not at start
+            wait_for(lambda p=librarian: "following the stream" in p.output(), 60, "the bind")
         through_a = save_and_wait(first, "/bullpen/ops", "the petrel host rotates logs at noon")
         through_b = save_and_wait(second, "/bullpen/research", "puffin colonies nest on cliffs")
         assert saved_id(through_a) and saved_id(through_b)
