@@ -163,8 +163,8 @@ class Roots:
                 default = (home.root / ROOT_DEFAULTS[purpose]).resolve()
                 found.append(default)
                 origin.setdefault(default, f"the default [roots] {purpose} ({default})")
-            for setting, value in settings:
-                path = home.path(str(value)).resolve()
+            for setting, configured_value in settings:
+                path = home.path(str(configured_value)).resolve()
                 if any(inside(root, path) for root in found):
                     continue
                 if declared is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -88,7 +88,7 @@ def termgen(payload: dict[str, Any]) -> dict[str, Any]:
     common = _lowercase_words(texts)
     counts = [_candidate_terms(text, common) for text in texts]
     df: Counter[str] = Counter(term for found in counts for term in found)
-    weight: Counter[str] = Counter()
+    weight: defaultdict[str, float] = defaultdict(float)  # a Counter holds ints
     near_rows: Counter[str] = Counter()
     for text, found in zip(texts, counts, strict=True):
         w = 2.0 * names_any(text, key_words) + 1.5 * bool(steer and names_any(text, steer))

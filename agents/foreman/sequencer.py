@@ -218,8 +218,10 @@ class Foreman:
 
     async def _bootstrap(self, ctx: StepContext) -> None:
         """After a restart, find the runs still open from the asks addressed to us."""
-        recent = await ctx.read_to(ctx.nick, RECENT_WINDOW)
         self._bootstrapped = True
+        if ctx.read_to is None:  # a context with no room behind it: no run to find
+            return
+        recent = await ctx.read_to(ctx.nick, RECENT_WINDOW)
         for message in recent:
             opens_a_run = message.type == "ask" and not is_ping(message)
             if opens_a_run and message.thread and message.verified:

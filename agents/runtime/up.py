@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -331,8 +332,10 @@ class Supervisor:
             finally:
                 exited.cancel()
 
-        everyone = asyncio.ensure_future(asyncio.gather(*(listening(c) for c in self.lurkers)))
-        stopping = asyncio.ensure_future(self._stopping.wait())
+        everyone: asyncio.Future[Any] = asyncio.ensure_future(
+            asyncio.gather(*(listening(c) for c in self.lurkers))
+        )
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(self._stopping.wait())
         await asyncio.wait([everyone, stopping], timeout=READY_S, return_when="FIRST_COMPLETED")
         everyone.cancel()
         stopping.cancel()
