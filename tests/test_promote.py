@@ -228,6 +228,15 @@ class TestPromoteCommand:
         done = run_cli(society.root, "trust", "demote", "operator")
         assert done.returncode == 2 and "is the operator" in done.stderr
         assert (society.root / "trust.toml").read_text() == before
+        society_file = (society.root / "society.toml").read_text()
+        done = run_cli(society.root, "trust", "promote", "nosuchnick")
+        assert done.returncode == 2 and "nosuchnick is not a nick of this society" in done.stderr
+        done = run_cli(society.root, "trust", "promote", "ech0")
+        assert done.returncode == 2 and "did you mean echo" in done.stderr
+        # Refused before anything was touched: no table edit, no hub restart.
+        assert (society.root / "trust.toml").read_text() == before
+        assert (society.root / "society.toml").read_text() == society_file
+        add_nick(society.root, "newbie", privileged=False, handler="agents.examples:echo")
         done = run_cli(society.root, "trust", "promote", "newbie")
         assert done.returncode == 1 and "no hub is running" in done.stderr
         assert "promote newbie: 2/4 table" in done.stderr  # the steps before it are done
