@@ -182,7 +182,7 @@ class TestPromoteCommand:
         add_nick(worker.root, "worker", privileged=False, handler="agents.examples:echo")
         add_nick(worker.root, "echo2", handler="agents.examples:echo")  # a bystander
         fast_refusals(worker.root)
-        start_up(worker, ready=True)
+        up = start_up(worker, ready=True)
         before = say(worker, "@worker", "unprivileged")
         assert wait_reply(worker, before["id"])["verified"] is False
 
@@ -205,6 +205,9 @@ class TestPromoteCommand:
         assert all(replies_to(worker, m["id"]) for m in asks)  # every ask answered
         failed = [m for m in from_nick(worker, "worker") if "FAILED" in m["body"]]
         assert failed == []
+        # Each restart was asked of `up`, so it was immediate, not a crash with a backoff.
+        assert up.output().count("restarted, as asked") == 2, up.output()
+        assert "restarting in" not in up.output()
 
     def test_promote_with_a_hub_started_by_hand(self, worker: Society) -> None:
         """A hub run by hand (`bullpen hub`) is not restarted: SIGHUP makes it read trust.toml
