@@ -48,6 +48,7 @@ HUB_START_S = 40.0  # above the hub's own 30 s wait for NATS (room/jetstream/str
 STABLE_S = 30.0
 PUMP_DRAIN_S = 2.0  # how long a child's last output may take to reach its log
 LURKING = b'"event": "lurking"'  # the log line with which a lurker says it is listening
+WEB_LISTENING = b'"event": "web listening"'  # and the web view, once it holds its port
 READY_S = 60.0  # how long "lurkers up" waits for every lurker to say so
 RESTART_HUB_SIGNAL = signal.SIGUSR1  # `bullpen trust promote` asks for a hub restart with it
 EXIT_INTERRUPTED = 130  # stopped by Ctrl-C (or SIGTERM) before everything was up
@@ -152,7 +153,7 @@ class Supervisor:
             if nicks is None or nick in nicks
         ]
         self.web = (
-            Child("web", [*base, "web"], logs / "web.log", kept)
+            Child("web", [*base, "web"], logs / "web.log", kept, ready_marker=WEB_LISTENING)
             if home.society.web is not None
             else None
         )
@@ -239,6 +240,31 @@ class Supervisor:
         status(f"{'gateway':<{self.width}} pid {self.gateway.proc.pid:<7} running  {listen}")
         return None
 
+    async def _start_web(self, web: Child) -> None:
+        """Start the web view and wait until it holds its port. One that cannot start (its
+        port taken, say) is reported and left stopped: restarting it would only fail again,
+        and the society runs without its view."""
+        await web.start(self.env)
+        assert web.proc is not None
+        exited = asyncio.ensure_future(web.proc.wait())
+        ready = asyncio.ensure_future(web.ready.wait())
+        await asyncio.wait([exited, ready], timeout=HUB_START_S, return_when="FIRST_COMPLETED")
+        exited.cancel()
+        ready.cancel()
+        await asyncio.gather(exited, ready, return_exceptions=True)
+        if web.ready.is_set():
+            address = self.home.society.web.base_url()  # type: ignore[union-attr]
+            status(f"{'web':<{self.width}} pid {web.proc.pid:<7} running  {address}")
+            return
+        if web.proc.returncode is None:
+            await self._terminate([web])
+        web.gave_up = True
+        status(
+            f"the web view did not start (it {ended(web.proc.returncode or 0)}); everything "
+            "else runs without it. Its log says:"
+        )
+        print(web.log_tail(5), file=sys.stderr)
+
     async def _hub_already_there(self) -> str | None:
         """Why not to start, when a bullpen hub already answers on this home's strict address.
 
@@ -321,19 +347,14 @@ class Supervisor:
                 f"{child.name:<{self.width}} pid {child.proc.pid:<7} running  log {child.log_path}"
             )
         if self.web is not None:
-            await self.web.start(self.env)
-            assert self.web.proc is not None
-            status(
-                f"{'web':<{self.width}} pid {self.web.proc.pid:<7} running  "
-                f"{self.home.society.web.base_url()}"  # type: ignore[union-attr]
-            )
+            await self._start_web(self.web)
         self._write_pids()
         await self._lurkers_listening()
         if self._stopping.is_set():
             return await self._stopped_during_start()
         listening = counted(len(self.lurkers), "lurker")
         status(f"lurkers up: {listening} listening; Ctrl-C stops everything")
-        watchers = [asyncio.create_task(self._watch(c)) for c in self._children()]
+        watchers = [asyncio.create_task(self._watch(c)) for c in self._children() if not c.gave_up]
         await self._stopping.wait()
         status("stopping")
         for task in watchers:

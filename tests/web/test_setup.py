@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,8 @@ import pytest
 from agents.cli.units import install
 from agents.config import WebConfig
 from agents.web.auth import Auth, login_query
-from tests.support import Society, run_cli
+from tests.support import Society, run_cli, start_up
+from tests.test_lurker import say, wait_reply
 from tests.test_up import verify_output
 from tests.web.browser import add_web
 
@@ -108,3 +111,39 @@ def test_the_society_page_shows_a_nicks_lessons_from_the_memory_index(tmp_path: 
         index.add(7, "id7", "operator", "t", save, ns)
     assert lessons(society.home, "echo") == ["echo answers in one line"]
     assert lessons(society.home, "foreman") == []
+
+
+def test_web_url_without_web_is_refused_and_with_nothing_listening_says_so(tmp_path: Path) -> None:
+    """`bullpen web url` in a home with no [web] prints no link where nothing can listen: exit
+    78 and what to add. With [web] but no web view running, it prints the link and says that
+    nothing listens there yet."""
+    society = Society(tmp_path / "home")
+    done = run_cli(society.root, "web", "url")
+    assert done.returncode == 78 and done.stdout == ""
+    assert "no [web] section" in done.stderr and "bullpen up" in done.stderr
+    base = add_web(society)
+    done = run_cli(society.root, "web", "url")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"{base}/login?")
+    assert f"nothing listens at {base} yet" in done.stderr
+
+
+def test_up_with_the_web_port_taken_reports_it_once_and_runs_the_rest(tmp_path: Path) -> None:
+    """A [web] port another program holds: `up` does not call the view running nor restart it
+    forever; it says the view did not start (with its log's reason), and the lurkers run."""
+    society = Society(tmp_path / "home")
+    base = add_web(society)
+    port = int(base.rsplit(":", 1)[1])
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        up = start_up(society, nicks=("echo",))
+        out = up.output()
+        assert "the web view did not start" in out and "cannot listen on" in out, out
+        assert not re.search(r"^up: web +pid \d+ +running", out, re.M), out
+        ask = say(society, "@echo", "still here")
+        assert wait_reply(society, ask["id"])["body"] == "echo: still here"
+        assert (
+            "restarting in" not in up.output() and "web" not in up.output().split("lurkers up")[1]
+        )
