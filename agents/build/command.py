@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agents.build.ticket import title as ticket_title
 from room.errors import UsageError
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ async def build(
     thread = new_thread()
     async with home.client(home.society.operator) as client:
         stored = await client.say(
-            f"@{FOREMAN}", f"build: {_first(ticket)}", type="ask",
+            f"@{FOREMAN}", f"build: {ticket_title(ticket)}", type="ask",
             data={"pipeline": "build", "ticket": ticket}, thread=thread,
         )  # fmt: skip
         err.write(f"build {thread} asked of @{FOREMAN} (seq {stored.get('seq')})\n")

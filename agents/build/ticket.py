@@ -120,6 +120,19 @@ def _split(text: str) -> tuple[dict[str, str], list[str]]:
     return found, problems
 
 
+def title(text: str, limit: int = 120) -> str:
+    """A run's title: the first line of the ticket's PROBLEM text, not its header.
+
+    Every ticket opens with the header PROBLEM, so titling runs by their first line named
+    them all "build: PROBLEM" in the room, the demo and the Runs page."""
+    sections, _ = _split(text)
+    words = " ".join((sections.get("PROBLEM") or "").split())
+    if not words:
+        lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+        words = lines[0] if lines else ""
+    return words if len(words) <= limit else words[: limit - 1].rstrip() + "…"
+
+
 _WHAT = {
     "PROBLEM": "the symptom in one or two sentences, in user terms",
     "REPO": "the build dir, e.g. /tmp/sandbox (prepared and git-initialised)",

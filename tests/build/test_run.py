@@ -156,6 +156,8 @@ def test_a_python_spec_goes_green_through_a_code_seat(house: House) -> None:
     assert "BUILD GREEN" in done.stdout and "tier pyfix" in done.stdout
     assert "step 2/4" in done.stderr and "iteration 1, tier pyfix: 2/2 passing" in done.stderr
     lines = house.thread_of(done)
+    # The run is titled by its problem, not by the ticket's first header ("build: PROBLEM").
+    assert lines[0]["body"] == "build: Adding two numbers gives nothing at all."
     report = _final(lines)
     assert {k: report[k] for k in ("kind", "green", "tier", "passing", "total")} == {
         "kind": "build-report", "green": True, "tier": "pyfix", "passing": 2, "total": 2,

@@ -6,7 +6,7 @@ import pytest
 
 from agents.build.config import BuildConfig
 from agents.build.routing import LANGUAGES, route
-from agents.build.ticket import TicketError, parse_ticket
+from agents.build.ticket import TicketError, parse_ticket, title
 from tests.build.helpers import ticket
 
 CONFIG = BuildConfig(root="/tmp/bullpen-build", alias="/tmp/sandbox")
@@ -97,3 +97,12 @@ def test_the_runners_counts_are_read() -> None:
         js.counts("# tests 3\n# pass 2\n# fail 1\n").passing,
         js.counts("# tests 3\n# pass 2\n").total,
     ) == (2, 3)
+
+
+def test_a_run_is_titled_by_its_problem_text_not_its_first_header() -> None:
+    """The title is PROBLEM's text, whitespace squashed and cut at the limit with an ellipsis;
+    a text with no PROBLEM section falls back to its first line."""
+    text = "PROBLEM\n  Sums   are\nwrong.\n\nREPO\n/tmp/x\n"
+    assert title(text) == "Sums are wrong."
+    assert title("PROBLEM\n" + "word " * 100, limit=20) == "word word word word…"
+    assert title("no sections here\nsecond line") == "no sections here"
