@@ -165,7 +165,11 @@ class WebApp:
 
     async def room(self, request: Request) -> Response:
         params = {k: request.query_params.get(k, "") for k in ("thread", "from", "to", "type")}
-        return HTMLResponse(pages.room(params, self._csrf(request)))
+        lines: list[dict[str, Any]] = []
+        if self.feed.caught_up.is_set():  # the newest lines in the HTML: shown before any script
+            found = self.feed.newest(FIRST_LINES, LineFilter.of(request.query_params))
+            lines = [json.loads(raw) for raw in found]
+        return HTMLResponse(pages.room(params, self._csrf(request), lines))
 
     async def runs(self, request: Request) -> Response:
         found = build_runs(self.feed.threads, self.home.trust.trusted)
