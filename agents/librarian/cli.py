@@ -32,7 +32,9 @@ __all__ = ["cmd_memory", "rebuild"]
 
 
 def _reader(home: Home) -> Index:
-    return Index.open(index_path(home), create=False)
+    return Index.open(
+        index_path(home), create=False, deadline_s=memory_config(home).query_deadline_s
+    )
 
 
 def _room_reader(home: Home, librarian: str) -> Reader:

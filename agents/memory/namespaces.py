@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.config import parse_section
 from agents.memory.errors import Refused
+from agents.memory.query import DEADLINE_S
 from room.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -144,6 +145,9 @@ class MemoryConfig(BaseModel):
 
     index: str = Field(default="state/memory.sqlite", description="the librarian's SQLite index")
     librarian: str = Field(default="librarian", description="the nick saves are addressed to")
+    query_deadline_s: float = Field(
+        default=DEADLINE_S, gt=0, le=60, description="the most a recall query may run (query.py)"
+    )
     namespaces: dict[str, str] = Field(default_factory=dict)
 
 
