@@ -5,6 +5,9 @@ catches the projection up through that post's seq and replies with the
 entry's id, or fails with why it was refused. Woken by any other ask, it
 recalls over the manual-lookup namespaces (`/bullpen` prefix unless the ask
 names `ns`): `data.query` in FTS5 syntax, or else any word of the body.
+The asks are answered one at a time, so a query over the bounds of
+agents/memory/query.py is refused before it runs, and one past its deadline
+is stopped: a costly ask cannot hold the saves queued behind it.
 
 Saves the lurker does not wake for (untrusted or unverified posters) are
 still projected, as refused, on the periodic tick, which answers each with
