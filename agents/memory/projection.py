@@ -42,14 +42,16 @@ class Rules:
     librarian: str
     trusted: frozenset[str]
     namespaces: Namespaces
-    keepers: frozenset[str]  # who may save into every lessons namespace (namespaces.keepers)
     notify: bool = True  # flag untrusted saves to their posters (never during a rebuild)
+    # who may save into every lessons namespace: Rules.of reads the home's (namespaces.keepers);
+    # the default is society.toml's default operator nick
+    keepers: frozenset[str] = frozenset({"operator"})
 
     @classmethod
     def of(cls, home: Home, librarian: str, *, notify: bool = True) -> Rules:
         """The home's rules as they are now: the live librarian and a rebuild share them."""
         trusted = frozenset(home.trust.trusted)
-        return cls(librarian, trusted, namespaces(home), keepers(home), notify)
+        return cls(librarian, trusted, namespaces(home), notify, keepers(home))
 
     def check_writer(self, index: Index, poster: str, ns: str, save: Save) -> None:
         """Refused when `poster` may not write `ns`, or the namespace of what it supersedes."""

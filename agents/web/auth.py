@@ -19,7 +19,7 @@ import hashlib
 import hmac
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -59,7 +59,7 @@ class Auth:
     """Checks links, sessions and CSRF tokens against the token and the session file."""
 
     key: bytes
-    store: SessionStore
+    store: SessionStore = field(default_factory=lambda: SessionStore(None))  # server: a file
 
     def redeem(self, nonce: str, expires: str, tag: str, now: float | None = None) -> str | None:
         """A new session cookie value for a good, unused, unexpired link; None otherwise.

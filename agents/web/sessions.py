@@ -56,11 +56,14 @@ def _create_private(path: Path) -> None:
 class SessionStore:
     """One connection to the session file, used from the web view's event loop."""
 
-    def __init__(self, path: Path) -> None:
-        _create_private(path)
+    def __init__(self, path: Path | None) -> None:
+        """The store in the file at `path`; None keeps it in memory (a test's, or a
+        library user's: a restart then forgets it, so `bullpen web` always gives a file)."""
+        if path is not None:
+            _create_private(path)
         self.path = path
         try:
-            self.db = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+            self.db = sqlite3.connect(path or ":memory:", isolation_level=None, timeout=5.0)
             self.db.execute("PRAGMA journal_mode = DELETE")
             self.db.execute("PRAGMA synchronous = FULL")
             self.db.executescript(SCHEMA)
