@@ -118,3 +118,19 @@ def test_the_society_page_shows_a_nicks_lessons_from_the_memory_index(tmp_path: 
         index.add(7, "id7", "operator", "t", save, ns)
     assert lessons(society.home, "echo") == ["echo answers in one line"]
     assert lessons(society.home, "foreman") == []
+
+
+def test_a_session_file_that_is_a_link_stops_the_view_with_exit_78(tmp_path: Path) -> None:
+    """state/web-sessions.sqlite planted as a link (to a file another process could then
+    rewrite): `bullpen web` refuses to start, says which file and what to do, follows nothing."""
+    society = Society(tmp_path / "home")
+    add_web(society)
+    target = tmp_path / "elsewhere.sqlite"
+    target.write_bytes(b"")
+    link = society.root / "state" / "web-sessions.sqlite"
+    link.parent.mkdir(exist_ok=True)
+    link.symlink_to(target)
+    done = run_cli(society.root, "web", "serve", timeout=60)
+    assert done.returncode == 78, (done.stdout, done.stderr)
+    assert "web-sessions.sqlite" in done.stderr and "remove what is there" in done.stderr
+    assert "Traceback" not in done.stderr and target.read_bytes() == b""
