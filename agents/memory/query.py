@@ -29,16 +29,19 @@ __all__ = [
     "MAX_PREFIX_TERMS",
     "MAX_QUERY_CHARS",
     "MAX_QUERY_TERMS",
+    "MIN_PREFIX",
     "DeadlinePassed",
     "bounded",
     "check_query",
+    "deadline_refusal",
     "syntax_refusal",
 ]
 
 MAX_QUERY_CHARS = 1000
 MAX_QUERY_TERMS = 32
 MAX_PREFIX_TERMS = 4
-MIN_PREFIX = 2  # letters before a *: 4 one-letter prefixes cost 1 s on 100,000 entries, two 0.3
+# letters before a *: on 100,000 entries four one-letter prefixes cost 1 s, two-letter 0.3 s
+MIN_PREFIX = 2
 DEADLINE_S = 2.0
 PROGRESS_STEPS = 1000  # SQLite VM instructions between two looks at the clock
 
