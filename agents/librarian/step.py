@@ -5,6 +5,9 @@ catches the projection up through that post's seq and replies with the
 entry's id, or fails with why it was refused. Woken by any other ask, it
 recalls over the manual-lookup namespaces (`/bullpen` prefix unless the ask
 names `ns`): `data.query` in FTS5 syntax, or else any word of the body.
+The asks are answered one at a time, so a query over the bounds of
+agents/memory/query.py is refused before it runs, and one past its deadline
+is stopped: a costly ask cannot hold the saves queued behind it.
 
 Saves the lurker does not wake for (untrusted or unverified posters) are
 still projected, as refused, on the periodic tick, which answers each with
@@ -20,7 +23,7 @@ import structlog
 
 from agents.memory.errors import Refused
 from agents.memory.index import Index, terms_query
-from agents.memory.namespaces import ROOT, index_path, namespaces, normalize
+from agents.memory.namespaces import ROOT, index_path, memory_config, normalize
 from agents.memory.projection import Rules, catch_up, hub_reader
 from agents.runtime.outcome import Outbox, OutPost
 from agents.runtime.step import Reply, StepContext
@@ -62,8 +65,8 @@ class Librarian:
 
     def prepare(self, ctx: StepContext) -> None:
         home = ctx.home
-        self.index = Index.open(index_path(home))
-        self.rules = Rules(ctx.nick, frozenset(home.trust.trusted), namespaces(home))
+        self.index = Index.open(index_path(home), deadline_s=memory_config(home).query_deadline_s)
+        self.rules = Rules.of(home, ctx.nick)
         self.read = hub_reader(home.client(ctx.nick), ctx.nick)
 
     async def _catch_up(self, through: int = 0) -> Index:

@@ -1,7 +1,7 @@
 """The web view's routes: pages, the live stream, and the one form that posts.
 
     GET  /login?n=&e=&t=     a one-time link from `bullpen web url`: sets the session
-    POST /logout             ends it (CSRF)
+    POST /logout             ends it, server-side: the cookie is refused from then on (CSRF)
     GET  /room               the live log, filtered like `bullpen tail`
     GET  /runs               every pipeline run as a timeline
     GET  /gate/THREAD        an expedition's Dig Report, as a form
@@ -12,7 +12,7 @@
     GET  /static/NAME        the page's script and style
 
 Every route but /login refuses a request without a valid session (401,
-nothing else said); every POST refuses one without its CSRF token (403,
+nothing else said; a session is valid while the session file holds it); every POST refuses one without its CSRF token (403,
 nothing posted). Pages carry a strict Content-Security-Policy: no inline
 script runs, whatever a room line holds.
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
@@ -76,7 +77,11 @@ class Guarded:
             return
         request = Request(scope)
         if scope["path"] != "/login":
-            session = self.auth.session(request.cookies.get(COOKIE))
+            try:
+                session = self.auth.session(request.cookies.get(COOKIE))
+            except sqlite3.Error:
+                await _with_headers(_store_down())(scope, receive, send)
+                return
             if session is None:
                 page = pages.message(
                     "Log in first",
@@ -142,7 +147,10 @@ class WebApp:
 
     async def login(self, request: Request) -> Response:
         q = request.query_params
-        cookie = self.auth.redeem(q.get("n", ""), q.get("e", ""), q.get("t", ""))
+        try:
+            cookie = self.auth.redeem(q.get("n", ""), q.get("e", ""), q.get("t", ""))
+        except sqlite3.Error:
+            return _with_headers(_store_down())
         if cookie is None:
             page = pages.message(
                 "This login link does not work",
@@ -159,6 +167,10 @@ class WebApp:
     async def logout(self, request: Request) -> Response:
         if not self._csrf_ok(request, await _form(request)):
             return _forbidden()
+        try:
+            self.auth.end(request.scope["state"]["session"])
+        except sqlite3.Error:
+            return _with_headers(_store_down())
         response = HTMLResponse(pages.message("Logged out", "Run `bullpen web url` to log in."))
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
         return response
@@ -308,6 +320,15 @@ def _seq(raw: bytes) -> int:
 
 def _status(feed: Feed) -> bytes:
     return b"event: status\ndata: %s\n\n" % json.dumps(feed.status()).encode()
+
+
+def _store_down() -> Response:
+    page = pages.message(
+        "The web view cannot use its session file",
+        "Nothing was changed. Its log (journalctl --user -u bullpen-web) says why; free disk "
+        "space or fix state/web-sessions.sqlite in the home, then try again.",
+    )
+    return HTMLResponse(page, status_code=503)
 
 
 def _forbidden() -> Response:

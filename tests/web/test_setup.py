@@ -49,18 +49,28 @@ def test_the_web_unit_is_rendered_for_a_home_with_web_and_verifies(tmp_path: Pat
 
 
 class TestLinks:
-    def test_a_link_is_good_once_and_only_before_it_expires(self) -> None:
-        """A redeemed link gives a session once; an expired or forged one never does."""
+    def test_a_link_is_good_once_and_only_before_it_expires(self, tmp_path: Path) -> None:
+        """A redeemed link gives a session once; an expired or forged one never does; a
+        session ended is refused, by this Auth and by one reading the same file later."""
         from urllib.parse import parse_qs
 
-        auth = Auth(b"k" * 32)
+        from agents.web.sessions import SessionStore
+
+        path = tmp_path / "sessions.sqlite"
+        auth = Auth(b"k" * 32, SessionStore(path))
         query = {k: v[0] for k, v in parse_qs(login_query(auth.key, now=1000.0)).items()}
         assert auth.redeem(query["n"], query["e"], query["t"], now=2000.0) is None  # expired
         cookie = auth.redeem(query["n"], query["e"], query["t"], now=1001.0)
         assert cookie is not None and auth.session(cookie, now=1002.0) == cookie
         assert auth.redeem(query["n"], query["e"], query["t"], now=1001.0) is None  # used
-        assert Auth(b"other" * 8).session(cookie, now=1002.0) is None
+        assert Auth(b"other" * 8, auth.store).session(cookie, now=1002.0) is None
         assert auth.csrf_ok(cookie, auth.csrf(cookie)) and not auth.csrf_ok(cookie, "")
+        later = Auth(auth.key, SessionStore(path))  # a restarted view
+        assert later.redeem(query["n"], query["e"], query["t"], now=1001.0) is None
+        assert later.session(cookie, now=1003.0) == cookie
+        auth.end(cookie)
+        assert auth.session(cookie, now=1004.0) is None
+        assert later.session(cookie, now=1004.0) is None
 
 
 def test_the_society_page_sums_the_gateway_ledger_by_caller_and_backend(tmp_path: Path) -> None:
@@ -147,3 +157,19 @@ def test_up_with_the_web_port_taken_reports_it_once_and_runs_the_rest(tmp_path: 
         assert (
             "restarting in" not in up.output() and "web" not in up.output().split("lurkers up")[1]
         )
+
+
+def test_a_session_file_that_is_a_link_stops_the_view_with_exit_78(tmp_path: Path) -> None:
+    """state/web-sessions.sqlite planted as a link (to a file another process could then
+    rewrite): `bullpen web` refuses to start, says which file and what to do, follows nothing."""
+    society = Society(tmp_path / "home")
+    add_web(society)
+    target = tmp_path / "elsewhere.sqlite"
+    target.write_bytes(b"")
+    link = society.root / "state" / "web-sessions.sqlite"
+    link.parent.mkdir(exist_ok=True)
+    link.symlink_to(target)
+    done = run_cli(society.root, "web", "serve", timeout=60)
+    assert done.returncode == 78, (done.stdout, done.stderr)
+    assert "web-sessions.sqlite" in done.stderr and "remove what is there" in done.stderr
+    assert "Traceback" not in done.stderr and target.read_bytes() == b""
