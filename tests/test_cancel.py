@@ -224,3 +224,27 @@ def test_the_heartbeat_prints_when_quiet() -> None:
 
     asyncio.run(run())
     assert "… waiting on @foreman" in err.getvalue()
+
+
+def test_the_runs_page_cancels_a_run_with_its_csrf_token(society: Society, tmp_path: Path) -> None:
+    """The Runs page shows a cancel button on a running run; posted without the page's CSRF
+    token it is refused and nothing is posted; with it, the run ends CANCELLED."""
+    from tests.web.browser import add_web, csrf_of, session_client, wait_web
+
+    base = add_web(society)
+    pid_file = _spinner(society, tmp_path)
+    society.spawn("web", "web")
+    wait_web(base)
+    relay(society, "spin-web", ["spinner"])
+    wait_for(pid_file.exists, 30, "the step to start spinning")
+    with session_client(society.root) as client:
+        page = client.get(f"{base}/runs").text
+        assert 'action="/cancel/spin-web"' in page
+        before = len(society.lines())
+        refused = client.post(f"{base}/cancel/spin-web", data={"csrf": "forged"})
+        assert refused.status_code == 403 and len(society.lines()) == before
+        done = client.post(f"{base}/cancel/spin-web", data={"csrf": csrf_of(page)})
+        assert done.status_code == 303, done.text
+    report = wait_for(lambda: final_report(society, "spin-web"), 30, "the CANCELLED report")
+    assert report["data"]["cancelled"] is True
+    assert report["body"] == "[RUN CANCELLED — cancelled in the web view]"

@@ -130,6 +130,7 @@ class WebApp:
             Route("/room", self.room),
             Route("/runs", self.runs),
             Route("/gate/{thread}", self.gate, methods=["GET", "POST"]),
+            Route("/cancel/{thread}", self.cancel, methods=["POST"]),
             Route("/society", self.society),
             Route("/events", self.events),
             Route("/api/lines", self.lines),
@@ -230,6 +231,25 @@ class WebApp:
         return HTMLResponse(
             pages.gate(run, self._csrf(request), notice, bool(posted)), status_code=status
         )
+
+    async def cancel(self, request: Request) -> Response:
+        """The Runs page's cancel button: `bullpen cancel THREAD`, as the operator."""
+        from agents.runtime.cancel import post_cancel
+        from room.errors import BullpenError
+
+        thread = request.path_params["thread"]
+        form = await _form(request)
+        if not self._csrf_ok(request, form):
+            return _forbidden()
+        reason = " ".join((form.get("reason") or [""])[0].split()) or "cancelled in the web view"
+        try:
+            async with self.home.client(self.home.society.operator) as client:
+                done = await post_cancel(client, thread, reason)
+        except BullpenError as exc:
+            page = pages.message("Not cancelled", f"{exc.message}. Nothing was posted.")
+            return HTMLResponse(page, status_code=400)
+        await self._seen(int(done.get("seq", 0)))
+        return RedirectResponse(f"/runs#run-{quote(thread)}", status_code=303)
 
     async def _seen(self, seq: int, timeout: float = 5.0) -> None:
         """Wait until the feed has read `seq`, so the next page shows the post."""

@@ -127,7 +127,18 @@ def _step(step: Step) -> str:
     )
 
 
-def _run(run: RunView) -> str:
+def _cancel_form(run: RunView, csrf: str) -> str:
+    """A running or waiting run's stop button (POST, with the page's CSRF token)."""
+    if run.state not in ("open", "waiting"):
+        return ""
+    return (
+        f'<form method="post" action="/cancel/{quote(run.thread)}" class="cancel">'
+        f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+        '<button name="action" value="cancel">cancel this run</button></form>'
+    )
+
+
+def _run(run: RunView, csrf: str = "") -> str:
     thread = e(run.thread)
     extra = ""
     if run.iterations:
@@ -153,12 +164,12 @@ def _run(run: RunView) -> str:
         outcome = f'<p class="outcome">{e(first[0][:300] if first else "")}</p>'
     steps = "".join(_step(s) for s in run.steps)
     return (
-        f'<section class="run {e(run.state)}" data-thread="{thread}"><h2>'
+        f'<section class="run {e(run.state)}" id="run-{thread}" data-thread="{thread}"><h2>'
         f'<span class="pipeline">{e(run.pipeline)}</span> <a href="/room?thread={quote(run.thread)}">'
         f'{thread}</a> <span class="state">{e(run.state)}</span> '
         f"{_took(run)}{gate}</h2>"
         f'<p class="asked">asked by {e(run.start.get("from"))}: {e(str(run.start.get("body", ""))[:200])}</p>'
-        f'<ol class="timeline">{steps}</ol>{extra}{outcome}</section>'
+        f'<ol class="timeline">{steps}</ol>{extra}{outcome}{_cancel_form(run, csrf)}</section>'
     )
 
 
@@ -177,7 +188,7 @@ def _took(run: RunView) -> str:
 
 
 def runs(all_runs: list[RunView], csrf: str) -> str:
-    body = "".join(_run(r) for r in all_runs) or "<p>No pipeline run in the room yet.</p>"
+    body = "".join(_run(r, csrf) for r in all_runs) or "<p>No pipeline run in the room yet.</p>"
     return layout("Runs", "runs", f'<h1>Runs</h1><div id="runs" data-live="1">{body}</div>', csrf)
 
 
