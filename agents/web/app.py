@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote
@@ -91,7 +91,7 @@ class Guarded:
                 return
             scope.setdefault("state", {})["session"] = session
 
-        async def secured(message: dict[str, Any]) -> None:
+        async def secured(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 headers += [(k.encode(), v.encode()) for k, v in HEADERS.items()]
