@@ -339,14 +339,10 @@ def _invalid(house: House, case: str) -> str:
 
 
 def test_invalid_tickets_dispatch_nothing_and_write_nothing(house: House) -> None:
-    """Each INVALID TICKET case ends the run at once: no ask to any step, no file written.
-    One goes through `bullpen build`, which exits 2."""
+    """Each INVALID TICKET case posted straight to the foreman ends the run at once: no ask
+    to any step, no file written."""
     before = sorted(house.builds.rglob("*"))
-    threads = {case: house.post(_invalid(house, case)) for case in INVALID if case != "home"}
-    done = house.build(_invalid(house, "home"))
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stdout.startswith("INVALID TICKET — REPO /home/someone/campaign lies under /home")
-    threads["home"] = done.stderr.split("build ", 1)[1].split()[0]
+    threads = {case: house.post(_invalid(house, case)) for case in INVALID}
     for case, thread in threads.items():
         final = wait_for(lambda t=thread: _final_of(house.thread(t)), 30, f"the {case} report")
         assert final["body"].startswith("INVALID TICKET — "), final["body"]
@@ -355,6 +351,27 @@ def test_invalid_tickets_dispatch_nothing_and_write_nothing(house: House) -> Non
         asks = [m for m in house.thread(thread) if m["from"] == "foreman" and m["type"] == "ask"]
         assert asks == [], case
     assert sorted(house.builds.rglob("*")) == before
+    assert not (house.builds / "never").exists()
+
+
+def test_bullpen_build_refuses_an_invalid_ticket_before_posting_anything(house: House) -> None:
+    """`bullpen build` checks the ticket as the foreman would: exit 2 with what is wrong, and
+    the room gains no line (no ask, no run); a tier naming no seat is one such ticket."""
+    spec = f"{house.builds}/never/tests/test_calc.py"
+    cases = {
+        "home": (_invalid(house, "home"), "REPO /home/someone/campaign lies under /home"),
+        "tiers": (ticket(f"{house.builds}/never", spec, tiers="pyfix,nosuchseat"),
+                  "tiers= names nosuchseat, which no [seats.<name>] table configures"),
+        "regression": (ticket(f"{house.builds}/never", spec, tiers="pyfix")
+                       .replace(", no regression.", "."), "no no-regression clause"),
+    }  # fmt: skip
+    for case, (text, says) in cases.items():
+        lines = len(house.society.lines())
+        done = house.build(text, wait=20)
+        assert done.returncode == 2, (case, done.stdout + done.stderr)
+        assert done.stdout.startswith("INVALID TICKET — ") and says in done.stdout, done.stdout
+        assert "nothing was posted" in done.stdout and "Traceback" not in done.stderr
+        assert len(house.society.lines()) == lines, case
     assert not (house.builds / "never").exists()
 
 
