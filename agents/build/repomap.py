@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-__all__ = ["RepoView", "definitions", "imported_files", "view_repo"]
+__all__ = ["RepoView", "definitions", "imported_files", "script_sources", "view_repo"]
 
 CHARS_PER_TOKEN = 4  # a rough, model-independent estimate: the budget is a bound, not a count
 MAX_MAP_FILES = 400
@@ -111,6 +111,11 @@ def definitions(relative: str, text: str) -> list[str]:
     return names[:MAX_DEFS] + (["…"] if len(names) > MAX_DEFS else [])
 
 
+def script_sources(page: str) -> list[str]:
+    """The local scripts an HTML page loads (`<script src>`, no URL with a scheme)."""
+    return [src for src in _HTML_SRC.findall(page) if "://" not in src and not src.startswith("//")]
+
+
 def _py_module_files(root: Path, spec: PurePosixPath, module: str) -> list[str]:
     parts = module.lstrip(".").split(".")
     bases = [PurePosixPath()]
@@ -139,10 +144,8 @@ def imported_files(root: Path, spec_relative: str, spec_text: str) -> list[str]:
             for module in [frm] if frm else [n.strip() for n in names.split(",")]:
                 found += _py_module_files(root, spec, module)
     elif spec.suffix in (".js", ".mjs", ".cjs", ".html", ".htm"):
-        pattern = _HTML_SRC if spec.suffix in (".html", ".htm") else _JS_IMPORT
-        for given in pattern.findall(spec_text):
-            if "://" in given:
-                continue
+        html = spec.suffix in (".html", ".htm")
+        for given in script_sources(spec_text) if html else _JS_IMPORT.findall(spec_text):
             target = os.path.normpath((spec.parent / given).as_posix())
             for candidate in (target, f"{target}.js", f"{target}/index.js"):
                 if not candidate.startswith("..") and (root / candidate).is_file():

@@ -19,6 +19,8 @@ import pytest
 
 from agents.build.fence import BWRAP, choose
 from tests.build.helpers import (
+    GAME_FIX,
+    GAME_SPEC,
     GO_FIX,
     GO_SPEC,
     JS_FIX,
@@ -107,6 +109,7 @@ def house(tmp_path_factory: pytest.TempPathFactory) -> Iterator[House]:
         ("py", "calc.py", PY_FIX),
         ("go", "calc.go", GO_FIX),
         ("js", "calc.js", JS_FIX),
+        ("web", "game.js", GAME_FIX),
     ):
         (solutions / lang).mkdir(parents=True)
         (solutions / lang / name).write_text(text)
@@ -116,7 +119,7 @@ def house(tmp_path_factory: pytest.TempPathFactory) -> Iterator[House]:
     )  # fmt: skip
     logs = base / "logs"  # the seats' logs, outside the clone: the default fence allows it
     logs.mkdir()
-    for lang in ("py", "go", "js"):
+    for lang in ("py", "go", "js", "web"):
         coder_seat(society.root, f"{lang}fix", "copy",
                    FAKE_CODER_SOLUTION=str(solutions / lang),
                    FAKE_CODER_LOG=str(logs / f"{lang}fix.log"))  # fmt: skip
@@ -211,6 +214,25 @@ def test_a_js_spec_goes_green(house: House) -> None:
     ), body  # fmt: skip
     assert (Path(report["clone"]) / "calc.js").read_text() == JS_FIX
     assert (folder / "calc.js").read_text() == ""
+
+
+def test_a_canvas_game_goes_green_through_jsdev_in_a_headless_browser(house: House) -> None:
+    """A `.test.html` page is routed to @jsdev; the stub its <script src> names leaves the
+    canvas blank (red), and the seat's game draws in headless Chromium (green)."""
+    folder = house.campaign("paddle", {"game.test.html": GAME_SPEC})
+    text = ticket(str(folder), f"{folder}/game.test.html", grinder="@jsdev", tiers="webfix")
+    body, report, lines = house.run(text, wait=240)
+    assert (report["green"], report["tier"], report["passing"], report["total"]) == (
+        True, "webfix", 2, 2,
+    ), body  # fmt: skip
+    checked = next(m for m in lines if m["from"] == "testdesigner")
+    assert (checked["data"]["passing"], checked["data"]["total"]) == (0, 2)  # blank: red
+    assert (
+        next(m for m in lines if m["type"] == "ask" and m["data"].get("key") == "grind")["to"]
+        == "@jsdev"
+    )
+    assert (Path(report["clone"]) / "game.js").read_text() == GAME_FIX
+    assert (folder / "game.js").read_text() == ""
 
 
 def test_a_stalled_floor_climbs_to_the_ceiling_and_a_misrouted_ticket_is_routed(
