@@ -94,9 +94,10 @@ def code_prompt(job: dict[str, Any], context: CodeContext) -> str:
         if context.kind == "cmd"
         else ANSWER_FORMAT
     )
+    lessons = block(context.lessons)
     lines = [
         "step: code",
-        block(context.lessons).rstrip("\n"),
+        *([lessons.rstrip("\n")] if lessons else []),
         f"You are the code seat {context.tier!r} of a test-first build, iteration "
         f"{context.iteration}. Make the spec pass. Never change or delete the spec: it is the "
         "contract.",
@@ -128,7 +129,7 @@ def code_prompt(job: dict[str, Any], context: CodeContext) -> str:
         "",
         how,
     ]
-    return "\n".join(line for i, line in enumerate(lines) if i != 1 or line)
+    return "\n".join(lines)
 
 
 def testdesign_prompt(job: dict[str, Any], view: RepoView | None = None) -> str:

@@ -110,3 +110,37 @@ class TestView:
     )  # fmt: skip
     def test_definitions_by_language(self, name: str, text: str, found: list[str]) -> None:
         assert definitions(name, text) == found
+
+
+class TestPrompt:
+    def test_the_code_prompt_carries_lessons_files_the_last_turn_and_the_escalation(
+        self, tmp_path: Path
+    ) -> None:
+        from agents.build.prompts import CodeContext, code_prompt, testdesign_prompt
+        from agents.memory.lessons import Lesson
+
+        root = _repo(tmp_path)
+        view = view_repo(root, "tests/test_calc.py", "import pkg.calc\n", [], 4000)
+        context = CodeContext(
+            tier="cheap", iteration=2, kind="openai", spec_relative="tests/test_calc.py",
+            spec_text="import pkg.calc\n", last_output="1 failed", view=view,
+            last_change="-    return a - b\n+    return a + b", refused="edit 1: not found",
+            lessons=[Lesson("m7", "/bullpen/lessons-learned/py", "copy search text exactly")],
+        )  # fmt: skip
+        prompt = code_prompt({"problem": "adds wrong"}, context)
+        lines = prompt.splitlines()
+        assert lines[0] == "step: code" and lines[1].startswith("Lessons from shared memory")
+        assert "- [m7] copy search text exactly" in prompt
+        assert "--- pkg/calc.py\n" + BUGGY.rstrip("\n") + "\n--- end of pkg/calc.py" in prompt
+        assert "YOUR LAST ANSWER WAS NOT APPLIED:\nedit 1: not found" in prompt
+        assert "YOUR LAST CHANGE" in prompt and "+    return a + b" in prompt
+        for ns in ("/bullpen/sandbox", "/bullpen/ops", "/bullpen/research", "/bullpen/artifacts"):
+            assert ns in prompt
+        assert '"search"' in prompt  # the answer format, for a model
+        bare = code_prompt({}, CodeContext("c", 1, "cmd", "t.py", "", ""))
+        assert bare.splitlines()[1].startswith("You are the code seat") and '"search"' not in bare
+        design = testdesign_prompt(
+            {"language": "python", "spec_relative": "tests/test_calc.py", "targets": []}, view
+        )
+        assert design.startswith("step: testdesign\n") and "@librarian" in design
+        assert "REPOSITORY MAP" in design
