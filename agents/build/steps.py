@@ -182,6 +182,9 @@ async def design_spec(message: Message, ctx: StepContext) -> Reply:
             "red": True,
             "fence": run.fence,
             "baseline": baseline,
+            # the ids the testdesign seat's prompt carried (ctx.judge adds them); none when
+            # the operator wrote the spec and no model was asked
+            "lessons": [lesson.id for lesson in ctx.lessons] if written_by != "operator" else [],
         },
     )
 

@@ -132,12 +132,24 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
         saved = run_cli(society.root, "memory", "save", "--ns", "/bullpen/lessons-learned/py",
                         LESSON)  # fmt: skip
         assert saved.returncode == 0, saved.stderr
+        other = run_cli(
+            society.root,
+            "memory",
+            "save",
+            "--ns",
+            "/bullpen/lessons-learned/testdesigner",
+            "LESSON-OKAPI: keep specs small",
+        )
+        assert other.returncode == 0, other.stderr  # fmt: skip
 
         def indexed() -> bool:
             if not index_path(society.home).exists():
                 return False
             with Index.open(index_path(society.home), create=False) as index:
-                return bool(index.recall("ZEBRA", "/bullpen/lessons-learned/py", 1))
+                return bool(
+                    index.recall("ZEBRA", "/bullpen/lessons-learned/py", 1)
+                    and index.recall("OKAPI", "/bullpen/lessons-learned/testdesigner", 1)
+                )
 
         wait_for(indexed, 30, "the lesson in the index")
         yield Shop(society, base, builds, log)
@@ -196,3 +208,5 @@ def test_the_grinders_lessons_reach_the_code_seat_and_the_reply_names_them(shop:
     assert prompt.splitlines()[1].startswith("Lessons from shared memory")
     grind = next(m for m in lines if m["from"] == "py" and m["data"].get("kind") == "grind-result")
     assert lesson_id in grind["data"]["lessons"]
+    checked = next(m for m in lines if m["from"] == "testdesigner")
+    assert checked["data"]["written_by"] == "operator" and checked["data"]["lessons"] == []
