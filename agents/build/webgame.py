@@ -8,9 +8,15 @@ runs is whether a browser runs it. This runner copies the spec page into
 its TMPDIR with a small harness injected first thing in the page (and a
 `<base>` so the page's own relative URLs still resolve), loads it in
 headless Chromium driven over its DevTools pipe (`--remote-debugging-pipe`,
-a few JSON messages: no driver, no port), lets it run in real time (a game
-draws on animation frames, which a virtual-time budget starves), and reads
-the harness's results from the page. It needs no test-only package and no network:
+a few JSON messages: no driver, no port), and lets it run in real time (a
+game draws on animation frames, which a virtual-time budget starves).
+
+The game is model-written, so hostile: script errors are taken from the
+browser itself (the protocol's uncaught exceptions) and from the harness's
+listeners, registered before any of the page's code, so neither `onerror`
+returning true nor a swallowed rejection hides one; the harness's globals
+cannot be replaced; and the canvases are read from an isolated world, which
+the page's code cannot reach. It needs no test-only package and no network:
 the browser runs with every background fetch off, and the fence around it
 (agents/build/fence.py) shares no network anyway.
 
@@ -61,70 +67,62 @@ FLAGS = (
 SETTLE_MS = 1000  # after the load event, before the checks run (then two frames more)
 TIMEOUT_S = 60.0
 SHORT_PATH = 48
-RESULT_ID = "bullpen-smoke-result"
-HARNESS = """<script>/* bullpen webgame smoke harness */
+HARNESS = """<script>/* bullpen webgame smoke harness: runs before any of the page's code */
 (function () {
-  var errors = [], checks = [];
-  window.addEventListener("error", function (e) {
-    var where = e.filename ? " (" + e.filename.split("/").pop() + ":" + e.lineno + ")" : "";
-    errors.push(String(e.message || (e.target && e.target.src ? "failed to load " +
-      e.target.src.split("/").pop() : "an error")) + where);
+  var failed = [], checks = [], ready = false;
+  var push = Array.prototype.push, json = JSON.stringify, text = String;
+  var define = Object.defineProperty;
+  /* first of all listeners, so the page cannot swallow an error before it is seen */
+  addEventListener("error", function (e) {
+    if (e.target && e.target !== window && e.target.src) {
+      push.call(failed, "failed to load " + text(e.target.src).split("/").pop());
+    } else if (e.message) {
+      var at = e.filename ? " (" + text(e.filename).split("/").pop() + ":" + e.lineno + ")" : "";
+      push.call(failed, text(e.message) + at);
+    }
   }, true);
-  window.addEventListener("unhandledrejection", function (e) {
-    errors.push("unhandled rejection: " + String(e.reason));
-  });
-  window.smoke = function (name, fn) { checks.push([String(name), fn]); };
-  function blank(c) {
-    if (!c.width || !c.height) return "it has no size";
-    var t = document.createElement("canvas");
-    t.width = c.width; t.height = c.height;
-    var x = t.getContext("2d");
-    x.drawImage(c, 0, 0);
-    var d = x.getImageData(0, 0, t.width, t.height).data;
-    for (var i = 4; i < d.length; i += 4) {
-      if (d[i] !== d[0] || d[i + 1] !== d[1] || d[i + 2] !== d[2] || d[i + 3] !== d[3]) {
-        return null;
-      }
-    }
-    return "it is blank (every pixel the same colour)";
-  }
-  function report() {
-    var lines = [], n = 0, pass = 0;
-    function say(ok, name, why) {
-      n += 1; if (ok) pass += 1;
-      lines.push((ok ? "ok " : "not ok ") + n + " - " + name + (ok ? "" : ": " + why));
-    }
-    var failed = errors.length ? "script error: " + errors.join(" | ") : null;
-    var canvases = document.querySelectorAll("canvas");
-    if (!canvases.length) say(false, "the page has a canvas", "there is no <canvas>");
-    for (var i = 0; i < canvases.length; i++) {
-      var c = canvases[i], why = failed;
-      if (!why) { try { why = blank(c); } catch (e) { why = "cannot read it: " + e; } }
-      say(!why, "canvas " + (c.id ? "#" + c.id : i + 1) + " draws", why);
-    }
+  addEventListener("unhandledrejection", function (e) {
+    push.call(failed, "Uncaught (in promise) " + text(e.reason));
+  }, true);
+  define(window, "smoke", {value: function (name, fn) { push.call(checks, [text(name), fn]); },
+                           writable: false, configurable: false});
+  define(window, "__bullpenSmoke", {writable: false, configurable: false, value: function () {
+    if (!ready) return null;
+    var out = [];
     for (var j = 0; j < checks.length; j++) {
-      var ok = false, because = failed;
-      if (!because) {
-        try { ok = !!checks[j][1](); because = ok ? null : "it was false"; }
-        catch (e) { because = "it threw " + e; }
-      }
-      say(!because, checks[j][0], because);
+      var why = null;
+      try { if (!checks[j][1]()) why = "it was false"; } catch (e) { why = "it threw " + e; }
+      push.call(out, [checks[j][0], why]);
     }
-    lines.push("# tests " + n, "# pass " + pass);
-    var pre = document.createElement("pre");
-    pre.id = "RESULT_ID";
-    pre.textContent = lines.join("\\n");
-    document.documentElement.appendChild(pre);
-  }
-  window.addEventListener("load", function () {
-    setTimeout(function () {  /* then two frames, so a game drawing per frame has drawn */
-      requestAnimationFrame(function () { requestAnimationFrame(report); });
+    return json({failed: failed, checks: out});
+  }});
+  addEventListener("load", function () {  /* then a while, then two frames: a game has drawn */
+    setTimeout(function () {
+      requestAnimationFrame(function () { requestAnimationFrame(function () { ready = true; }); });
     }, SETTLE_MS);
   });
 })();
 </script>
 """
+# Run in an isolated world: the page's own code cannot reach or replace anything it uses.
+CANVASES = """JSON.stringify(Array.from(document.querySelectorAll("canvas"), function (c, i) {
+  var name = "canvas " + (c.id ? "#" + c.id : i + 1), why = null;
+  try {
+    if (!c.width || !c.height) { why = "it has no size"; }
+    else {
+      var t = document.createElement("canvas"); t.width = c.width; t.height = c.height;
+      var x = t.getContext("2d"); x.drawImage(c, 0, 0);
+      var d = x.getImageData(0, 0, t.width, t.height).data, same = true;
+      for (var k = 4; k < d.length && same; k += 4) {
+        same = d[k] === d[0] && d[k + 1] === d[1] && d[k + 2] === d[2] && d[k + 3] === d[3];
+      }
+      if (same) why = "it is blank (every pixel the same colour)";
+    }
+  } catch (e) { why = "cannot read it: " + e; }
+  return [name, why];
+}))"""
 _HEAD = re.compile(r"<head\b[^>]*>", re.I)
+_WHERE = re.compile(r" \([^()]*:\d+\)$")
 _DOCTYPE = re.compile(r"^\s*<!doctype[^>]*>", re.I)
 
 
@@ -132,7 +130,7 @@ def harnessed(page: str, folder: Path) -> str:
     """The page with the harness as its first script, before any of its own, and its
     relative URLs resolved against `folder` (the spec's own), wherever the copy lies."""
     base = f'<base href="{html.escape(folder.resolve().as_uri(), quote=True)}/">'
-    script = base + HARNESS.replace("RESULT_ID", RESULT_ID).replace("SETTLE_MS", str(SETTLE_MS))
+    script = base + HARNESS.replace("SETTLE_MS", str(SETTLE_MS))
     head = _HEAD.search(page)
     if head:
         return page[: head.end()] + script + page[head.end() :]
@@ -157,6 +155,7 @@ class _Pipe:
         self.send, self.receive = send, receive
         self.buffer = b""
         self.next_id = 0
+        self.exceptions: list[str] = []  # every uncaught exception the page threw
 
     def call(
         self, method: str, params: dict[str, Any], session: str | None, deadline: float
@@ -168,6 +167,8 @@ class _Pipe:
         os.write(self.send, json.dumps(message).encode() + b"\0")
         while True:
             answer = self._read(deadline)
+            if answer.get("method") == "Runtime.exceptionThrown":
+                self.exceptions.append(_exception(answer.get("params", {})))
             if answer.get("id") == self.next_id:
                 if "error" in answer:
                     raise RuntimeError(f"{method}: {answer['error'].get('message')}")
@@ -186,21 +187,65 @@ class _Pipe:
         return dict(json.loads(raw))
 
 
+def _exception(params: dict[str, Any]) -> str:
+    """One uncaught exception as a line: its message and where it was thrown."""
+    details = params.get("exceptionDetails") or {}
+    described = str((details.get("exception") or {}).get("description") or "").split("\n")[0]
+    said = " ".join(part for part in (details.get("text"), described) if part) or "an error"
+    frames = (details.get("stackTrace") or {}).get("callFrames") or [{}]
+    url = str(details.get("url") or frames[0].get("url") or "")
+    line = int(details.get("lineNumber", frames[0].get("lineNumber", 0)) or 0) + 1
+    return f"{said} ({url.rsplit('/', 1)[-1]}:{line})" if url else said
+
+
+def _value(pipe: _Pipe, session: str, expression: str, deadline: float, **where: Any) -> Any:
+    params = {"expression": expression, "returnByValue": True, **where}
+    done = pipe.call("Runtime.evaluate", params, session, deadline)
+    return done.get("result", {}).get("value")
+
+
 def _drive(pipe: _Pipe, url: str, deadline: float) -> str | None:
-    """Open `url` in a new page and wait for the harness's report; its text, or None."""
-    target = pipe.call("Target.createTarget", {"url": url}, None, deadline)["targetId"]
+    """Open `url` in a new page, wait for the harness, check it: the TAP text, or None."""
+    target = pipe.call("Target.createTarget", {"url": "about:blank"}, None, deadline)["targetId"]
     attached = pipe.call("Target.attachToTarget", {"targetId": target, "flatten": True}, None,
                          deadline)  # fmt: skip
     session = attached["sessionId"]
-    expression = f"(document.getElementById({RESULT_ID!r}) || {{}}).textContent || null"
-    while time.monotonic() < deadline:
-        done = pipe.call("Runtime.evaluate", {"expression": expression, "returnByValue": True},
-                         session, deadline)  # fmt: skip
-        value = done.get("result", {}).get("value")
-        if isinstance(value, str):
-            return value
-        time.sleep(0.2)
-    return None
+    pipe.call("Runtime.enable", {}, session, deadline)
+    pipe.call("Page.enable", {}, session, deadline)
+    pipe.call("Page.navigate", {"url": url}, session, deadline)
+    probe = "typeof __bullpenSmoke === 'function' ? __bullpenSmoke() : null"
+    found = None
+    while time.monotonic() < deadline and not isinstance(found, str):
+        found = _value(pipe, session, probe, deadline)
+        if not isinstance(found, str):
+            time.sleep(0.2)
+    if not isinstance(found, str):
+        return None
+    page = json.loads(found)
+    frame = pipe.call("Page.getFrameTree", {}, session, deadline)["frameTree"]["frame"]["id"]
+    world = pipe.call("Page.createIsolatedWorld", {"frameId": frame, "worldName": "bullpen"},
+                      session, deadline)["executionContextId"]  # fmt: skip
+    canvases = json.loads(_value(pipe, session, CANVASES, deadline, contextId=world) or "[]")
+    return _tap(canvases, list(page.get("checks") or []),
+                [*pipe.exceptions, *[str(f) for f in page.get("failed") or []]])  # fmt: skip
+
+
+def _tap(canvases: list[list[Any]], checks: list[list[Any]], errors: list[str]) -> str:
+    """The checks as TAP: each canvas draws, each smoke check holds, no script error."""
+    seen: dict[str, str] = {}  # the browser's report and the harness's of one error: once
+    for error in errors:
+        seen.setdefault(_WHERE.sub("", error), error)
+    failed = "script error: " + " | ".join(seen.values()) if errors else None
+    results = [(f"{name} draws", failed or why) for name, why in canvases]
+    if not canvases:
+        results.append(("the page has a canvas", "there is no <canvas>"))
+    results += [(str(name), failed or why) for name, why in checks]
+    lines = [
+        f"ok {n} - {name}" if why is None else f"not ok {n} - {name}: {why}"
+        for n, (name, why) in enumerate(results, 1)
+    ]
+    passing = sum(1 for _, why in results if why is None)
+    return "\n".join([*lines, f"# tests {len(results)}", f"# pass {passing}"])
 
 
 def _scratch() -> str:

@@ -51,6 +51,22 @@ def test_a_script_error_fails_even_when_the_canvas_drew(tmp_path: Path) -> None:
     assert "game.js:" in run.output
 
 
+def test_a_game_cannot_hide_its_errors_or_fake_the_report(tmp_path: Path) -> None:
+    """Model-written code that swallows its errors and replaces the harness's globals still
+    fails: the error is seen first, and the checks are not the page's to answer."""
+    cheat = (
+        "window.onerror = () => true;\n"
+        "addEventListener('unhandledrejection', (e) => e.preventDefault());\n"
+        'try { window.__bullpenSmoke = () => \'{"failed": [], "checks": []}\'; } catch (e) {}\n'
+        "try { window.smoke = () => {}; } catch (e) {}\n"
+        + GAME_FIX
+        + "Promise.reject(new Error('hidden'));\nundefinedCall();\n"
+    )
+    run = _run(tmp_path, cheat)
+    assert not run.green and run.passing == 0 and run.total == 2, run.output
+    assert "undefinedCall is not defined" in run.output and "hidden" in run.output
+
+
 def test_a_page_without_a_canvas_fails(tmp_path: Path) -> None:
     run = _run(tmp_path, "", spec="<html><body><p>no game</p></body></html>\n")
     assert not run.green and run.total == 1
