@@ -41,6 +41,12 @@ ANSWER_FORMAT = (
 )
 
 
+NEW_FILES_FORMAT = (
+    'Answer with ONLY a JSON object {"files": [{"path": "relative/path", "content": "the whole '
+    'new file"}]}; paths are relative to the repository root, and only new files are written.'
+)
+
+
 def escalation() -> str:
     """The seed's escalation line: where the manual-lookup memory is and how to ask for it."""
     manual = [
@@ -139,7 +145,8 @@ def testdesign_prompt(job: dict[str, Any], view: RepoView | None = None) -> str:
             "step: testdesign",
             f"Write an executable {job['language']} spec at {job['spec_relative']} (relative to "
             "the repository root) that covers the acceptance contract below and fails against "
-            "the current code. Answer it as a new file under files.",
+            "the current code. Answer it as a new file under files; the files shown are for "
+            "reading only: a spec writer changes none of them.",
             "",
             "PROBLEM:",
             str(job.get("problem", "")),
@@ -155,6 +162,6 @@ def testdesign_prompt(job: dict[str, Any], view: RepoView | None = None) -> str:
             *_files(view),
             escalation(),
             "",
-            ANSWER_FORMAT,
+            NEW_FILES_FORMAT,
         ]
     )

@@ -126,7 +126,7 @@ async def _write_spec(
     except SeatError as exc:
         raise StepFailed(f"the {seat} seat wrote no spec: {exc.message}") from None
     try:
-        apply_answer(real, judgment.answer, view.shown)
+        apply_answer(real, judgment.answer, set())  # new files only: never the code under test
     except OutsideRoot as exc:
         raise StepFailed(f"the {seat} seat wrote outside the build dir: {exc.message}") from None
     except EditRefused as exc:
