@@ -1,6 +1,7 @@
 """`bullpen build TICKET.md`: post the ticket to the foreman as a `build` run and follow it.
 
-The command does no build work: it reads the ticket, posts it to
+The command does no build work: it reads the ticket, checks it as the
+foreman would (an invalid ticket is exit 2 and posts nothing), posts it to
 `@foreman` in a new thread `build-<date>-<random>` and long-polls that
 thread, printing one plain line per event to stderr (`step 2/4 prepare`,
 each grind iteration with its tier and tests passing of total); the final
@@ -26,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agents.build.config import BuildConfig
+from agents.build.ticket import TicketError, parse_ticket
 from agents.build.ticket import title as ticket_title
 from agents.runtime.cancel import EXIT_CANCELLED
 from agents.runtime.waiting import Heartbeat, interruptible, require_listening
@@ -41,6 +44,7 @@ __all__ = [
     "EXIT_WAIT",
     "FOREMAN",
     "build",
+    "precheck",
     "progress_line",
 ]
 
@@ -106,6 +110,16 @@ def exit_code(data: dict[str, Any]) -> int:
     return EXIT_GREEN if data.get("green") else EXIT_RED
 
 
+def precheck(home: Home, ticket: str) -> str | None:
+    """The INVALID TICKET text for a ticket the foreman would refuse, or None: checked here
+    first, so an invalid ticket leaves no ask and no run in the room."""
+    try:
+        parse_ticket(ticket, BuildConfig.of(home), frozenset(home.society.seats))
+    except TicketError as exc:
+        return f"INVALID TICKET — {exc}"
+    return None
+
+
 async def build(
     home: Home,
     ticket: str,
@@ -116,6 +130,11 @@ async def build(
 ) -> int:
     """Run one build through the foreman; the exit code (see the module docstring)."""
     out, err = out or sys.stdout, err or sys.stderr
+    invalid = precheck(home, ticket)
+    if invalid is not None:
+        out.write(invalid + "\nnothing was posted; fix the ticket and run bullpen build again\n")
+        out.flush()
+        return EXIT_INVALID
     thread = new_thread()
     async with home.client(home.society.operator) as client:
         await require_listening(client, FOREMAN)  # else nothing would ever answer
