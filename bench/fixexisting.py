@@ -1,6 +1,7 @@
 """What share of fix-existing-code campaigns goes green, per code seat.
 
-    python bench/fixexisting.py
+    python bench/fixexisting.py            # five campaigns per seat
+    python bench/fixexisting.py --quick    # two: a smoke check that the bench still runs
 
 Five campaigns, each a git repository of real code (a small inventory module
 of about 3 KB) with one bug planted in one function and an operator's spec
@@ -21,6 +22,7 @@ No hub is needed: the iterations are not posted.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import shutil
 import subprocess
@@ -131,6 +133,9 @@ async def one(society: Society, config: BuildConfig, folder: Path, tier: str) ->
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="two campaigns, not five")
+    bugs = list(BUGS.items())[: 2 if parser.parse_args().quick else None]
     base = Path(tempfile.mkdtemp(prefix="bullpen-bench-fix-", dir="/tmp"))
     society = Society(base / "home")
     builds = base / "builds"
@@ -139,7 +144,7 @@ def main() -> int:
     outcomes: dict[str, list[dict[str, Any]]] = {s: [] for s in ("shown", "sloppy", "unshown",
                                                                   "local")}  # fmt: skip
     try:
-        for buggy, (wrong, right) in BUGS.items():
+        for buggy, (wrong, right) in bugs:
             func = buggy
             model = Proc([sys.executable, str(FAKE), "--func", func, "--wrong", wrong,
                           "--right", right, "--guess-path", "inventory.py"],

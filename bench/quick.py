@@ -34,6 +34,7 @@ BENCHES = (
     "expedition",
     "backpass",
     "build",
+    "fixexisting",
     "foreman_junk",
 )
 # Programs the benches start, not benches themselves.
