@@ -143,12 +143,15 @@ def score(payload: dict[str, Any]) -> dict[str, Any]:
     """Embodies 0-3 from the keyword, search terms and focus words a summary shares.
 
     A term or focus word is shared as retrieval finds it: as a substring, or
-    by its words' stems (agents.expedition.stems). Two points for naming the keyword, one per search term found, one for
-    any title or redirect word; 5+ is 3, 3-4 is 2, 1-2 is 1.
+    by its words' stems (agents.expedition.stems). Three points for matching
+    a redirect (the operator's latest words outweigh the keyword), else two
+    for naming the keyword; one per search term found, one for any title or
+    redirect word; 5+ is 3, 3-4 is 2, 1-2 is 1.
     """
     keyword = str(payload.get("keyword") or "")
     key_words = content_words(keyword)
     terms = [str(t) for t in payload.get("search_terms") or []]
+    redirects = [str(r) for r in payload.get("redirects") or []]
     focus = str(payload.get("focus") or payload.get("pattern") or "")
     pattern_words = set(content_words(focus)) - set(key_words)
     scores = []
@@ -163,8 +166,9 @@ def score(payload: dict[str, Any]) -> dict[str, Any]:
             if t != fold(keyword) and ((fold(t) and fold(t) in fold(summary)) or t in by_stem[n])
         ]
         named = bool(key_words) and names_any(summary, key_words)
+        steered = any(t in hits for t in redirects)
         shared = sorted(w for w in pattern_words if n in echoed[w])
-        points = len(hits) + (2 if named else 0) + (1 if shared else 0)
+        points = len(hits) + (3 if steered else 2 if named else 0) + (1 if shared else 0)
         embodies = 3 if points >= 5 else 2 if points >= 3 else 1 if points >= 1 else 0
         parts = [f"names {keyword};" if named else ""]
         if hits:

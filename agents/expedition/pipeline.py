@@ -274,6 +274,7 @@ class Expedition:
                     "focus": " ".join(
                         filter(None, [context.get("title"), context.get("redirect")])
                     ),
+                    "redirects": list(context.get("redirects") or []),
                     "terms": terms,
                     "rows": [{"id": row["id"], "summary": row["summary"]} for row in group],
                     "batch": i,

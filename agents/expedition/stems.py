@@ -70,7 +70,7 @@ class StemIndex:
     def holding(self, word: str) -> frozenset[int]:
         """The texts (by position) holding `word` or another word with its stem."""
         if word not in self._cache:
-            found = self._db.execute('SELECT rowid FROM t WHERE t MATCH ?', (f'"{word}"',))
+            found = self._db.execute("SELECT rowid FROM t WHERE t MATCH ?", (f'"{word}"',))
             self._cache[word] = frozenset(row[0] for row in found)
         return self._cache[word]
 

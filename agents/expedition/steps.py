@@ -293,6 +293,7 @@ async def score_batch(message: Message, ctx: StepContext) -> Reply:
         rows,
         keyword=str(data.get("keyword") or ""),
         focus=str(data.get("focus") or ""),
+        redirects=[str(r) for r in data.get("redirects") or []],
         guidance=config_of(ctx).guidance.get("score", ""),
     )
     judgment = await _judge(ctx, "score", request, scores_schema([str(r["id"]) for r in rows]))
