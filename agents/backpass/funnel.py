@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agents.wording import counted
+
 __all__ = ["Funnel", "seat_label"]
 
 
@@ -115,7 +117,7 @@ class Funnel:
             ("traces found", f"{self.traces_found}"),
             ("pending", f"{self.traces_pending}"
              + (f" ({self.traces_deferred} more wait for the next run)" if self.traces_deferred else "")),
-            ("analysed", f"{self.traces_analyzed}"),
+            ("analysed", f"{self.traces_analyzed}" + self._chunked()),
             ("failed", f"{self.traces_failed}" + (" (they stay pending)" if self.traces_failed else "")),
             ("items returned", f"{self.items_returned}"),
             ("dropped: no quote", f"{self.items_dropped} ({self.drop_rate:.1%})"),
@@ -146,6 +148,13 @@ class Funnel:
         lines += self._by_trace()
         return "\n".join(lines)
 
+    def _chunked(self) -> str:
+        """How many long traces went in chunks, and how many chunks they took."""
+        long = [int(a.get("chunks") or 1) for a in self.analysed if int(a.get("chunks") or 1) > 1]
+        if not long:
+            return ""
+        return f" ({counted(len(long), 'long trace')} in {sum(long)} chunks)"
+
     def _by_trace(self) -> list[str]:
         """Every trace by name, after the table: analysed (kept, dropped) and unchanged."""
         lines = []
@@ -153,6 +162,7 @@ class Funnel:
             lines.append(f"ANALYSED traces ({len(self.analysed)}):")
             lines += [
                 f"  {a.get('session', '?')}: {a.get('kept', 0)} kept, {a.get('dropped', 0)} dropped"
+                + (f", {a['chunks']} chunks" if int(a.get("chunks") or 1) > 1 else "")
                 for a in self.analysed
             ]
         if self.unchanged_count:

@@ -23,8 +23,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from agents.backpass import chunks, publish, seating
 from agents.backpass import ledger as ledgers
-from agents.backpass import publish, seating
 from agents.backpass.config import RunParams, run_dir
 from agents.backpass.gitwork import RepoInfo, inspect_repo, repos_from, show_file
 from agents.backpass.memory import bullets
@@ -44,7 +44,7 @@ from agents.backpass.traces import (
 )
 from agents.backpass.traces import sha256_bytes as sha256
 from agents.roots import OutsideRoot, Roots
-from agents.runtime.step import Reply, StepContext
+from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
 from agents.wording import counted
 from room.errors import ConfigError, SeatError, StepFailed
 from room.message import Message
@@ -220,8 +220,29 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
     )
 
 
+async def _analyse_chunk(
+    ctx: StepContext, params: RunParams, request: JudgmentRequest, session: str, part: str
+) -> Judgment[Any]:
+    """One bulk call under the hard timeout; StepFailed names the trace (and the chunk)."""
+    try:
+        return await asyncio.wait_for(
+            seating.judge(ctx, params, "bulk", request, AnalysisAnswer), timeout=params.timeout_s
+        )
+    except TimeoutError:
+        raise StepFailed(
+            f"the analysis of {session}{part} ran over the hard timeout of "
+            f"{params.timeout_s:.0f} s (retry and fallback included); it stays pending. Raise "
+            "[backpass] timeout_s or check the bulk seat"
+        ) from None
+    except SeatError as exc:
+        raise StepFailed(
+            f"no seat gave a valid analysis of {session}{part}: {exc.message}"
+        ) from None
+
+
 async def analyse(message: Message, ctx: StepContext) -> Reply:
-    """Step 2: one bulk-seat analysis of one trace, under a hard timeout."""
+    """Step 2: the bulk seat's analysis of one trace, in overlapping chunks when it is longer
+    than one call's context (agents.backpass.chunks), each call under a hard timeout."""
     data = _data(message)
     params, roots = _params(data, ctx)
     folder = _folder(message, ctx, params, roots)
@@ -234,7 +255,8 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
         raw = await read_trace(path, params.max_trace_chars, _traces(ctx, params))
     except TraceTooLarge as exc:
         raise StepFailed(
-            f"trace {session} ({path}) is {exc}; split it or raise [backpass] max_trace_chars"
+            f"trace {session} ({path}) is {exc}; raise [backpass] max_trace_chars (a trace "
+            "under it is analysed in chunks, however long)"
         ) from None
     except OSError as exc:
         raise StepFailed(f"cannot read trace {session} ({path}): {exc.strerror or exc}") from None
@@ -246,50 +268,65 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
     if len(text) > params.max_trace_chars:
         raise StepFailed(
             f"trace {session} is {len(text)} characters, over max_trace_chars "
-            f"({params.max_trace_chars}); split it or raise [backpass] max_trace_chars"
+            f"({params.max_trace_chars}); raise [backpass] max_trace_chars (a trace under it "
+            "is analysed in chunks, however long)"
         )
     template = load_template(params.path(ctx.home, "analysis_prompt"), "analysis", roots)
-    request = analysis_request(
-        template, session=session, trace=text, date=str(data.get("date", "")), path=str(path)
+    size = chunks.window(
+        params.context_chars, params.context_tokens, params.chunk_overlap_chars, len(template)
     )
-    try:
-        judgment = await asyncio.wait_for(
-            seating.judge(ctx, params, "bulk", request, AnalysisAnswer), timeout=params.timeout_s
+    parts = chunks.split(text, size, params.chunk_overlap_chars)
+    judgments: list[Judgment[Any]] = []
+    answers: list[list[dict[str, str]]] = []
+    for k, part in enumerate(parts, start=1):
+        shown = session
+        where = ""
+        if len(parts) > 1:
+            where = f" (chunk {k} of {len(parts)})"
+            shown = (
+                f"{session} (part {k} of {len(parts)}: characters {part.start + 1} to "
+                f"{part.end} of {len(text)}; the parts overlap)"
+            )
+        request = analysis_request(
+            template, session=shown, trace=part.text, date=str(data.get("date", "")), path=str(path)
         )
-    except TimeoutError:
-        raise StepFailed(
-            f"the analysis of {session} ran over the hard timeout of {params.timeout_s:.0f} s "
-            "(retry and fallback included); it stays pending. Raise [backpass] timeout_s or "
-            "check the bulk seat"
-        ) from None
-    except SeatError as exc:
-        raise StepFailed(f"no seat gave a valid analysis of {session}: {exc.message}") from None
-    items = judgment.answer.items()
+        judgment = await _analyse_chunk(ctx, params, request, session, where)
+        judgments.append(judgment)
+        answers.append(judgment.answer.items())
+    items = chunks.merge_items(answers)
     counts = {
         kind: sum(1 for i in items if i["kind"] == kind) for kind in ("positive", "negative", "gap")
     }
+    last = judgments[-1]
     record = {
         "n": n,
         "session": session,
         "path": str(path),
         "sha256": sha256(raw),
         "size": len(raw),
+        "chars": len(text),
+        "chunks": len(parts),
         "items": items,
-        "provenance": judgment.provenance(),
+        "provenance": last.provenance(),
+        "provenances": [j.provenance() for j in judgments],
     }
     artifact = write_json(folder / "analysis" / f"{n:05d}.json", record, roots)
+    seats = sorted({j.seat for j in judgments})
+    fallback_used = any(j.fallback_used for j in judgments)
     body = (
         f"step 2: {session}: {counted(len(items), 'item')} ({counts['positive']} positive, "
         f"{counts['negative']} negative, {counted(counts['gap'], 'gap')}) from seat "
-        f"{judgment.seat}" + (" (fallback)" if judgment.fallback_used else "")
+        f"{', '.join(seats)}"
+        + (" (fallback)" if fallback_used else "")
+        + (f", in {len(parts)} chunks of at most {size} characters" if len(parts) > 1 else "")
     )
-    reply = {key: record[key] for key in ("n", "session", "path", "sha256", "size", "provenance")}
+    keep = ("n", "session", "path", "sha256", "size", "chunks", "provenance", "provenances")
     return Reply(
         body,
         {
-            **reply,
-            "seat": judgment.seat,
-            "fallback_used": judgment.fallback_used,
+            **{key: record[key] for key in keep},
+            "seat": last.seat,
+            "fallback_used": fallback_used,
             "items": len(items),
             "counts": counts,
             "artifact": artifact,
@@ -325,6 +362,7 @@ def check_quotes(message: Message, ctx: StepContext) -> Reply:
                 "session": record["session"],
                 "kept": len(result.kept),
                 "dropped": len(result.dropped),
+                "chunks": int(record.get("chunks") or 1),
             }
         )
         returned += result.returned
