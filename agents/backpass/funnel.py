@@ -57,6 +57,7 @@ class Funnel:
     failed_traces: list[dict[str, Any]] = field(default_factory=list)  # session, reason
     unchanged: list[str] = field(default_factory=list)  # sessions, the first UNCHANGED_NAMED
     unchanged_count: int = 0
+    held_back: list[str] = field(default_factory=list)  # adds under the session threshold
 
     def add_seat(self, provenance: Mapping[str, Any] | None) -> None:
         if not provenance:
@@ -133,6 +134,11 @@ class Funnel:
         lines += [f"{label:<20}{value}" for label, value in rows]
         if self.synthesis:
             lines.append(f"{'synthesis':<20}{self.synthesis}")
+        if self.held_back:
+            lines.append(
+                f"{'held back':<20}{len(self.held_back)} new lesson(s) under the threshold"
+            )
+            lines += [f"  {line}" for line in self.held_back]
         for role in sorted(self.seats):
             used = ", ".join(f"{label} ×{n}" for label, n in sorted(self.seats[role].items()))
             lines.append(f"{'seat ' + role:<20}{used}")

@@ -215,6 +215,7 @@ class Backpass:
         funnel.edits_private = int(edits.get("private", 0))
         funnel.add_seat(sd.get("provenance"))
         funnel.synthesis = str(sd.get("synthesis", ""))
+        funnel.held_back = [str(line) for line in sd.get("held_back") or []]
         funnel.synthesis_refused = str(sd.get("synthesis_refused") or "")
         for repo, branch in (sd.get("branches") or {}).items():
             commits = counted(len(branch.get("commits") or []), "commit")

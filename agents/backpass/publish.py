@@ -48,6 +48,7 @@ from agents.backpass.gitwork import (
 from agents.backpass.memory import Bullet, apply_edits, bullets
 from agents.backpass.prompts import load_template, synthesis_request
 from agents.backpass.schemas import Edit, bind_synthesis
+from agents.backpass.threshold import hold_back
 from agents.backpass.traces import StateFileError, check_state, update_state
 from agents.roots import Roots
 from agents.runtime.step import Reply, StepContext
@@ -106,12 +107,15 @@ def pr_body(
         used = ", ".join(f"{label} ×{n}" for label, n in sorted(funnel.seats[role].items()))
         lines.append(f"- {role}: {used}")
     lines += [f"- fallbacks: {funnel.fallbacks}", "", "## Edits", ""]
+    held = [f"- held back: {line}" for line in funnel.held_back]
     for repo in REPOS:
         branch = branches.get(repo, {}).get("branch")
         where = f"branch `{branch}` from `{repos[repo].base}`" if branch else "no branch"
         lines.append(f"### {repo} ({where})")
         lines += [f"- {text}" for text in edits.get(repo, [])] or ["- none"]
         lines.append("")
+    if held:
+        lines += ["### held back (under the session threshold)", *held, ""]
     if summary:
         lines += ["## Summary from the synthesis seat", "", summary, ""]
     lines += ["## Review and merge", ""]
@@ -295,6 +299,9 @@ async def synthesize_and_publish(
         funnel.add_seat(provenance)
         funnel.synthesis = f"called ({seat_label(provenance)})"
         edits = {repo: judgment.answer.for_repo(repo) for repo in REPOS}
+        for repo in REPOS:  # the threshold for a new lesson, in code (agents.backpass.threshold)
+            edits[repo], held = hold_back(edits[repo], entries, params.min_sessions)
+            funnel.held_back += [h.line() for h in held]
     texts = {repo: apply_edits(memory_text[repo], PREFIX[repo], edits[repo]) for repo in REPOS}
     by_id = {b.id: b for repo in REPOS for b in memory[repo]}
     described = {repo: [describe_edit(e, by_id) for e in edits[repo]] for repo in REPOS}
@@ -373,6 +380,7 @@ async def synthesize_and_publish(
             "described": described,
             "synthesis": funnel.synthesis,
             "synthesis_refused": funnel.synthesis_refused,
+            "held_back": funnel.held_back,
             "seat": seat,
             "fallback_used": fallback_used,
             "provenance": provenance,
