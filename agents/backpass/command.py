@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.backpass.config import BackpassConfig
 from agents.backpass.pipeline import NICKS
+from agents.backpass.relay import announce
 from agents.backpass.seating import choose_seats
 from agents.backpass.traces import StateFileError, check_state
 from agents.roots import OutsideRoot
@@ -244,6 +245,11 @@ async def backpass(
             async with asyncio.timeout(wait_timeout):
                 async for line in client.follow(after, thread=thread, wait=POLL_S):
                     progress.see(line)
+                    if line.get("from") == NICKS["list"]:  # the relay, as the run starts
+                        err.writelines(
+                            f"{text}\n"
+                            for text in announce((line.get("data") or {}).get("relays") or [])
+                        )
                     result = _final(line)
                     if result is not None:
                         progress.done()

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from agents.backpass import chunks
+from agents.backpass import chunks, relay
 from agents.backpass.config import BackpassConfig, RunParams
 from agents.backpass.funnel import Funnel
 from agents.foreman.pipeline import Action, Ask, Report, Run
@@ -336,6 +336,7 @@ class Backpass:
             binary = counted(int(listing["skipped_binary"]), "binary file")
             notes.append(f"{'skipped':<20}{binary} in the traces folder")
         notes += [f"{'template':<20}{note}" for note in listing.get("template_notes") or []]
+        notes += relay.announce(listing.get("relays") or [])
         notes += [
             f"{'refused':<20}{link}: a link out of the traces folder, never read"
             for link in listing.get("refused") or []

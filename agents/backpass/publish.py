@@ -26,12 +26,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from agents.backpass import ledger as ledgers
-from agents.backpass import seating
+from agents.backpass import relay, seating
 from agents.backpass.config import RunParams
 from agents.backpass.funnel import Funnel, seat_label
 from agents.backpass.gitwork import (
@@ -97,8 +97,10 @@ def pr_body(
     branches: dict[str, dict[str, Any]],
     summary: str,
     repos: dict[str, RepoInfo],
+    relay_section: Sequence[str] = (),
 ) -> str:
-    """The pull request's description: what was read, who judged, what changed."""
+    """The pull request's description: what was read, who judged, what changed, and the
+    relay checklist (agents.backpass.relay) when tonight's edits need carrying on."""
     lines = [f"# memory-backpass: {date}", "", f"Run `{thread}`, written by bullpen.", ""]
     if funnel.report_only:
         lines += ["**Report only: no branch, no ledger and no state change were written.**", ""]
@@ -129,7 +131,9 @@ def pr_body(
             ]
     if not branches:
         lines.append("- nothing to merge")
-    return "\n".join(lines) + "\n"
+    if relay_section:
+        lines += ["", *relay_section]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def _write(roots: Roots, path: Path, text: str) -> None:
@@ -352,6 +356,8 @@ async def synthesize_and_publish(
                 ) from None
     body_path = folder / "PR_BODY.md"
     thread = folder.name
+    edit_counts = {"public": funnel.edits_public, "private": funnel.edits_private}
+    relay_lines = relay.checklist(branches, edit_counts, repos, params.private_nick)
     body_text = pr_body(
         date=date,
         thread=thread,
@@ -360,6 +366,7 @@ async def synthesize_and_publish(
         branches=branches,
         summary=summary,
         repos=repos,
+        relay_section=relay.section(relay_lines, branches),
     )
     screen.check(body_text, f"the PR body {body_path}")
     _write(roots, body_path, body_text)
@@ -387,6 +394,7 @@ async def synthesize_and_publish(
             "branches": branches,
             "state_updated": 0 if params.report_only or refused else len(succeeded),
             "pr_body": str(body_path),
+            "relay": relay_lines if relay.section(relay_lines, branches) else [],
             "summary": summary[:2000],
             "report_only": params.report_only,
         },

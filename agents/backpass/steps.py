@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agents.backpass import chunks, publish, seating
+from agents.backpass import chunks, publish, relay, seating
 from agents.backpass import ledger as ledgers
 from agents.backpass.config import RunParams, run_dir
 from agents.backpass.gitwork import RepoInfo, inspect_repo, repos_from, show_file
@@ -179,6 +179,9 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
     private = repos["private"]
     ledger_text = show_file(Path(private.path), private.commit, params.ledger) or ""
     open_lines = ledgers.open_entries(ledgers.parse(ledger_text))
+    relays = relay.open_relays(  # step 1's relay: merged backpasses with unchecked lines
+        params.path(ctx.home, "runs"), roots, Path(private.path), private.default
+    )
     write_json(
         folder / "listing.json",
         {
@@ -199,6 +202,11 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
         + f"; {len(memory['public'])} public and {len(memory['private'])} private bullets; "
         f"{len(open_lines)} open ledger lines"
         + "".join(f"; REFUSED {link}: a link out of the traces folder" for link in refused)
+        + (
+            f"; {counted(len(relays), 'merged backpass')} with unchecked relay lines"
+            if relays
+            else ""
+        )
     )
     return Reply(
         body,
@@ -216,6 +224,7 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
             "ledger_open": len(open_lines),
             "run_dir": str(folder),
             "template_notes": template_notes,
+            "relays": [r.to_dict() for r in relays],
         },
     )
 
