@@ -57,7 +57,12 @@ def row_text(row: IndexRow) -> str:
 def matched_terms(row: IndexRow, terms: Iterable[str]) -> list[str]:
     """The terms found in the row as case-insensitive substrings (the spec's signal)."""
     haystack = fold(row_text(row))
-    return [term for term in terms if fold(term) and fold(term) in haystack]
+    return [term for term, folded in _folded(terms) if folded in haystack]
+
+
+def _folded(terms: Iterable[str]) -> list[tuple[str, str]]:
+    """(term, its folded form) for every term that folds to something."""
+    return [(term, folded) for term in terms if (folded := fold(term))]
 
 
 def retrieve(
@@ -70,24 +75,28 @@ def retrieve(
 ) -> list[dict[str, object]]:
     """Candidate rows, best prescore first (index order breaks ties), at most `cap`."""
     rows = list(rows)
+    folded = _folded(terms)
     with StemIndex([row_text(row) for row in rows]) as index:
         by_stem = index.terms_of(terms)
-    found: list[tuple[int, int, dict[str, object]]] = []
+    found: list[tuple[int, int, list[str], list[str], bool]] = []
     for order, row in enumerate(rows):
-        exact = matched_terms(row, terms)
+        haystack = fold(row_text(row))
+        exact = {term for term, form in folded if form in haystack}
         stemmed = [t for t in terms if t in by_stem[order] and t not in exact]
-        hits = [t for t in terms if t in exact or t in stemmed]
+        hits = [t for t in terms if t in exact or t in by_stem[order]]
         structural = structural_match(row, archetype, monomyth)
         if not hits and not structural:
             continue
         prescore = len(hits) + (STRUCTURAL_BONUS if structural else 0)
-        candidate: dict[str, object] = {
-            **row.as_dict(),
-            "prescore": prescore,
+        found.append((-prescore, order, hits, stemmed, structural))
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [
+        {
+            **rows[order].as_dict(),
+            "prescore": -negative,
             "matched_terms": hits,
             "stemmed_terms": stemmed,  # found by their words' stems only, not as substrings
             "structural": structural,
         }
-        found.append((-prescore, order, candidate))
-    found.sort(key=lambda item: (item[0], item[1]))
-    return [candidate for _, _, candidate in found[:cap]]
+        for negative, order, hits, stemmed, structural in found[:cap]
+    ]
