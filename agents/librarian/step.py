@@ -20,7 +20,7 @@ import structlog
 
 from agents.memory.errors import Refused
 from agents.memory.index import Index, terms_query
-from agents.memory.namespaces import ROOT, index_path, namespaces, normalize
+from agents.memory.namespaces import ROOT, index_path, normalize
 from agents.memory.projection import Rules, catch_up, hub_reader
 from agents.runtime.outcome import Outbox, OutPost
 from agents.runtime.step import Reply, StepContext
@@ -63,7 +63,7 @@ class Librarian:
     def prepare(self, ctx: StepContext) -> None:
         home = ctx.home
         self.index = Index.open(index_path(home))
-        self.rules = Rules(ctx.nick, frozenset(home.trust.trusted), namespaces(home))
+        self.rules = Rules.of(home, ctx.nick)
         self.read = hub_reader(home.client(ctx.nick), ctx.nick)
 
     async def _catch_up(self, through: int = 0) -> Index:

@@ -66,7 +66,10 @@ _COLUMNS = (
 )
 _WORD = re.compile(r"\w{2,}", re.UNICODE)
 MAX_TERMS = 12
-FORMAT = "2"  # the layout of the scoped words; an index of another is re-read from the room
+# The layout of the scoped words and the rules it was projected under; an index of another
+# is re-read from the room. 3: lessons namespaces are guarded (namespaces.writer_refusal), so
+# a save an older index took into another nick's lessons is dropped on the re-read.
+FORMAT = "3"
 MAX_K = 100
 
 

@@ -37,6 +37,7 @@ class Theme:
     deep_file: str
     deep_summary: str
     direct: tuple[str, str]
+    redirect: str  # what an operator who knows the corpus would redirect to
 
 
 THEMES = (
@@ -64,6 +65,7 @@ THEMES = (
             "Endurance on the barn roof: a whole season of weekends to rebuild it.",
             "A week of night lambing and what endurance costs the body.",
         ),
+        "cold water",
     ),
     Theme(
         "patience",
@@ -89,6 +91,7 @@ THEMES = (
             "Patience with a warped door: planing it a shaving at a time over a month.",
             "Why patience matters when glue is setting in a cold shed.",
         ),
+        "sourdough starter",
     ),
     Theme(
         "grief",
@@ -114,6 +117,7 @@ THEMES = (
             "Grief and the tools a father left behind in the shed.",
             "A year of grief told through the allotment he kept.",
         ),
+        "the empty chair",
     ),
     Theme(
         "thrift",
@@ -139,6 +143,7 @@ THEMES = (
             "Thrift at the auction: a box of planes for the price of one.",
             "A thrift shop find: the chest of drawers rebuilt from its own parts.",
         ),
+        "offcuts",
     ),
     Theme(
         "courage",
@@ -164,6 +169,7 @@ THEMES = (
             "Courage to quit a salaried job and open the workshop.",
             "The courage it took to ask the old joiner for lessons.",
         ),
+        "playing the fiddle",
     ),
 )
 
@@ -230,31 +236,43 @@ def program_judge(phrases: Path) -> Any:
     return judge
 
 
-def dig(home_root: Path, kb: Path, theme: Theme, judge: Any) -> tuple[list[str], str]:
-    """(the files one theme's Dig Report lists as deep cuts, its first line or failure)."""
+def dig(
+    home_root: Path, kb: Path, theme: Theme, judge: Any, redirect: bool = False
+) -> tuple[list[str], str]:
+    """(the files one theme's last Dig Report lists as deep cuts, its first line or failure);
+    with `redirect`, the first report is answered with the theme's redirect and the second read."""
     sim = Sim(write_home(home_root, kb), judge=judge)
     sim.start(title=theme.title, keyword=theme.keyword)
     (report,) = sim.settle()
-    if report.data["key"] != "dig-report":  # the run ended before a report: nothing found
+    if redirect and report.data["key"] == "dig-report":
+        sim.reply_to_report(report, f"redirect {theme.redirect}")
+        (report,) = sim.settle()
+    if not str(report.data["key"]).startswith("dig-report"):  # ended before a report
         return [], report.body.splitlines()[0]
     return [str(cut["file"]) for cut in report.data["deep_cuts"]], "dig report"
 
 
+SEATS = ("local", "local+redirect", "phrases")
+
+
 def run_campaign(root: Path, seat: str) -> dict[str, tuple[bool, str]]:
-    """keyword -> (whether its deep cut was found, how the run ended), with `seat`
-    ('local': the built-in seat; 'phrases': the natural-phrase fake model)."""
+    """keyword -> (whether its deep cut was found, how the run ended), with `seat`: 'local'
+    (the built-in seat), 'local+redirect' (the same, redirected once to the theme's image), or
+    'phrases' (the natural-phrase fake model)."""
     kb = write_kb(root / "kb")
-    judge = local_judge if seat == "local" else program_judge(write_phrases(root / "phrases.json"))
+    phrases = seat == "phrases"
+    judge = program_judge(write_phrases(root / "phrases.json")) if phrases else local_judge
     found = {}
     for theme in THEMES:
-        cuts, outcome = dig(root / f"home-{seat}-{theme.keyword}", kb, theme, judge)
+        home = root / f"home-{seat}-{theme.keyword}"
+        cuts, outcome = dig(home, kb, theme, judge, redirect=seat == "local+redirect")
         found[theme.keyword] = (theme.deep_file in cuts, outcome)
     return found
 
 
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
-        for seat in ("local", "phrases"):
+        for seat in SEATS:
             found = run_campaign(Path(tmp) / seat, seat)
             hits = sum(ok for ok, _ in found.values())
             print(f"{seat}: {hits}/{len(found)} deep cuts found")
