@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -229,15 +230,34 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
     )
 
 
+BUDGET_MARGIN_S = 5.0  # kept back from the analyst's own timeout to write the reply
+
+
+def _budget(ctx: StepContext) -> float | None:
+    """The analyst nick's own timeout (its lurker stops the step after it), if configured."""
+    nick = ctx.home.society.nicks.get(ctx.nick)
+    timeout = getattr(nick, "timeout_s", None)
+    return float(timeout) if isinstance(timeout, int | float) else None
+
+
 async def _analyse_chunk(
-    ctx: StepContext, params: RunParams, request: JudgmentRequest, session: str, part: str
+    ctx: StepContext,
+    params: RunParams,
+    request: JudgmentRequest,
+    session: str,
+    part: str,
+    left: float | None,
 ) -> Judgment[Any]:
-    """One bulk call under the hard timeout; StepFailed names the trace (and the chunk)."""
+    """One bulk call under the hard timeout, or what is `left` of the nick's own time if
+    that is less; StepFailed names the trace (and the chunk) and which limit ran out."""
+    limit = params.timeout_s if left is None else min(params.timeout_s, left)
     try:
         return await asyncio.wait_for(
-            seating.judge(ctx, params, "bulk", request, AnalysisAnswer), timeout=params.timeout_s
+            seating.judge(ctx, params, "bulk", request, AnalysisAnswer), timeout=limit
         )
     except TimeoutError:
+        if limit < params.timeout_s:
+            raise _out_of_budget(ctx, session, part) from None
         raise StepFailed(
             f"the analysis of {session}{part} ran over the hard timeout of "
             f"{params.timeout_s:.0f} s (retry and fallback included); it stays pending. Raise "
@@ -247,6 +267,15 @@ async def _analyse_chunk(
         raise StepFailed(
             f"no seat gave a valid analysis of {session}{part}: {exc.message}"
         ) from None
+
+
+def _out_of_budget(ctx: StepContext, session: str, part: str) -> StepFailed:
+    return StepFailed(
+        f"the analysis of {session} ran out of the {ctx.nick} nick's own timeout_s "
+        f"({_budget(ctx) or 0:.0f} s) at{part or ' its only chunk'}; it stays pending. A long "
+        f"trace takes one bulk call per chunk: raise [nicks.{ctx.nick}] timeout_s to at least "
+        "[backpass] timeout_s times the chunks of your longest trace, plus timeout_margin_s"
+    )
 
 
 async def analyse(message: Message, ctx: StepContext) -> Reply:
@@ -287,6 +316,7 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
     parts = chunks.split(text, size, params.chunk_overlap_chars)
     judgments: list[Judgment[Any]] = []
     answers: list[list[dict[str, str]]] = []
+    budget, started = _budget(ctx), time.monotonic()
     for k, part in enumerate(parts, start=1):
         shown = session
         where = ""
@@ -299,7 +329,11 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
         request = analysis_request(
             template, session=shown, trace=part.text, date=str(data.get("date", "")), path=str(path)
         )
-        judgment = await _analyse_chunk(ctx, params, request, session, where)
+        spent = time.monotonic() - started
+        left = None if budget is None else budget - BUDGET_MARGIN_S - spent
+        if left is not None and left <= 0:
+            raise _out_of_budget(ctx, session, where)
+        judgment = await _analyse_chunk(ctx, params, request, session, where, left)
         judgments.append(judgment)
         answers.append(judgment.answer.items())
     items = chunks.merge_items(answers)

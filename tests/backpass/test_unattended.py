@@ -10,14 +10,17 @@ relay line is listed as the next run starts. Then the pieces one by one.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agents.backpass import steps
 from agents.backpass.chunks import estimate, merge_items, split, window
 from agents.backpass.config import BackpassConfig
 from agents.backpass.ledger import Entry
@@ -25,7 +28,10 @@ from agents.backpass.relay import checklist, open_relays, section
 from agents.backpass.schemas import Edit
 from agents.backpass.threshold import hold_back
 from agents.roots import Roots
-from tests.backpass.helpers import git, make_repo
+from agents.runtime.step import JudgmentRequest, StepContext
+from room.errors import StepFailed
+from room.message import Message
+from tests.backpass.helpers import START_TS, BackpassHome, FakeJudge, git, make_repo
 from tests.support import BACKPASS_LURKERS, REPO, Society, run_cli, set_seat, start_up
 
 FAKE = REPO / "tests" / "fakes" / "context_model.py"
@@ -241,3 +247,72 @@ class TestRelay:
         branches = {"private": {"branch": "b", "commits": ["0" * 40]}}
         assert checklist(branches, {"private": 0, "public": 0}, {}, None) == []
         assert section([], branches) == []
+
+
+def _analyse(
+    bp_home: BackpassHome, path: Path, judge: FakeJudge, nick: str = "analyst", **params: Any
+) -> Any:
+    data = {
+        "run": bp_home.params(**params).model_dump(),
+        "date": "2026-10-20",
+        "trace": {"n": 1, "path": str(path), "session": path.name},
+    }
+    ask = Message.model_validate(
+        {
+            "seq": 2, "id": "m2", "ts": START_TS, "from": "foreman", "to": f"@{nick}",
+            "type": "ask", "body": "b", "data": data, "thread": "backpass-chunks",
+            "verified": True,
+        }
+    )  # fmt: skip
+
+    async def read_thread(_: str, __: int = 0) -> list[Message]:
+        return []
+
+    return asyncio.run(steps.analyse(ask, StepContext(nick, bp_home.home, {}, judge, read_thread)))
+
+
+class TestChunkedStep:
+    def test_every_chunk_is_asked_and_items_merge(self, bp_home: BackpassHome) -> None:
+        """Each chunk's prompt holds only its part, says which part it is, and fits the window;
+        the reply names the chunks and the items come back once each."""
+        text = long_trace(20_000, {1_000: LESSON_A, 9_800: LESSON_B, 18_000: LESSON_C})
+        path = bp_home.trace("long.md", text)
+
+        def script(step: str, request: JudgmentRequest) -> dict[str, Any]:
+            shown = str(request.payload["text"])
+            items = [
+                {"text": line.split("LESSON:")[1], "quote": line}
+                for line in shown.splitlines()
+                if "LESSON:" in line
+            ]
+            return {"positive": items, "negative": [], "gaps": []}
+
+        judge = FakeJudge(script)
+        reply = _analyse(bp_home, path, judge, context_chars=8_000, chunk_overlap_chars=500)
+        prompts = [r.payload for _, r in judge.history]
+        assert reply.data["chunks"] == len(prompts) >= 3
+        assert all(len(p["text"]) <= 8_000 for p in prompts)
+        assert (
+            "(part 2 of " in prompts[1]["session"] and "the parts overlap" in prompts[1]["session"]
+        )
+        assert reply.data["items"] == 3
+        assert len(reply.data["provenances"]) == len(prompts)
+        record = json.loads(Path(reply.data["artifact"]).read_text())
+        assert sorted(i["quote"] for i in record["items"]) == sorted([LESSON_A, LESSON_B, LESSON_C])
+
+    def test_the_nicks_own_timeout_bounds_all_the_chunks(self, bp_home: BackpassHome) -> None:
+        """When the chunks would outlast the analyst's own timeout, the step fails in time,
+        naming the setting to raise, rather than being cut off without a word."""
+        (bp_home.root / "society.toml").write_text(
+            '[nicks.analyst]\nhandler = "agents.backpass.steps:analyse"\ntimeout_s = 7\n'
+        )
+        path = bp_home.trace("long.md", long_trace(20_000, {1_000: LESSON_A}))
+
+        async def slow(step: str, request: JudgmentRequest) -> dict[str, Any]:
+            await asyncio.sleep(1.5)
+            return {"positive": [], "negative": [], "gaps": []}
+
+        judge = FakeJudge(slow)  # type: ignore[arg-type]
+        with pytest.raises(StepFailed, match=r"nicks\.analyst\] timeout_s") as failed:
+            _analyse(bp_home, path, judge, context_chars=8_000, chunk_overlap_chars=500)
+        assert "chunk 2 of" in failed.value.message and len(judge.history) == 2
