@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.backpass.config import BackpassConfig
 from agents.backpass.pipeline import NICKS
+from agents.backpass.relay import announce
 from agents.backpass.seating import choose_seats
 from agents.backpass.traces import StateFileError, check_state
 from agents.roots import OutsideRoot
@@ -272,6 +273,10 @@ async def backpass(
                         progress.see(line)
                         heartbeat.seen(line)
                         data = line.get("data") or {}
+                        if line.get("from") == NICKS["list"]:  # the relay, as the run starts
+                            err.writelines(
+                                f"{text}\n" for text in announce(data.get("relays") or [])
+                            )
                         if line.get("verified") and data.get("final") and data.get("cancelled"):
                             progress.done()
                             out.write(str(line.get("body", "")).rstrip("\n") + "\n")

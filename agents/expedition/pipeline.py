@@ -21,7 +21,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from agents.expedition.config import ExpeditionConfig
-from agents.expedition.context import with_redirects
+from agents.expedition.context import searched_terms, with_redirects
 from agents.expedition.report import Decision, Dig, is_dropped, parse_answer, unknown_drops
 from agents.expedition.scoring import batches, merge
 from agents.expedition.scotoma import chosen, top_rows
@@ -182,7 +182,7 @@ class Expedition:
             ),
             flags,
         )
-        terms = [str(t) for t in termed.get("terms") or []]
+        terms = searched_terms([str(t) for t in termed.get("terms") or []], context)
         flags = _flags({"flags": flags}, termed)
         found = self._reply(
             run,
@@ -274,6 +274,7 @@ class Expedition:
                     "focus": " ".join(
                         filter(None, [context.get("title"), context.get("redirect")])
                     ),
+                    "redirects": list(context.get("redirects") or []),
                     "terms": terms,
                     "rows": [{"id": row["id"], "summary": row["summary"]} for row in group],
                     "batch": i,
