@@ -231,7 +231,7 @@ class Expedition:
         excerpts = list(cut.get("excerpts") or [])
         key = round_key(DIG_REPORT, r)
         if run.report(key) is None:
-            found = Dig(
+            dig = Dig(
                 direct_hits=direct,
                 deep_cuts=deep,
                 excerpts=excerpts,
@@ -242,7 +242,7 @@ class Expedition:
                 flags=flags,
                 redirect=context.get("redirect"),
             )
-            raise _Now([Report(key, found.text(), {"round": r, **found.data()})])
+            raise _Now([Report(key, dig.text(), {"round": r, **dig.data()})])
         return {
             "direct": direct,
             "deep": deep,
@@ -320,7 +320,7 @@ class Expedition:
                 )
             elif decision.redirect and redirected + 1 >= MAX_ROUNDS:
                 problem = f"this run has been redirected {redirected} times; start a new expedition"
-            if problem is None:
+            if problem is None and decision is not None:
                 return decision
             unclear.append(
                 Report(
