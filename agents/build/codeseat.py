@@ -12,8 +12,9 @@ filesystem as the user has it but hides the home's secrets and keeps the
 build root and every place of the bullpen (agents/build/homeplaces.py: the
 home, the room, the memory repositories) read-only except the clone;
 "strict" makes everything read-only but the clone, a scratch TMPDIR and the
-seat's `writable` paths, and hides the whole home. Its environment is the grinder's with every BULLPEN_*
-variable and anything pointing at or holding a secret left out.
+seat's `writable` paths, and hides the whole home. Its environment is the
+grinder's with every BULLPEN_* variable and anything pointing at or holding a
+secret left out.
 
 An `openai` seat (a model server, directly or through the gateway) answers
 `{"files": [{"path", "content"}]}`, validated by the judge and written here,
