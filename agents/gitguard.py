@@ -96,7 +96,7 @@ BUILTIN_DIFF = frozenset(
     ]
 )
 BUILTIN_MERGE = frozenset({"text", "binary", "union"})
-_DRIVER = re.compile(r"(?:^|\s)(filter|diff|merge)=(\S+)", re.IGNORECASE)
+_DRIVER = re.compile(r"(?:^|\s)(filter|diff|merge)=([^\s\"]+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

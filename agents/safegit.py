@@ -271,29 +271,29 @@ def _config_keys(path: Path) -> list[str] | str:
     return keys
 
 
-def _check_config(tree: Path, path: Path) -> None:
+def _check_config(top: Path, path: Path) -> None:
     keys = _config_keys(path)
     if isinstance(keys, str):
-        raise _unusable(tree, path, keys)
-    planted = config_refusal(keys, _relative(tree, path))
+        raise _unusable(top, path, keys)
+    planted = config_refusal(keys, _relative(top, path))
     if planted is not None:
-        raise PlantedConfig(tree, planted)
+        raise PlantedConfig(top, planted)
 
 
-def _check_attributes(tree: Path, path: Path, follow: bool) -> None:
+def _check_attributes(top: Path, path: Path, follow: bool) -> None:
     if not os.path.lexists(path):
         return
     text = _small_text(path, follow)
     if text is None:
         if follow or not os.path.islink(path):  # git itself skips an in-tree symbolic link
-            raise _unusable(tree, path, "an attributes file that is not a regular file")
+            raise _unusable(top, path, "an attributes file that is not a regular file")
         return
-    planted = attributes_refusal(text, _relative(tree, path))
+    planted = attributes_refusal(text, _relative(top, path))
     if planted is not None:
-        raise PlantedConfig(tree, planted)
+        raise PlantedConfig(top, planted)
 
 
-def _check_gitdir(tree: Path, gitdir: Path, common: Path) -> None:
+def _check_gitdir(top: Path, gitdir: Path, common: Path) -> None:
     """Every config and attributes file git reads from the repository's own folders
     (a linked worktree's, a submodule's under modules/ included)."""
     for folder in dict.fromkeys((common, gitdir)):
@@ -302,28 +302,36 @@ def _check_gitdir(tree: Path, gitdir: Path, common: Path) -> None:
             here = Path(where)
             for name in files:
                 if name in ("config", "config.worktree"):
-                    _check_config(tree, here / name)
+                    _check_config(top, here / name)
                 elif name == "attributes" and here.name == "info":
-                    _check_attributes(tree, here / name, follow=True)
+                    _check_attributes(top, here / name, follow=True)
 
 
-def check_repo(start: Path, _depth: int = 0) -> None:
+def _check_tree(top: Path, tree: Path, dot: Path, depth: int) -> None:
+    """One work tree and its git dir; a repository nested in the tree (git may run in it
+    too) is checked the same way, every place named relative to `top`."""
+    gitdir, common = _git_dirs(top, dot)
+    _check_gitdir(top, gitdir, common)
+    for where, dirs, files in os.walk(tree):
+        here = Path(where)
+        if here != tree and ".git" in dirs + files:
+            if depth >= 8:
+                raise _unusable(top, here, "repositories nested more than 8 deep")
+            _check_tree(top, here, here / ".git", depth + 1)
+            dirs[:] = []  # that walk covered this folder's tree
+            continue
+        dirs[:] = [d for d in dirs if d != ".git"]
+        if ".gitattributes" in files:
+            _check_attributes(top, here / ".gitattributes", follow=False)
+
+
+def check_repo(start: Path) -> None:
     """Raise PlantedConfig when the repository git would find from `start` names a command:
     a config key outside the allow-list, or an attributes file naming a driver, in the
     repository or in a repository nested in its work tree. Nothing is run."""
     found = _find(start) if start.is_dir() else None
-    if found is None:
-        return
-    tree, dot = found
-    gitdir, common = _git_dirs(tree, dot)
-    _check_gitdir(tree, gitdir, common)
-    for where, dirs, files in os.walk(tree):
-        here = Path(where)
-        if here != tree and ".git" in dirs + files and _depth < 8:
-            check_repo(here, _depth + 1)  # a nested repository: git may run in it too
-        dirs[:] = [d for d in dirs if d != ".git"]
-        if ".gitattributes" in files:
-            _check_attributes(tree, here / ".gitattributes", follow=False)
+    if found is not None:
+        _check_tree(found[0], found[0], found[1], 0)
 
 
 def defuse(tree: Path) -> Path:
