@@ -30,7 +30,15 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 
-__all__ = ["WATCH_S", "PidsCgroup", "disk_used", "open_pids", "pids_cgroups", "watch_disk"]
+__all__ = [
+    "WATCH_S",
+    "PidsCgroup",
+    "disk_used",
+    "open_pids",
+    "pids_cgroups",
+    "pids_parent",
+    "watch_disk",
+]
 
 WATCH_S = 0.25
 MB = 1024 * 1024
@@ -121,7 +129,7 @@ class PidsCgroup:
 
 
 @cache
-def _parent() -> Path | None:
+def pids_parent() -> Path | None:
     """Where this process may make pids cgroups, found by a trial one; None: nowhere."""
     for candidate in _candidates():
         try:
@@ -135,12 +143,12 @@ def _parent() -> Path | None:
 
 def pids_cgroups() -> bool:
     """Can a run here get its own pids cgroup (the bound that holds for root)?"""
-    return _parent() is not None
+    return pids_parent() is not None
 
 
 def open_pids(limit: int) -> PidsCgroup | None:
     """A new pids cgroup bound at `limit`, or None where none can be made."""
-    parent = _parent()
+    parent = pids_parent()
     if parent is None:
         return None
     try:
