@@ -105,13 +105,16 @@ class Planted:
 
     key: str  # `filter.x.clean`, or the attribute `filter=x`
     place: str  # the file, relative to the work tree: `.git/config`, `sub/.gitattributes`
-    kind: str  # "config" or "attributes"
+    kind: str  # "config", "attributes", or "file" (one git would read that is not checkable)
 
     @property
     def what(self) -> str:
-        """`git config sets filter.x.clean`, or `attributes name the filter driver x`."""
+        """`git config sets filter.x.clean`, `git attributes name the filter driver x
+        (filter=x)`, or `git metadata holds <what cannot be checked>`."""
         if self.kind == "config":
             return f"git config sets {self.key}"
+        if self.kind == "file":
+            return f"git metadata holds {self.key}"
         name, _, value = self.key.partition("=")
         return f"git attributes name the {name.lower()} driver {value} ({self.key})"
 

@@ -95,9 +95,14 @@ class PlantedConfig(GitError):
 
     def __init__(self, repo: Path, planted: Planted) -> None:
         self.repo, self.planted = repo, planted
+        why = (
+            "which bullpen's git cannot check"
+            if planted.kind == "file"
+            else "which names a command git would run; bullpen's git runs nothing a "
+            "repository names"
+        )
         super().__init__(
-            f"{repo}: its {planted.what} (in {planted.place}), which names a command git "
-            "would run; bullpen's git runs nothing a repository names, so nothing was run. "
+            f"{repo}: its {planted.what} (in {planted.place}), {why}, so nothing was run. "
             f"{_fix(repo, planted)}"
         )
 

@@ -21,6 +21,13 @@ from typing import Any
 
 import pytest
 
+from agents.build.builddir import clone, prepare
+from agents.build.config import BuildConfig
+from agents.build.fence import choose
+from agents.build.grind import GrindJob, grind
+from agents.build.routing import by_name
+from agents.build.runs import Workspace, run_spec
+from room.errors import StepFailed
 from tests.build.helpers import PY_SPEC, set_build, ticket
 from tests.support import Society, set_seat, wait_for
 
@@ -178,3 +185,66 @@ def test_a_filter_planted_by_the_code_under_test_never_runs(bench: Bench) -> Non
     ), body
     assert data["green"] is False
     _defused(bench, before)
+
+
+# --- the grind itself, in-process, under both seat fences -------------------------------
+
+GONE = "import shutil\nshutil.rmtree('.git')\nopen('calc.py', 'w').write('x = 1\\n')\n"
+
+
+@pytest.mark.parametrize(
+    ("seat_fence", "seat"),
+    [("guarded", "plant"), ("strict", "plant"), ("strict", "gone")],
+)
+def test_the_grind_stops_under_either_seat_fence(
+    tmp_path: Path, seat_fence: str, seat: str
+) -> None:
+    """The grind's own check after a seat turn, under guarded and strict alike: a planted
+    filter is named and never runs; a clone whose .git the seat removed stops the grind too
+    (git would otherwise look for a repository above the clone)."""
+    society = Society(tmp_path / "home")
+    builds, marker = tmp_path / "builds", tmp_path / "outside" / "marker"
+    builds.mkdir()
+    marker.parent.mkdir()
+    secret = society.root / "secrets" / "post-secret"
+    script = tmp_path / "seat.py"
+    script.write_text(GONE if seat == "gone" else PLANT.format(top="'.'", secret=secret,
+                                                                 marker=marker))  # fmt: skip
+    set_seat(society.root, seat, f'kind = "cmd"\ncommand = ["{sys.executable}", "{script}"]')
+    config = BuildConfig(root=str(builds), alias=str(tmp_path / "sandbox"), seat_fence=seat_fence)
+    python = by_name("python")
+    folder = builds / "campaign"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "tests" / "test_calc.py").write_text(PY_SPEC)
+    prepared = prepare(config, folder, python, "tests/test_calc.py", ["calc.py"])
+    target = clone(config, folder)
+    cache = target.with_name(target.name + ".cache")
+    cache.mkdir()
+    space = Workspace(target, cache, choose("auto"), (society.root.resolve(),))
+    job = GrindJob(
+        home=society.home, nick="py", config=config, language=python, build_dir=folder,
+        baseline=prepared.baseline, space=space, spec_relative="tests/test_calc.py",
+        tiers=[seat], ticket={"problem": "add", "traps": "", "constraints": ""},
+    )  # fmt: skip
+
+    async def announce(data: dict[str, Any], output: str) -> None:
+        raise AssertionError(f"no iteration may be announced: {data}")
+
+    async def climb() -> None:
+        first = await run_spec(config, python, space, "tests/test_calc.py", PY_SPEC)
+        await grind(job, first, PY_SPEC, announce)
+
+    with pytest.raises(StepFailed) as failed:
+        asyncio.run(climb())
+    assert not marker.exists(), "the planted filter ran outside the fence"
+    if seat == "gone":
+        assert failed.value.message.startswith(
+            "the clone's .git was removed or replaced by something not a folder (by code seat "
+            "gone); nothing was run"
+        )
+    else:
+        assert failed.value.message.startswith(
+            "the clone's git config sets filter.x.clean (planted by code seat plant, in "
+            ".git/config); nothing was run."
+        )
+        assert not (target / ".git").exists() and list(target.glob(".git-refused-*"))
