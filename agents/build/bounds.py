@@ -137,8 +137,18 @@ def pids_parent() -> Path | None:
         except OSError:
             continue
         trial.close()
+        _sweep(candidate)
         return candidate
     return None
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the empty cgroups a grinder that died mid-run left (its pid is in the name)."""
+    for stale in parent.glob("bullpen-run-*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            owner = int(stale.name.split("-")[2])
+            if owner != os.getpid() and not Path(f"/proc/{owner}").exists():
+                stale.rmdir()  # refused (EBUSY) while any process is still in it
 
 
 def pids_cgroups() -> bool:

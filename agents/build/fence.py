@@ -210,13 +210,16 @@ async def run_fenced(
         command = [*sandbox, *command]
     pids = open_pids(limits.processes) if resource_limits else None
     try:
-        return await _run(command, cwd, writable, env, limits, fence, stdin, resource_limits, pids)
+        return await _run(
+            argv[0], command, cwd, writable, env, limits, fence, stdin, resource_limits, pids
+        )
     finally:
         if pids is not None:
             await asyncio.to_thread(pids.close)  # whatever is left in it, escaped or not
 
 
 async def _run(
+    name: str,
     command: list[str],
     cwd: Path,
     writable: Sequence[Path],
@@ -242,7 +245,7 @@ async def _run(
         )
     except (OSError, subprocess.SubprocessError) as exc:
         why = getattr(exc, "strerror", None) or exc
-        return Fenced(127, f"cannot start {command[0]}: {why}", False, fence, 0.0)
+        return Fenced(127, f"cannot start {name}: {why}", False, fence, 0.0)
     assert process.stdout is not None
     reader = asyncio.ensure_future(read_tail(process.stdout, OUTPUT_KEEP))
     feeder = asyncio.ensure_future(feed(process.stdin, stdin or b""))
