@@ -286,7 +286,9 @@ class TestWrites:
             bp_home.home, bp_home.params(), FakeJudge(scripted(GOOD_AND_FABRICATED, synthesis))
         )
         body = outcome.final.body
-        assert outcome.data["ok"] is False and "`git worktree add --quiet -b memory-backpass/" in body
+        assert (
+            outcome.data["ok"] is False and "`git worktree add --quiet -b memory-backpass/" in body
+        )
         for repo in (bp_home.public, bp_home.private):
             assert git(repo, "branch", "--list", "memory-backpass/*") == ""
             assert len(git(repo, "worktree", "list").splitlines()) == 1
