@@ -44,6 +44,7 @@ __all__ = [
     "PlantedConfig",
     "check_repo",
     "clone",
+    "clone_redirect",
     "defuse",
     "git",
     "git_argv",
@@ -337,6 +338,23 @@ def check_repo(start: Path) -> None:
     found = _find(start) if start.is_dir() else None
     if found is not None:
         _check_tree(found[0], found[0], found[1], 0)
+
+
+def clone_redirect(tree: Path) -> str | None:
+    """What in a throwaway clone's `.git` would send bullpen's own git writes elsewhere, or
+    None. `git clone` makes a plain folder with no link in it and no `commondir`; a link
+    (to another repository's refs, objects or config) or a `commondir` would make the
+    grinder's commit land in that repository, with the grinder's rights."""
+    dot = tree / ".git"
+    if dot.is_symlink() or not dot.is_dir():
+        return ".git is not a folder (a link, a gitdir file, or gone)"
+    if os.path.lexists(dot / "commondir"):
+        return ".git/commondir points the clone at another repository"
+    for where, dirs, files in os.walk(dot):
+        for name in dirs + files:
+            if os.path.islink(os.path.join(where, name)):
+                return f"{_relative(tree, Path(where, name))} is a link out of the clone's .git"
+    return None
 
 
 def defuse(tree: Path) -> Path:

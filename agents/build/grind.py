@@ -25,7 +25,7 @@ from agents.build.config import BuildConfig
 from agents.build.prompts import code_prompt
 from agents.build.routing import Language
 from agents.build.runs import SpecRun, Workspace, run_spec
-from agents.safegit import PlantedConfig, check_repo, defuse, git
+from agents.safegit import PlantedConfig, check_repo, clone_redirect, defuse, git
 from room.errors import StepFailed
 
 if TYPE_CHECKING:
@@ -106,12 +106,9 @@ def _guard(job: GrindJob, by: str) -> None:
     naming what was planted, and its `.git` is moved aside so no git, ours or a reviewer's,
     runs it. Every git call checks again (agents/safegit.py); this one names who planted it."""
     clone = job.space.folder
-    dot = clone / ".git"
-    if dot.is_symlink() or not dot.is_dir():
-        raise StepFailed(
-            f"the clone's .git was removed or replaced by something not a folder (by {by}); "
-            "nothing was run"
-        )
+    redirect = clone_redirect(clone)
+    if redirect is not None:
+        raise StepFailed(f"the clone's {redirect} (by {by}); nothing was run")
     try:
         check_repo(clone)
     except PlantedConfig as exc:

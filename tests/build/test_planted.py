@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from agents.build.grind import GrindJob, grind
 from agents.build.routing import by_name
 from agents.build.runs import Workspace, run_spec
 from room.errors import StepFailed
-from tests.build.helpers import PY_SPEC, set_build, ticket
+from tests.build.helpers import PY_SPEC, own_hub, set_build, ticket
 from tests.support import Society, set_seat, wait_for
 
 NICKS = ("foreman", "sandbox", "testdesigner", "py")
@@ -92,7 +93,7 @@ class Bench:
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
     base = tmp_path_factory.mktemp("planted")
-    society = Society(base / "home")
+    society = own_hub(lambda attempt: Society(base / f"home{attempt}"))
     builds = base / "builds"
     builds.mkdir()
     outside = base / "outside"
@@ -110,7 +111,6 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
         f'kind = "cmd"\ncommand = ["{sys.executable}", "{seat}"]\ntimeout_s = 60',
     )
     set_seat(society.root, "dud", f'kind = "cmd"\ncommand = ["{sys.executable}", "-c", "0"]')
-    society.start_hub()
     procs = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in NICKS]
     wait_for(lambda: all("lurking" in p.output() or not p.alive() for p in procs), 90, "lurkers")
     assert all(p.alive() for p in procs), "\n".join(p.output() for p in procs)
@@ -190,11 +190,33 @@ def test_a_filter_planted_by_the_code_under_test_never_runs(bench: Bench) -> Non
 # --- the grind itself, in-process, under both seat fences -------------------------------
 
 GONE = "import shutil\nshutil.rmtree('.git')\nopen('calc.py', 'w').write('x = 1\\n')\n"
+# Point the clone's git at a memory repository, so the grinder's commit would land there.
+COMMONDIR = (
+    "open('.git/commondir', 'w').write({target!r})\nopen('calc.py', 'w').write('x = 1\\n')\n"
+)
+LINK = (
+    "import os, shutil\nshutil.rmtree('.git/refs/heads')\n"
+    "os.symlink({target!r} + '/refs/heads', '.git/refs/heads')\n"
+    "open('calc.py', 'w').write('x = 1\\n')\n"
+)
+SEATS = {"gone": GONE, "commondir": COMMONDIR, "link": LINK}
+SAYS = {
+    "gone": "the clone's .git is not a folder (a link, a gitdir file, or gone) (by code seat gone)",
+    "commondir": "the clone's .git/commondir points the clone at another repository (by code "
+    "seat commondir)",
+    "link": "the clone's .git/refs/heads is a link out of the clone's .git (by code seat link)",
+}
 
 
 @pytest.mark.parametrize(
     ("seat_fence", "seat"),
-    [("guarded", "plant"), ("strict", "plant"), ("strict", "gone")],
+    [
+        ("guarded", "plant"),
+        ("strict", "plant"),
+        ("strict", "gone"),
+        ("guarded", "commondir"),
+        ("guarded", "link"),
+    ],
 )
 def test_the_grind_stops_under_either_seat_fence(
     tmp_path: Path, seat_fence: str, seat: str
@@ -208,8 +230,19 @@ def test_the_grind_stops_under_either_seat_fence(
     marker.parent.mkdir()
     secret = society.root / "secrets" / "post-secret"
     script = tmp_path / "seat.py"
-    script.write_text(GONE if seat == "gone" else PLANT.format(top="'.'", secret=secret,
-                                                                 marker=marker))  # fmt: skip
+    memory = society.root / "memory" / "public"
+    memory.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(memory)], check=True)
+    (memory / "memory.md").write_text("- a lesson\n")
+    subprocess.run(["git", "-C", str(memory), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(memory), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "lessons"], check=True)  # fmt: skip
+    heads = sorted(p.read_text() for p in (memory / ".git" / "refs" / "heads").iterdir())
+    if seat == "plant":
+        script.write_text(PLANT.format(top="'.'", secret=secret, marker=marker))
+    else:
+        script.write_text(SEATS[seat].format(target=str(memory / ".git")))
+
     set_seat(society.root, seat, f'kind = "cmd"\ncommand = ["{sys.executable}", "{script}"]')
     config = BuildConfig(root=str(builds), alias=str(tmp_path / "sandbox"), seat_fence=seat_fence)
     python = by_name("python")
@@ -237,11 +270,9 @@ def test_the_grind_stops_under_either_seat_fence(
     with pytest.raises(StepFailed) as failed:
         asyncio.run(climb())
     assert not marker.exists(), "the planted filter ran outside the fence"
-    if seat == "gone":
-        assert failed.value.message.startswith(
-            "the clone's .git was removed or replaced by something not a folder (by code seat "
-            "gone); nothing was run"
-        )
+    assert sorted(p.read_text() for p in (memory / ".git" / "refs" / "heads").iterdir()) == heads
+    if seat in SAYS:
+        assert failed.value.message.startswith(f"{SAYS[seat]}; nothing was run"), failed.value
     else:
         assert failed.value.message.startswith(
             "the clone's git config sets filter.x.clean (planted by code seat plant, in "
