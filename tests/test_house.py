@@ -120,6 +120,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.wording",
         "agents.safegit",
         "agents.backpass.config",
+        "agents.memory",  # the lessons a grinder is handed reach its code seat's prompt
     ),
     # the web view reads what the pipelines post and answers the gate through the
     # expedition's own functions; it shows each nick's lessons from shared memory
@@ -141,6 +142,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.memory",
         "agents.runtime",
         "agents.backpass",
+        "agents.packaged",  # the campaign-sandbox rules `bullpen init` ships, seeded once
     ),
 }
 
