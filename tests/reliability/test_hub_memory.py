@@ -40,7 +40,7 @@ def big_post(rng: random.Random, n: int) -> bytes:
     letters = string.ascii_letters
     body = f"big {n} " + "".join(rng.choices(letters, k=60_000))
     data = {"blob": "".join(rng.choices(letters, k=250_000))}
-    payload = {"from": "bulky", "to": "@all", "type": "chat", "body": body}
+    payload: dict[str, object] = {"from": "bulky", "to": "@all", "type": "chat", "body": body}
     payload |= {"data": data, "thread": "bulk"}
     return json.dumps(payload).encode()
 
@@ -61,7 +61,9 @@ def test_large_posts_leave_the_hub_bounded_and_old_lines_readable(society: Socie
     before = rss_bytes(hub.pid)
     rest = bodies[20:]
     with ThreadPoolExecutor(WORKERS) as pool:
-        statuses = [s for part in pool.map(send, [rest[i::WORKERS] for i in range(WORKERS)]) for s in part]
+        statuses = [
+            s for part in pool.map(send, [rest[i::WORKERS] for i in range(WORKERS)]) for s in part
+        ]
     assert statuses == [200] * len(rest)
     after = rss_bytes(hub.pid)
     sent = sum(len(body) for body in rest)
