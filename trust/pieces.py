@@ -5,27 +5,31 @@ secret, one split in two halves with a space, a dash, a newline or `" + "`
 between, or its base64 went through to the room, a prompt and git (issue 23).
 A copy is found here whatever its
 
-- case and separators: text and spellings are compared folded to lower case
-  with everything but letters and digits removed (JSON's `\\n`, `\\"`, `\\uXXXX`
-  escapes too), so `AB12-cd34`, `ab12 CD34` and `"ab12" + "cd34"` are one;
+- case: text and spellings are compared folded to lower case (and URL-safe
+  base64's `-_` read as `+/`, `=` padding dropped);
 - pieces: any PIECE (16) characters in a row of a spelling, so each half of
-  a 32-byte key or a 64-character token is found alone, and so is any split of
-  it into pieces of which one is that long;
+  a 32-byte key or a 64-character token is found alone, whatever stands
+  between the halves (a space, a newline, `" + "`, a paragraph);
+- separators: a hex spelling is also looked for with everything but letters
+  and digits taken out of the text (JSON's `\\n`, `\\"` and `\\uXXXX` escapes
+  too), so `AB12 cd34 ...`, `ab:12:cd:34` or one group of four per line match;
 - encoding: besides its own text, a secret is spelled as the hex of its
-  bytes and as base64 (standard or URL-safe, which fold alike) in each of the
-  three alignments a piece of it can start at; a token that is itself hex or
-  base64 is spelled from the bytes it encodes as well. A private key's raw
-  32 bytes are spelled the same way, which covers the key part of its PEM body.
+  bytes and as base64 in each of the three alignments a piece of it can start
+  at; a token that is itself hex or base64 is spelled from the bytes it
+  encodes as well. A private key's raw bytes are spelled the same way, which
+  covers the key part of its PEM body.
 
 Only high-entropy values are cut into pieces: tokens (letters, digits and
 `+/=_-` only) and raw keys. A PEM body (whose first bytes are the same for every
-key of a kind, and shared with public keys) and a value with spaces in it (a
-passphrase, whose pieces are ordinary words) match only whole.
+key of a kind, and shared with public keys) matches only whole.
 
-Finding is one C pass to fold the text, its 8-byte words as integers, and one
-set look-up each (`isdisjoint`); only a word that is a gram of some spelling
-is looked at in Python. Any PIECE-long run holds a whole 8-aligned word, so no
-piece is missed.
+Finding is cheap for ordinary text: a piece can only be inside a run of 16 or
+more token characters (hex characters, separators taken out), which one
+`translate` and one substring search rule out for most prose. The runs there
+are are folded, joined (each padded to 8 bytes) and read as 8-byte words, each
+looked up in the set of every spelling's 8-byte grams; any 16-character piece
+holds a whole aligned word, so none is missed. Only a word that is a gram is
+looked at further, in Python.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import base64
 import binascii
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 __all__ = ["PIECE", "RAW", "TOKEN", "WHOLE", "PieceIndex", "Secret", "fold"]
@@ -43,20 +47,28 @@ PIECE = 16  # characters of a spelling, folded, that are a piece of a secret
 GRAM = 8  # bytes of one word; PIECE >= 2 * GRAM - 1, so a piece holds a whole aligned word
 TOKEN, RAW, WHOLE = "token", "raw", "whole"
 
-_ALNUM = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_DELETE = bytes(i for i in range(256) if i not in _ALNUM)
-_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+_TOKEN_CHARS = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+/=_-"
+_ALNUM = _TOKEN_CHARS[:62]
+_HEX_CHARS = b"0123456789abcdefABCDEF"
+_NOT_ALNUM = bytes(i for i in range(256) if i not in _ALNUM)
+_TOKEN_MAP = bytes(0x78 if i in _TOKEN_CHARS else 0x20 for i in range(256))
+_HEX_MAP = bytes(0x78 if i in _HEX_CHARS else 0x20 for i in range(256))
+_FOLD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ-_", b"abcdefghijklmnopqrstuvwxyz+/")
+_LONG = b"x" * PIECE
 _ESCAPE = re.compile(rb'\\(?:u[0-9A-Fa-f]{4}|[nrtbf"\\/])')
 _HEX = re.compile(rb"(?:[0-9A-Fa-f]{2})+")
 _B64 = re.compile(rb"[A-Za-z0-9+/_-]+=*")
+_HEX_SPELLING = re.compile(rb"[0-9a-f]+")
 
 
 def fold(data: bytes) -> bytes:
-    """`data` as the screen compares it: JSON escapes and everything but letters and
-    digits removed, letters lower-cased."""
-    if b"\\" in data:
-        data = _ESCAPE.sub(b" ", data)
-    return data.translate(_LOWER, _DELETE)
+    """A token as the screen compares it: lower case, `-_` as `+/`, no `=` padding."""
+    return data.translate(_FOLD, b"=")
+
+
+def unescaped(data: bytes) -> bytes:
+    """`data` with JSON's escapes (`\\n`, `\\"`, `\\u0041`...) as spaces: a separator."""
+    return _ESCAPE.sub(b" ", data) if b"\\" in data else data
 
 
 @dataclass(frozen=True)
@@ -120,12 +132,43 @@ def _spellings(secret: Secret) -> list[_Spelling]:
     return [_Spelling(fold(form), PIECE, what) for form in forms]
 
 
+class _Grams:
+    """Every 8-byte gram of some spellings, and finding a run of one in joined text."""
+
+    def __init__(self) -> None:
+        self.spellings: list[_Spelling] = []
+        self.grams: dict[int, list[tuple[int, int]]] = {}
+        self.keys: frozenset[int] = frozenset()
+
+    def add(self, spelling: _Spelling) -> None:
+        index = len(self.spellings)
+        self.spellings.append(spelling)
+        text = spelling.text
+        for offset in range(len(text) - GRAM + 1):
+            gram = int.from_bytes(text[offset : offset + GRAM], sys.byteorder)
+            self.grams.setdefault(gram, []).append((index, offset))
+        self.keys = frozenset(self.grams)
+
+    def find(self, joined: bytes) -> str | None:
+        """`joined` is runs of text, each padded with dots to a whole number of words."""
+        words = memoryview(joined).cast("Q").tolist()
+        if self.keys.isdisjoint(words):
+            return None
+        for number, word in enumerate(words):
+            for index, offset in self.grams.get(word, ()):
+                spelling = self.spellings[index]
+                if _run(joined, number * GRAM, spelling.text, offset) >= spelling.least:
+                    return spelling.what
+        return None
+
+
 class PieceIndex:
-    """Every 8-byte gram of every spelling of a secret set, for `find`."""
+    """The spellings of a secret set, for `find`: all of them as tokens, the hex ones
+    again with separators taken out of the text."""
 
     def __init__(self, secrets: Iterable[Secret]) -> None:
-        self._spellings: list[_Spelling] = []
-        self._grams: dict[int, list[tuple[int, int]]] = {}
+        self._tokens = _Grams()
+        self._hex = _Grams()
         seen: set[tuple[bytes, int]] = set()
         for secret in secrets:
             for spelling in _spellings(secret):
@@ -133,34 +176,50 @@ class PieceIndex:
                 if len(spelling.text) < max(spelling.least, PIECE) or key in seen:
                     continue  # too short to find by piece (the screen matches it exactly)
                 seen.add(key)
-                index = len(self._spellings)
-                self._spellings.append(spelling)
-                text = spelling.text
-                for offset in range(len(text) - GRAM + 1):
-                    gram = int.from_bytes(text[offset : offset + GRAM], sys.byteorder)
-                    self._grams.setdefault(gram, []).append((index, offset))
-        self._keys = frozenset(self._grams)
+                self._tokens.add(spelling)
+                if _HEX_SPELLING.fullmatch(spelling.text):
+                    self._hex.add(spelling)
 
     def __len__(self) -> int:
-        return len(self._spellings)
+        return len(self._tokens.spellings)
 
     def find(self, data: bytes) -> str | None:
         """What the first secret found in `data`, in any of its forms, is; else None."""
-        if not self._keys:
+        if not self._tokens.keys:
             return None
-        text = fold(data)
-        size = len(text) - len(text) % GRAM
-        if size < GRAM:
+        spans = _spans(data.translate(_TOKEN_MAP))
+        if spans:
+            found = self._tokens.find(_joined(data, spans, fold))
+            if found is not None:
+                return found
+        if not self._hex.keys:
             return None
-        words = memoryview(text)[:size].cast("Q").tolist()
-        if self._keys.isdisjoint(words):
+        data = unescaped(data)
+        spans = _spans(data.translate(_HEX_MAP, _NOT_ALNUM))
+        if not spans:
             return None
-        for number, word in enumerate(words):
-            for index, offset in self._grams.get(word, ()):
-                spelling = self._spellings[index]
-                if _run(text, number * GRAM, spelling.text, offset) >= spelling.least:
-                    return spelling.what
-        return None
+        return self._hex.find(_joined(data.translate(_FOLD, _NOT_ALNUM), spans, bytes))
+
+
+def _spans(mapped: bytes) -> list[tuple[int, int]]:
+    """Where `mapped` has runs of PIECE or more x's: (start, end) of each."""
+    spans = []
+    start = mapped.find(_LONG)
+    while start >= 0:  # the first match in a run is its start: the byte before is a space
+        end = mapped.find(b" ", start + PIECE)
+        end = len(mapped) if end < 0 else end
+        spans.append((start, end))
+        start = mapped.find(_LONG, end)
+    return spans
+
+
+def _joined(text: bytes, spans: list[tuple[int, int]], folded: Callable[[bytes], bytes]) -> bytes:
+    """The runs, folded, each padded with dots (never in a spelling) to whole words."""
+    parts = []
+    for start, end in spans:
+        run = folded(text[start:end])
+        parts.append(run + b"." * (-len(run) % GRAM))
+    return b"".join(parts)
 
 
 def _run(text: bytes, at: int, spelling: bytes, offset: int) -> int:

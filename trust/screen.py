@@ -119,14 +119,20 @@ class Screen:
     def __init__(self, secrets: tuple[Secret, ...] = ()) -> None:
         self.secrets = secrets
         self.needles = tuple((secret.value, secret.what) for secret in secrets)
-        # Every form and piece, folded (trust/pieces.py); a value too short to be found
-        # that way once folded (mostly punctuation) is looked for exactly as well.
-        self._pieces = PieceIndex(secrets)
-        self._exact = tuple(
-            (secret.value, secret.what)
+        # Every form and piece of a token or key (trust/pieces.py); anything else (a value
+        # with spaces, one too short once folded) is looked for whole, in any case.
+        whole = self._whole(secrets)
+        self._pieces = PieceIndex(secret for secret in secrets if secret not in whole)
+        self._exact = tuple((secret.value.lower(), secret.what) for secret in whole)
+
+    @staticmethod
+    def _whole(secrets: tuple[Secret, ...]) -> list[Secret]:
+        return [
+            secret
             for secret in secrets
-            if secret.kind != RAW and len(fold(secret.value)) < PIECE
-        )
+            if secret.kind != RAW
+            and (not TOKEN_RUN.fullmatch(secret.value) or len(fold(secret.value)) < PIECE)
+        ]
 
     @classmethod
     def of(cls, named: Iterable[tuple[bytes | str | None, str]]) -> Screen:
@@ -156,9 +162,11 @@ class Screen:
     def find(self, content: bytes | str) -> str | None:
         """Which kind of secret `content` holds, or None."""
         data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
-        for value, what in self._exact:
-            if value in data:
-                return what
+        if self._exact:
+            lowered = data.lower()
+            for value, what in self._exact:
+                if value in lowered:
+                    return what
         found = self._pieces.find(data)
         if found is not None:
             return found
