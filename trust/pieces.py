@@ -150,7 +150,7 @@ class _Grams:
         self.keys = frozenset(self.grams)
 
     def find(self, joined: bytes) -> str | None:
-        """`joined` is runs of text, each padded with dots to a whole number of words."""
+        """`joined` is runs of text, each followed by dots up to a whole number of words."""
         words = memoryview(joined).cast("Q").tolist()
         if self.keys.isdisjoint(words):
             return None
@@ -214,11 +214,12 @@ def _spans(mapped: bytes) -> list[tuple[int, int]]:
 
 
 def _joined(text: bytes, spans: list[tuple[int, int]], folded: Callable[[bytes], bytes]) -> bytes:
-    """The runs, folded, each padded with dots (never in a spelling) to whole words."""
+    """The runs, folded, each followed by 1 to 8 dots (never in a spelling, so no match runs
+    from one run into the next) to whole words."""
     parts = []
     for start, end in spans:
         run = folded(text[start:end])
-        parts.append(run + b"." * (-len(run) % GRAM))
+        parts.append(run + b"." * (GRAM - len(run) % GRAM))
     return b"".join(parts)
 
 
