@@ -37,7 +37,10 @@ BODIES = {
 
 
 def per_call_us(check: object, body: bytes, number: int) -> float:
-    return timeit.timeit(lambda: check(body), number=number) / number * 1e6  # type: ignore[operator]
+    """The best of five runs of `number // 5` calls: on a shared machine the others measure
+    the neighbours."""
+    runs = timeit.repeat(lambda: check(body), number=max(1, number // 5), repeat=5)  # type: ignore[operator]
+    return min(runs) / max(1, number // 5) * 1e6
 
 
 def main() -> None:
