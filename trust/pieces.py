@@ -147,6 +147,9 @@ class _Grams:
         for offset in range(len(text) - GRAM + 1):
             gram = int.from_bytes(text[offset : offset + GRAM], sys.byteorder)
             self.grams.setdefault(gram, []).append((index, offset))
+
+    def seal(self) -> None:
+        """Done adding: the set `find` looks every word up in."""
         self.keys = frozenset(self.grams)
 
     def find(self, joined: bytes) -> str | None:
@@ -179,6 +182,8 @@ class PieceIndex:
                 self._tokens.add(spelling)
                 if _HEX_SPELLING.fullmatch(spelling.text):
                     self._hex.add(spelling)
+        self._tokens.seal()
+        self._hex.seal()
 
     def __len__(self) -> int:
         return len(self._tokens.spellings)
