@@ -84,6 +84,7 @@ class HubConfig(_Strict):
     idle_timeout_s: float = Field(default=HubLimits.idle_timeout_s, gt=0)
     max_connections: int = Field(default=HubLimits.max_connections, ge=16)
     read_max_bytes: int = Field(default=HubLimits.read_max_bytes, ge=64 * 1024)
+    cache_max_bytes: int = Field(default=HubLimits.cache_max_bytes, ge=1024 * 1024)
     unverified_nick_posts_per_s: float = Field(default=HubLimits.unverified_nick_posts_per_s, ge=0)
     unverified_nick_bytes_per_s: float = Field(default=HubLimits.unverified_nick_bytes_per_s, ge=0)
     unverified_total_posts_per_s: float = Field(

@@ -68,6 +68,7 @@ def build_log(
             before_sync=[nonces.flush],
             io=fileio.from_environment(),
             checkpoint=known,
+            cache_max_bytes=settings.limits.cache_max_bytes,
         )
         return room_log, nonces
     if settings.engine == "jetstream":
@@ -76,7 +77,8 @@ def build_log(
         from trust.streamnonces import StreamNonces
 
         settings.room.parent.mkdir(parents=True, exist_ok=True)  # the checkpoint lives there
-        stream_log = JetStreamLog(StreamSettings.from_options(settings.engine_options))
+        stream = StreamSettings.from_options(settings.engine_options)
+        stream_log = JetStreamLog(replace(stream, cache_max_bytes=settings.limits.cache_max_bytes))
         shared = StreamNonces()  # every hub on the stream sees every nonce
         stream_log.nonces = shared
         return stream_log, shared
