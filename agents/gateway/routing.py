@@ -1,8 +1,14 @@
-"""A model name to the backend that serves it: the longest matching prefix wins.
+"""A model name to the backend that serves it: a listed id first, else the longest prefix.
 
-`qwen2.5-coder` goes to the backend with prefix `qwen2.5-` rather than the
-one with `qwen`, whatever order the tables are written in. A backend with
-`strip_prefix` is sent the name without its prefix (`cloud/gpt-x` → `gpt-x`).
+An id a backend listed in `/v1/models` goes to that backend as it is, even
+when no prefix matches it: llama-server names its model by its file path
+(`models/x.gguf`), vLLM by `Org/Name`, and a client that picks an id from
+the gateway's list must be able to use it. When two backends list the same
+id, the first by name serves it. Otherwise `qwen2.5-coder` goes to the
+backend with prefix `qwen2.5-` rather than the one with `qwen`, whatever
+order the tables are written in. A backend with `strip_prefix` is sent the
+name without its prefix (`cloud/gpt-x` → `gpt-x`). Both matches are exact
+and case-sensitive: `Qwen` is not `qwen`.
 """
 
 from __future__ import annotations
@@ -34,6 +40,23 @@ class Router:
         self.backends = dict(backends)
         pairs = [(p, name) for name, b in backends.items() for p in b.prefixes]
         self._by_length = sorted(pairs, key=lambda pair: len(pair[0]), reverse=True)
+        self._lists: dict[str, dict[str, str]] = {}  # backend → {listed id: name sent}
+        self._listed: dict[str, Route] = {}
+
+    def learn(self, backend: str, listed: dict[str, str]) -> None:
+        """What `backend` listed at /v1/models: {id as the gateway lists it: name it is sent}."""
+        self._lists[backend] = dict(listed)
+        routes: dict[str, Route] = {}
+        for name in sorted(self._lists):
+            for model, upstream in self._lists[name].items():
+                routes.setdefault(model, Route(name, self.backends[name], upstream))
+        self._listed = routes
+
+    def knows(self, model: object) -> bool:
+        """Whether `model` routes without asking the backends for their lists."""
+        if not isinstance(model, str) or not model:
+            return False
+        return model in self._listed or any(model.startswith(p) for p, _ in self._by_length)
 
     def prefixes(self) -> list[str]:
         return sorted(prefix for prefix, _ in self._by_length)
@@ -45,6 +68,9 @@ class Router:
                 + ", ".join(self.prefixes()),
                 prefixes=self.prefixes(),
             )
+        listed = self._listed.get(model)
+        if listed is not None:
+            return listed
         for prefix, name in self._by_length:
             if model.startswith(prefix):
                 config = self.backends[name]
@@ -52,6 +78,7 @@ class Router:
                 return Route(name, config, upstream or model)
         raise UnknownModel(
             f"no backend serves the model {model[:200]!r}; the known prefixes are "
-            + ", ".join(self.prefixes()),
+            + ", ".join(self.prefixes())
+            + " (case-sensitive), and GET /v1/models lists the ids the backends serve",
             prefixes=self.prefixes(),
         )

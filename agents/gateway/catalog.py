@@ -1,0 +1,83 @@
+"""`GET /v1/models`: every backend's models, and each listed id made routable.
+
+What a backend lists is what a client will ask for, so the ids learnt here
+go to the router (routing.py: a listed id goes to the backend that listed
+it). A request for a model the router does not know asks the backends for
+their lists again, at most once every REFRESH_S, so a client that picked an
+id before a restart of the gateway is still served, and a stream of unknown
+names cannot turn into a stream of calls to the backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+
+from agents.gateway.config import GatewayConfig
+from agents.gateway.routing import Route, Router
+from agents.gateway.upstream import backend_key
+from room.errors import BullpenError
+
+__all__ = ["Catalog"]
+
+REFRESH_S = 10.0
+LIST_TIMEOUT_S = 5.0
+MAX_LISTED = 1000  # ids taken from one backend's list
+
+
+class Catalog:
+    def __init__(self, config: GatewayConfig, router: Router, client: httpx.AsyncClient) -> None:
+        self.config, self.router, self.client = config, router, client
+        self._lock = asyncio.Lock()
+        self._fetched = -REFRESH_S
+
+    async def _listed(self, name: str) -> list[dict[str, Any]]:
+        """One backend's models as the gateway lists them; its prefixes when it lists none."""
+        config = self.config.backends[name]
+        headers = {}
+        try:
+            key = backend_key(Route(name, config, ""))
+            if key:
+                headers["Authorization"] = f"Bearer {key}"
+            answer = await self.client.get(
+                config.base_url + "/models", headers=headers, timeout=LIST_TIMEOUT_S
+            )
+            data = answer.json().get("data", []) if answer.is_success else []
+        except (BullpenError, httpx.HTTPError, ValueError, AttributeError, RecursionError):
+            data = []
+        learnt: dict[str, str] = {}
+        for item in data[:MAX_LISTED] if isinstance(data, list) else []:
+            model = item.get("id") if isinstance(item, dict) else None
+            if not isinstance(model, str) or not model or len(model) > 512:
+                continue
+            shown = config.prefixes[0] + model if config.strip_prefix else model
+            learnt[shown] = model
+        self.router.learn(name, learnt)
+        found = [{"id": m, "object": "model", "owned_by": name} for m in learnt]
+        if not found:  # what it serves, by prefix, when it cannot list them
+            found = [{"id": p, "object": "model", "owned_by": name} for p in config.prefixes]
+        return found
+
+    async def _fetch(self) -> list[dict[str, Any]]:
+        lists = await asyncio.gather(*(self._listed(n) for n in sorted(self.config.backends)))
+        self._fetched = time.monotonic()
+        return [model for found in lists for model in found]
+
+    async def models(self) -> list[dict[str, Any]]:
+        """Every backend's list, in the order of their names; the router learns them."""
+        async with self._lock:
+            return await self._fetch()
+
+    def _stale(self) -> bool:
+        return time.monotonic() - self._fetched >= REFRESH_S
+
+    async def route(self, model: object) -> Route:
+        """The route for `model`, asking the backends for their lists when it is not known."""
+        if isinstance(model, str) and model and not self.router.knows(model) and self._stale():
+            async with self._lock:
+                if self._stale():
+                    await self._fetch()
+        return self.router.route(model)
