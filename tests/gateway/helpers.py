@@ -107,8 +107,8 @@ class GatewayHome:
         except httpx.HTTPError:
             return False
 
-    def start(self) -> Proc:
-        self.proc = self.society.spawn("gateway", "gateway")
+    def start(self, env: dict[str, str] | None = None) -> Proc:
+        self.proc = self.society.spawn("gateway", "gateway", env=env)
         proc = self.proc
         wait_for(lambda: self.healthy() or not proc.alive(), 20, "the gateway to answer /health")
         assert proc.alive(), f"the gateway exited:\n{proc.output()}"
