@@ -83,17 +83,17 @@ def test_the_sdk_does_not_retry_what_a_retry_cannot_mend(gw: GatewayHome, fake: 
     client.chat.completions.create(model="fake-model", messages=HI)
     with pytest.raises(openai.RateLimitError) as spent:
         client.chat.completions.create(model="fake-model", messages=HI)
+    assert [e["status"] for e in gw.ledger()] == [200, 429]  # one call, one refusal line
+    assert len(backend.requests()) == 1
     headers = spent.value.response.headers
     assert headers["x-should-retry"] == "false"
     assert 0 < int(headers["retry-after"]) <= 86401
-    assert [e["status"] for e in gw.ledger()] == [200, 429]
-    assert len(backend.requests()) == 1
     with pytest.raises(openai.APIStatusError) as failed:
         _client(gw, scorer).chat.completions.create(model="dead-1", messages=HI)
     assert failed.value.status_code == 502
-    assert failed.value.response.headers["x-should-retry"] == "false"
     assert len(dead.requests()) == 3  # the gateway's try and two retries, not 3 × 3
     assert [e["status"] for e in gw.ledger()] == [200, 429, 502]
+    assert failed.value.response.headers["x-should-retry"] == "false"
 
 
 def test_every_listed_model_id_routes_to_the_backend_that_listed_it(
