@@ -57,7 +57,6 @@ class StreamMask:
 
     def __init__(self, secrets: tuple[str, ...]) -> None:
         self.secrets = tuple(s for s in secrets if s)
-        self._longest = max((len(s) for s in self.secrets), default=0)
         self._held = ""
 
     def feed(self, text: str) -> str:
@@ -65,14 +64,21 @@ class StreamMask:
         if not self.secrets:
             return text
         buffer = mask_text(self._held + text, self.secrets)
-        hold = 0
-        for size in range(min(len(buffer), self._longest - 1), 0, -1):
-            tail = buffer[-size:]
-            if any(secret.startswith(tail) for secret in self.secrets):
-                hold = size
-                break
+        hold = self._held_back(buffer)
         self._held = buffer[len(buffer) - hold :] if hold else ""
         return buffer[: len(buffer) - hold]
+
+    def _held_back(self, buffer: str) -> int:
+        """The length of the longest tail of `buffer` that begins a secret."""
+        best = 0
+        for secret in self.secrets:
+            at = buffer.find(secret[0], max(0, len(buffer) - len(secret) + 1))
+            while at != -1 and len(buffer) - at > best:
+                if secret.startswith(buffer[at:]):
+                    best = len(buffer) - at
+                    break
+                at = buffer.find(secret[0], at + 1)
+        return best
 
     def finish(self) -> str:
         """The tail held back, once the text has ended (it was not a key)."""

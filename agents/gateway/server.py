@@ -42,6 +42,7 @@ from agents.gateway.ledger import Ledger, now_stamp
 from agents.gateway.masking import mask_body
 from agents.gateway.policy import Policy, Scanner
 from agents.gateway.routing import Route, Router
+from agents.gateway.screening import RequestScreen
 from agents.gateway.tokens import CallerTokens
 from agents.gateway.upstream import NO_RETRY, backend_key, open_call
 from room.errors import BullpenError, SecretFound
@@ -142,7 +143,7 @@ class Gateway:
         tokens: CallerTokens,
         ledger: Ledger,
         budgets: Budgets,
-        screen: HomeSecrets,
+        secrets: HomeSecrets,
     ) -> None:
         self.config = config
         self.router = Router(config.backends)
@@ -150,7 +151,7 @@ class Gateway:
         self.tokens = tokens
         self.ledger = ledger
         self.budgets = budgets
-        self.screen = screen  # the home's secrets: no request carries one to a backend
+        self.screen = RequestScreen(secrets)  # no request carries a home secret to a backend
         self.counted: Counter[str] = Counter()
         self.pool = Pool()  # the hot path: chat completions
         self.client = httpx.AsyncClient(  # the rest: /v1/models
