@@ -34,8 +34,8 @@ class Catalog:
         self._lock = asyncio.Lock()
         self._fetched = -REFRESH_S
 
-    async def _listed(self, name: str) -> list[dict[str, Any]]:
-        """One backend's models as the gateway lists them; its prefixes when it lists none."""
+    async def _ask(self, name: str) -> dict[str, str] | None:
+        """One backend's models ({id as listed here: name sent}); None when it did not answer."""
         config = self.config.backends[name]
         headers = {}
         try:
@@ -45,9 +45,9 @@ class Catalog:
             answer = await self.client.get(
                 config.base_url + "/models", headers=headers, timeout=LIST_TIMEOUT_S
             )
-            data = answer.json().get("data", []) if answer.is_success else []
+            data = answer.json().get("data", []) if answer.is_success else None
         except (BullpenError, httpx.HTTPError, ValueError, AttributeError, RecursionError):
-            data = []
+            return None
         learnt: dict[str, str] = {}
         for item in data[:MAX_LISTED] if isinstance(data, list) else []:
             model = item.get("id") if isinstance(item, dict) else None
@@ -55,16 +55,22 @@ class Catalog:
                 continue
             shown = config.prefixes[0] + model if config.strip_prefix else model
             learnt[shown] = model
-        self.router.learn(name, learnt)
-        found = [{"id": m, "object": "model", "owned_by": name} for m in learnt]
-        if not found:  # what it serves, by prefix, when it cannot list them
-            found = [{"id": p, "object": "model", "owned_by": name} for p in config.prefixes]
-        return found
+        return learnt if isinstance(data, list) else None
 
     async def _fetch(self) -> list[dict[str, Any]]:
-        lists = await asyncio.gather(*(self._listed(n) for n in sorted(self.config.backends)))
+        names = sorted(self.config.backends)
+        answers = await asyncio.gather(*(self._ask(name) for name in names))
+        kept = self.router.learn(
+            {name: found for name, found in zip(names, answers, strict=True) if found is not None}
+        )
         self._fetched = time.monotonic()
-        return [model for found in lists for model in found]
+        models = []
+        for name in names:
+            ids = kept.get(name, [])
+            if not ids:  # what it serves, by prefix, when it lists nothing of its own
+                ids = list(self.config.backends[name].prefixes)
+            models += [{"id": m, "object": "model", "owned_by": name} for m in ids]
+        return models
 
     async def models(self) -> list[dict[str, Any]]:
         """Every backend's list, in the order of their names; the router learns them."""

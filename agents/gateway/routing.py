@@ -3,8 +3,10 @@
 An id a backend listed in `/v1/models` goes to that backend as it is, even
 when no prefix matches it: llama-server names its model by its file path
 (`models/x.gguf`), vLLM by `Org/Name`, and a client that picks an id from
-the gateway's list must be able to use it. When two backends list the same
-id, the first by name serves it. Otherwise `qwen2.5-coder` goes to the
+the gateway's list must be able to use it. The operator's prefixes come
+first: an id that another backend's prefix claims is not listed for the
+backend that named it; when two backends list the same id, the first by
+name lists and serves it. Otherwise `qwen2.5-coder` goes to the
 backend with prefix `qwen2.5-` rather than the one with `qwen`, whatever
 order the tables are written in. A backend with `strip_prefix` is sent the
 name without its prefix (`cloud/gpt-x` → `gpt-x`). Both matches are exact
@@ -43,20 +45,38 @@ class Router:
         self._lists: dict[str, dict[str, str]] = {}  # backend → {listed id: name sent}
         self._listed: dict[str, Route] = {}
 
-    def learn(self, backend: str, listed: dict[str, str]) -> None:
-        """What `backend` listed at /v1/models: {id as the gateway lists it: name it is sent}."""
-        self._lists[backend] = dict(listed)
+    def learn(self, lists: dict[str, dict[str, str]]) -> dict[str, list[str]]:
+        """What the backends listed at /v1/models ({backend: {id as the gateway lists it: name
+        it is sent}}; a backend left out keeps what it listed before). Returns the ids each
+        backend is listed with: an id another backend's prefix claims, or one a backend
+        earlier by name listed too, stays with that other backend."""
+        self._lists.update({name: dict(found) for name, found in lists.items()})
         routes: dict[str, Route] = {}
+        kept: dict[str, list[str]] = {}
         for name in sorted(self._lists):
+            kept[name] = []
             for model, upstream in self._lists[name].items():
-                routes.setdefault(model, Route(name, self.backends[name], upstream))
+                owner = self._by_prefix(model)
+                if model in routes or (owner is not None and owner.backend != name):
+                    continue
+                routes[model] = Route(name, self.backends[name], upstream)
+                kept[name].append(model)
         self._listed = routes
+        return kept
 
     def knows(self, model: object) -> bool:
         """Whether `model` routes without asking the backends for their lists."""
         if not isinstance(model, str) or not model:
             return False
         return model in self._listed or any(model.startswith(p) for p, _ in self._by_length)
+
+    def _by_prefix(self, model: str) -> Route | None:
+        for prefix, name in self._by_length:
+            if model.startswith(prefix):
+                config = self.backends[name]
+                upstream = model[len(prefix) :] if config.strip_prefix else model
+                return Route(name, config, upstream or model)
+        return None
 
     def prefixes(self) -> list[str]:
         return sorted(prefix for prefix, _ in self._by_length)
@@ -68,14 +88,9 @@ class Router:
                 + ", ".join(self.prefixes()),
                 prefixes=self.prefixes(),
             )
-        listed = self._listed.get(model)
-        if listed is not None:
-            return listed
-        for prefix, name in self._by_length:
-            if model.startswith(prefix):
-                config = self.backends[name]
-                upstream = model[len(prefix) :] if config.strip_prefix else model
-                return Route(name, config, upstream or model)
+        found = self._listed.get(model) or self._by_prefix(model)
+        if found is not None:
+            return found
         raise UnknownModel(
             f"no backend serves the model {model[:200]!r}; the known prefixes are "
             + ", ".join(self.prefixes())

@@ -230,6 +230,8 @@ class Gateway:
         try:
             self.screen.check_json(body, "the request to the gateway")
         except SecretFound as exc:
+            if self.screen.screen().find(call.model) is not None:
+                call.model = "(withheld: it held a secret)"  # the ledger never holds one
             call.status, call.tokens_in, call.tokens_out = 400, 0, 0
             call.flags.append(SECRET_REFUSED)
             await self.ledger.record(call.entry())

@@ -135,18 +135,19 @@ def test_a_home_secret_in_a_prompt_is_refused_and_never_sent(
     token = gw.token("operator")
     gw.start()
     secret = gw.society.secret().decode()
-    for messages in (
-        [{"role": "user", "content": f"please remember {secret} for me"}],
-        [{"role": "user", "content": [{"type": "text", "text": f"key:{secret}"}]}],
+    for model, messages in (
+        ("fake-model", [{"role": "user", "content": f"please remember {secret} for me"}]),
+        ("fake-model", [{"role": "user", "content": [{"type": "text", "text": f"k:{secret}"}]}]),
+        (f"fake-{secret}", [{"role": "user", "content": "hi"}]),
     ):
-        refused = gw.chat(token, "fake-model", messages=messages)
+        refused = gw.chat(token, model, messages=messages)
         assert refused.status_code == 400
         error = refused.json()["error"]
         assert error["type"] == "secret_found"
         assert "nothing was sent" in error["message"]
         assert secret not in refused.text
     assert backend.requests() == []
-    assert [e["flags"] for e in gw.ledger()] == [["SECRET_REFUSED"]] * 2
+    assert [e["flags"] for e in gw.ledger()] == [["SECRET_REFUSED"]] * 3
     assert gw.chat(token, "fake-model").status_code == 200  # the refusals used no budget
     assert secret not in (gw.society.root / "gateway" / "ledger.jsonl").read_text()
 

@@ -130,15 +130,27 @@ def test_charge_is_one_rule_for_live_and_restore() -> None:
 
 
 def test_listed_ids_route_exactly_and_case_sensitively() -> None:
-    """An id a backend listed goes to it as listed; another case of it is unknown."""
+    """An id a backend listed goes to it as listed, unless another backend's prefix claims it;
+    another case of it is unknown."""
     backends = {
         "llama": BackendConfig(base_url="http://a/v1", prefixes=["smol"]),
-        "vllm": BackendConfig(base_url="http://b/v1", prefixes=["models/"]),
+        "vllm": BackendConfig(base_url="http://b/v1", prefixes=["Org/"]),
+        "zeta": BackendConfig(base_url="http://c/v1", prefixes=["zeta"]),
     }
     router = Router(backends)
-    router.learn("llama", {"models/x.gguf": "models/x.gguf"})
+    kept = router.learn(
+        {
+            "llama": {"models/x.gguf": "models/x.gguf", "Org/stolen": "Org/stolen"},
+            "zeta": {"models/x.gguf": "models/x.gguf", "zeta-1": "zeta-1"},
+        }
+    )
+    assert kept == {"llama": ["models/x.gguf"], "zeta": ["zeta-1"]}
     route = router.route("models/x.gguf")
-    assert (route.backend, route.model) == ("llama", "models/x.gguf")  # listed beats prefix
-    assert router.route("models/other").backend == "vllm"
+    assert (route.backend, route.model) == ("llama", "models/x.gguf")
+    assert router.route("Org/stolen").backend == "vllm"  # the operator's prefix wins
+    router.learn({"zeta": {}})  # one backend's new list leaves the others' as they were
+    assert router.route("models/x.gguf").backend == "llama"
     with pytest.raises(UnknownModel, match="case-sensitive"):
         router.route("SMOL-7b")
+    with pytest.raises(UnknownModel):
+        router.route("MODELS/X.GGUF")
