@@ -97,7 +97,9 @@ class StreamPolice:
         """The chunk to pass on, or None when nothing is left in it."""
         chunk = mask_json(chunk, self.secrets)
         choices = chunk.get("choices")
-        if not isinstance(choices, list) or not choices:
+        if choices is not None and not isinstance(choices, list):
+            return None  # not the OpenAI shape: nothing the scanners could read is passed on
+        if not choices:
             return chunk  # a usage chunk, an error object: masked, passed on
         kept = []
         for choice in choices:

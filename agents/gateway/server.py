@@ -45,6 +45,7 @@ from agents.gateway.routing import Route, Router
 from agents.gateway.screening import RequestScreen
 from agents.gateway.tokens import CallerTokens
 from agents.gateway.upstream import NO_RETRY, backend_key, open_call
+from room import strictjson
 from room.errors import BullpenError, SecretFound
 from trust.screen import HomeSecrets
 
@@ -276,7 +277,8 @@ class Gateway:
             call.status = 502
             await self._end(call, ticket)
             raise BadGateway(
-                f"the backend {route.backend} did not finish its answer before the deadline"
+                f"the backend {route.backend} did not finish its answer before the deadline",
+                backend=route.backend,
             ) from None
         finally:
             await upstream.aclose()
@@ -294,30 +296,38 @@ class Gateway:
         finally:
             await self._end(call, ticket)
         headers = {FLAGS_HEADER: ",".join(call.flags)} if call.flags else None
-        return JSONResponse(answer, headers=headers)
+        return Response(answer, media_type="application/json", headers=headers)
 
     # -- the answer ---------------------------------------------------------
 
     def _police(
         self, raw: bytes, call: Call, make: Callable[[], Scanner], secrets: tuple[str, ...]
-    ) -> dict[str, Any]:
+    ) -> bytes:
+        """The backend's whole answer, masked and cut, as the bytes to send; BadGateway (502)
+        for a body that is not a JSON object with a list of choices, or cannot be sent on
+        (NaN, nesting too deep to walk)."""
+        backend = call.route.backend
         try:
-            answer = json.loads(raw)
-        except (ValueError, RecursionError):
+            answer = strictjson.loads(raw)  # at most 32 deep: every walk below is bounded
+            if not isinstance(answer, dict) or not isinstance(answer.get("choices", []), list):
+                raise ValueError("not a chat completion")
+            call.usage(answer.get("usage"))
+            answer, texts, flags = police_whole(answer, make, secrets)
+            call.answer_chars += texts
+            call.flags += flags
+            if call.flags:
+                answer["gateway_flags"] = sorted(set(call.flags))
+            return json.dumps(
+                answer, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+            ).encode()
+        except ValueError:
             call.status = 502
             raise BadGateway(
-                f"the backend {call.route.backend} answered with a body that is not JSON"
+                f"the backend {backend} answered with a body that is not a chat completion "
+                "the gateway can pass on (not JSON, not an object with a list of choices, "
+                "NaN, or nested too deep)",
+                backend=backend,
             ) from None
-        if not isinstance(answer, dict):
-            call.status = 502
-            raise BadGateway(f"the backend {call.route.backend} answered with a non-object")
-        call.usage(answer.get("usage"))
-        answer, texts, flags = police_whole(answer, make, secrets)
-        call.answer_chars += texts
-        call.flags += flags
-        if call.flags:
-            answer["gateway_flags"] = sorted(set(call.flags))
-        return answer
 
     async def _stream(
         self,
@@ -338,8 +348,8 @@ class Gateway:
                 if data == "[DONE]":
                     break
                 try:
-                    chunk = json.loads(data)
-                except (ValueError, RecursionError):
+                    chunk = strictjson.loads(data)
+                except ValueError:  # not JSON, NaN, nested too deep: nothing to pass on
                     continue
                 if not isinstance(chunk, dict):
                     continue
@@ -400,7 +410,7 @@ class Gateway:
 
 
 def _sse(chunk: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
+    return b"data: " + json.dumps(chunk, ensure_ascii=False, allow_nan=False).encode() + b"\n\n"
 
 
 def _extra_chunk(

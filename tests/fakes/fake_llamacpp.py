@@ -30,6 +30,7 @@ The behaviour (defaults first):
     usage_value: null           an object sent as `usage` instead of the real counts
     forever: false              true: a stream never ends (a chunk every 20 ms)
     answers: null               with n > 1: each choice's text (else `answer` for all)
+    raw: null                   a 200 whose body is this text (a malformed answer)
     model: "fake-model"
 
 A stream ends as llama-server's does: the usage rides on the last chunk,
@@ -79,6 +80,7 @@ DEFAULTS: dict[str, Any] = {
     "usage_value": None,
     "forever": False,
     "answers": None,
+    "raw": None,
     "model": "fake-model",
 }
 _PIECES = re.compile(r"[A-Za-z]+|_[A-Za-z]+|.", re.S)
@@ -187,6 +189,9 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                 if behave["echo_auth"]:
                     message += f" for {headers.get('authorization', '')}"
                 self._send(int(status), {"error": {"code": status, "message": message}})
+                return
+            if behave["raw"] is not None:
+                self._send(200, str(behave["raw"]).encode())
                 return
             n = body.get("n") if isinstance(body.get("n"), int) else 1
             texts = [str(t) for t in behave["answers"] or [behave["answer"]] * n][: max(1, n)]

@@ -251,3 +251,25 @@ def test_every_bad_body_is_a_4xx(gw: GatewayHome, fake: StartFake) -> None:
     assert gw.healthy()
     assert gw.chat(token, "fake-model").status_code == 200  # and it still serves
     assert "Traceback" not in proc.output()
+
+
+def test_a_malformed_answer_is_a_502_never_a_500(gw: GatewayHome, fake: StartFake) -> None:
+    """A backend's 200 that is NaN-laden, nested too deep, or has choices that are not a list
+    is a 502 naming the backend; nothing unpoliced is passed on."""
+    backend = fake()
+    gw.configure({"local": {"base_url": backend.base_url, "prefixes": ["fake"]}}, retries=0)
+    token = gw.token("operator")
+    proc = gw.start()
+    deep = "[" * 900 + "]" * 900
+    for raw in (
+        '{"choices": [{"message": {"content": "hi"}}], "score": NaN}',
+        '{"choices": [{"message": {"content": "hi", "x": ' + deep + "}}]}",
+        '{"choices": {"0": {"message": {"content": "leak<|im_end|>"}}}}',
+        "[1, 2]",
+    ):
+        backend.behave(raw=raw)
+        answer = gw.chat(token, "fake-model")
+        assert answer.status_code == 502, (raw[:60], answer.status_code, answer.text[:200])
+        assert answer.json()["error"]["backend"] == "local"
+    assert "Traceback" not in proc.output()
+    assert [e["status"] for e in gw.ledger()] == [502] * 4
