@@ -102,9 +102,11 @@ class GatewayHome:
         return issue(self.society.home, nick).read_text().strip()
 
     def healthy(self) -> bool:
+        """Our gateway answers /health (not another program that took the port meanwhile)."""
         try:
-            return httpx.get(f"{self.url}/health", timeout=1).status_code == 200
-        except httpx.HTTPError:
+            answer = httpx.get(f"{self.url}/health", timeout=1)
+            return answer.status_code == 200 and answer.json().get("service") == "bullpen-gateway"
+        except (httpx.HTTPError, ValueError, AttributeError):
             return False
 
     def start(self, env: dict[str, str] | None = None) -> Proc:
