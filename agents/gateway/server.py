@@ -86,7 +86,7 @@ def _prompt_text(body: dict[str, Any]) -> str:
     return "".join(part for part in parts if isinstance(part, str))
 
 
-def _count(value: object) -> bool:
+def _a_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53
 
 
@@ -106,9 +106,9 @@ class Call:
     def usage(self, usage: object) -> None:
         """Take the backend's counts; one that is not a whole number >= 0 is estimated instead."""
         if isinstance(usage, dict):
-            if _count(usage.get("prompt_tokens")):
+            if _a_count(usage.get("prompt_tokens")):
                 self.tokens_in = usage["prompt_tokens"]
-            if _count(usage.get("completion_tokens")):
+            if _a_count(usage.get("completion_tokens")):
                 self.tokens_out = usage["completion_tokens"]
 
     def entry(self) -> dict[str, Any]:
@@ -369,10 +369,11 @@ class Gateway:
         except TimeoutError:
             call.status = 504
             call.flags.append(DEADLINE)
+            seconds = min(self.config.deadline_s, call.route.config.timeout_s)
             problem = (
                 f"the backend {call.route.backend} was still streaming at the request's "
-                f"deadline ({self.config.deadline_s:g} s, [gateway] deadline_s); the answer "
-                "was cut there"
+                f"deadline ({seconds:g} s: [gateway] deadline_s, or the backend's timeout_s); "
+                "the answer was cut there"
             )
         except (OSError, httptools.HttpParserError):
             call.status = 502
