@@ -5,7 +5,8 @@ go to the router (routing.py: a listed id goes to the backend that listed
 it). A request for a model the router does not know asks the backends for
 their lists again, at most once every REFRESH_S, so a client that picked an
 id before a restart of the gateway is still served, and a stream of unknown
-names cannot turn into a stream of calls to the backends.
+names (or of /v1/models requests) cannot turn into a stream of calls to the
+backends.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class Catalog:
         self.config, self.router, self.client = config, router, client
         self._lock = asyncio.Lock()
         self._fetched = -REFRESH_S
+        self._models: list[dict[str, Any]] | None = None
 
     async def _ask(self, name: str) -> dict[str, str] | None:
         """One backend's models ({id as listed here: name sent}); None when it did not answer."""
@@ -73,9 +75,13 @@ class Catalog:
         return models
 
     async def models(self) -> list[dict[str, Any]]:
-        """Every backend's list, in the order of their names; the router learns them."""
+        """Every backend's list, in the order of their names; the router learns them. Asked
+        again at most every REFRESH_S, so a caller polling /v1/models cannot turn into a
+        flood of calls to the backends."""
         async with self._lock:
-            return await self._fetch()
+            if self._stale() or self._models is None:
+                self._models = await self._fetch()
+            return self._models
 
     def _stale(self) -> bool:
         return time.monotonic() - self._fetched >= REFRESH_S
@@ -85,5 +91,5 @@ class Catalog:
         if isinstance(model, str) and model and not self.router.knows(model) and self._stale():
             async with self._lock:
                 if self._stale():
-                    await self._fetch()
+                    self._models = await self._fetch()
         return self.router.route(model)
