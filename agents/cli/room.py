@@ -45,6 +45,7 @@ def hub_settings(home: Home) -> HubSettings:
         engine=home.society.room.engine,
         engine_options=home.society.room.engine_options(home.path),
         limits=hub.limits(),
+        tlog_origin=hub.tlog_origin,
     )
 
 
