@@ -34,13 +34,21 @@ def tree_dir(room: Path) -> Path:
 class Tree:
     """The tree over the first `size` lines of a room; `append` takes the next lines."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, readonly: bool = False) -> None:
+        """`readonly`: an auditor's look at a hub's files (it may be running): nothing is
+        created or repaired, and a tree that does not match its signed root is simply not
+        used."""
         self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.readonly = readonly
+        if not readonly:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._fds: list[int] = []
         self._counts: list[int] = []
         self._edge: list[bytes | None] = []  # the last node of level L when its count is odd
-        self._open_levels()
+        if readonly:
+            self._open_readonly()
+        else:
+            self._open_levels()
 
     # -- files ---------------------------------------------------------------
 
@@ -55,6 +63,18 @@ class Tree:
         self._fds.append(fd)
         self._counts.append(os.fstat(fd).st_size // HASH)
         self._edge.append(None)
+
+    def _open_readonly(self) -> None:
+        level = 0
+        while self._level_path(level).exists():
+            fd = os.open(self._level_path(level), os.O_RDONLY | os.O_CLOEXEC)
+            self._fds.append(fd)
+            self._counts.append(os.fstat(fd).st_size // HASH)
+            self._edge.append(None)
+            level += 1
+        if not self._fds:
+            raise FileNotFoundError(f"no tree in {self.folder}")
+        # A running hub may be mid-append: only what a signed root covers is ever used.
 
     def _open_levels(self) -> None:
         self._add_level()

@@ -41,21 +41,43 @@ def split_point(n: int) -> int:
     return 1 << ((n - 1).bit_length() - 1)
 
 
-def root_of(leaves: Sequence[bytes]) -> bytes:
-    """MTH of a list of leaf hashes, by folding the perfect subtrees left to right."""
-    if not leaves:
-        return EMPTY_ROOT
-    stack: list[tuple[int, bytes]] = []  # (height, hash) of complete subtrees
-    for leaf in leaves:
-        height, value = 0, leaf
-        while stack and stack[-1][0] == height:
-            value = node_hash(stack.pop()[1], value)
+class Folding:
+    """MTH of the first `limit` leaves, folded as lines stream past in O(log n) memory."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self.count = 0
+        self._stack: list[tuple[int, bytes]] = []  # (height, hash) of complete subtrees
+
+    def add_leaf(self, value: bytes) -> None:
+        if self.limit is not None and self.count >= self.limit:
+            return
+        self.count += 1
+        height = 0
+        while self._stack and self._stack[-1][0] == height:
+            value = node_hash(self._stack.pop()[1], value)
             height += 1
-        stack.append((height, value))
-    value = stack.pop()[1]
-    while stack:
-        value = node_hash(stack.pop()[1], value)
-    return value
+        self._stack.append((height, value))
+
+    def add(self, line: bytes) -> None:
+        self.add_leaf(leaf_hash(line))
+
+    def root(self) -> bytes:
+        if not self._stack:
+            return EMPTY_ROOT
+        parts = [value for _, value in self._stack]
+        value = parts.pop()
+        while parts:
+            value = node_hash(parts.pop(), value)
+        return value
+
+
+def root_of(leaves: Sequence[bytes]) -> bytes:
+    """MTH of a list of leaf hashes."""
+    folding = Folding()
+    for leaf in leaves:
+        folding.add_leaf(leaf)
+    return folding.root()
 
 
 def inclusion_proof(index: int, size: int, mth: RangeHash) -> list[bytes]:
