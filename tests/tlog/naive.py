@@ -39,8 +39,8 @@ def path(m: int, lines: list[bytes]) -> list[bytes]:
         return []
     k = _k(n)
     if m < k:
-        return path(m, lines[:k]) + [mth(lines[k:])]
-    return path(m - k, lines[k:]) + [mth(lines[:k])]
+        return [*path(m, lines[:k]), mth(lines[k:])]
+    return [*path(m - k, lines[k:]), mth(lines[:k])]
 
 
 def subproof(m: int, lines: list[bytes], b: bool) -> list[bytes]:
@@ -50,8 +50,8 @@ def subproof(m: int, lines: list[bytes], b: bool) -> list[bytes]:
         return [] if b else [mth(lines)]
     k = _k(n)
     if m <= k:
-        return subproof(m, lines[:k], b) + [mth(lines[k:])]
-    return subproof(m - k, lines[k:], False) + [mth(lines[:k])]
+        return [*subproof(m, lines[:k], b), mth(lines[k:])]
+    return [*subproof(m - k, lines[k:], False), mth(lines[:k])]
 
 
 def proof(m: int, lines: list[bytes]) -> list[bytes]:

@@ -82,7 +82,7 @@ class TestRefusals:
                     bad[i] = bytes([bad[i][0] ^ 1]) + bad[i][1:]
                     assert not merkle.verify_consistency(m, n, old_root, new_root, bad)
                 assert not merkle.verify_consistency(m, n, old_root, new_root, good[:-1])
-                assert not merkle.verify_consistency(m, n, old_root, new_root, good + [old_root])
+                assert not merkle.verify_consistency(m, n, old_root, new_root, [*good, old_root])
                 assert not merkle.verify_consistency(m, n, new_root, new_root, good)
 
     def test_a_tampered_inclusion_proof_fails(self) -> None:
