@@ -145,7 +145,7 @@ class Tree:
         size = self.size if size is None else size
         if not 0 <= size <= self.size:
             raise merkle.ProofError(f"the tree holds {self.size} leaves, not {size}")
-        if size == self.size:
+        if size == self.size and not self.readonly:  # a reader's files have no edge loaded
             value: bytes | None = None
             for edge in self._edge:  # lowest level first: the smallest subtree is rightmost
                 if edge is not None:

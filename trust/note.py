@@ -74,7 +74,7 @@ class Verifier:
 
 def parse_verifier(text: str) -> Verifier:
     """A verifier key string; NoteError saying what is wrong with it."""
-    parts = text.strip().split("+")
+    parts = text.strip().split("+", 2)  # the base64 key may itself hold a "+"
     if len(parts) != 3:
         raise NoteError(
             "a verifier key looks like NAME+HEXHASH+BASE64 (print the hub's with "
