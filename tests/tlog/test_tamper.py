@@ -117,7 +117,7 @@ def test_an_inserted_line_is_named(signed: Society, tmp_path: Path) -> None:
     """A line slipped in at seq 25 and the rest rechained: the audit fails at seq 25."""
     lines = _lines(signed)
     forged = _edit(lines[23], b"line 23 ", b"forged! ")
-    lines = _rechain(lines[:24] + [forged] + lines[24:])
+    lines = _rechain([*lines[:24], forged, *lines[24:]])
     result = _audit(signed, lines, tmp_path)
     assert not result.ok and result.bad_seq == 25, result.summary()
 
