@@ -104,7 +104,7 @@ def cmd_witness(args: argparse.Namespace) -> int:
         )
     host = "".join(c for c in socket.gethostname() if c.isalnum() or c in ".-") or "host"
     name = args.name or f"witness/{host}"
-    key_file = Path(args.key_file) if args.key_file else home.path / "secrets" / "witness.key"
+    key_file = Path(args.key_file) if args.key_file else home.root / "secrets" / "witness.key"
     key = _key(key_file)
     try:
         verifier = note.verifier_of(name, key, note.COSIGNATURE)
@@ -123,7 +123,7 @@ def cmd_witness(args: argparse.Namespace) -> int:
         if args.read_token_file
         else home.read_token()
     )
-    state_path = Path(args.state) if args.state else home.path / "state" / "witness" / "state.json"
+    state_path = Path(args.state) if args.state else home.state_dir("witness") / "state.json"
     try:
         state = WitnessState(state_path)
     except ValueError as exc:
