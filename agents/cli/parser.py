@@ -286,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
         "i.e. ~/.config/systemd/user)",
     )
     p.add_argument("--nicks", nargs="+", help="only these nicks (default: all configured)")
+    p.add_argument(
+        "--witness", action="store_true", help="also write bullpen-witness.service (docs/audit.md)"
+    )
 
     p = add(
         "gateway",

@@ -138,3 +138,26 @@ class TestJudge:
         (tmp_path / "state.json").write_text("{not json")
         with pytest.raises(ValueError, match="restore it from a backup"):
             WitnessState(tmp_path / "state.json")
+
+
+def test_the_witness_unit_renders_and_verifies(tmp_path: Path) -> None:
+    """`bullpen units install --witness` writes bullpen-witness.service, which systemd accepts."""
+    import shutil as sh
+
+    from tests.test_up import verify_output
+
+    society = Society(tmp_path / "home")
+    target = tmp_path / "units"
+    done = run_cli(
+        society.root, "units", "install", "--dir", str(target), "--witness", "--nicks", "echo"
+    )
+    assert done.returncode == 0, done.stderr
+    unit = (target / "bullpen-witness.service").read_text()
+    assert f"--home {society.root} witness" in unit and "StateDirectory=" in unit
+    assert "systemctl --user enable --now bullpen-witness.service" in done.stdout
+    plain = run_cli(
+        society.root, "units", "install", "--dir", str(tmp_path / "plain"), "--nicks", "echo"
+    )
+    assert not (tmp_path / "plain" / "bullpen-witness.service").exists(), plain.stderr
+    if sh.which("systemd-analyze") is not None:
+        assert "witness" not in verify_output(target, tmp_path)
