@@ -201,12 +201,13 @@ class TransparencyLog:
             return None
         head = note.TreeHead(self.origin, size, self.tree.root())
         signed = note.sign(head.body(), self.origin, self.key)
+        self.tree.flush()  # here, where the appends run; the fsync may wait in a thread
         await asyncio.to_thread(self._write_note, signed)
         self.note, self.cosignatures = signed, []
         return signed
 
     def _write_note(self, signed: note.Note) -> None:
-        self.tree.sync()  # the tree a note names must survive the crash the note does
+        self.tree.fsync()  # the tree a note names must survive the crash the note does
         write_atomic(self.folder / NOTE_FILE, signed.render().encode())
         (self.folder / COSIGNATURES_FILE).unlink(missing_ok=True)
 

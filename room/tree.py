@@ -18,6 +18,7 @@ files disagree with the room or its signed checkpoint, so it rebuilds.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 from trust import merkle
 
 HASH = 32
+FLUSH_BYTES = 64 * 1024  # leaf hashes held before a write: 2,048 lines
 
 
 def tree_dir(room: Path) -> Path:
@@ -43,7 +45,9 @@ class Tree:
         if not readonly:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._fds: list[int] = []
-        self._counts: list[int] = []
+        self._counts: list[int] = []  # nodes per level, written or waiting
+        self._written: list[int] = []  # of those, in the file
+        self._pending: list[bytearray] = []  # the rest, in order
         self._edge: list[bytes | None] = []  # the last node of level L when its count is odd
         if readonly:
             self._open_readonly()
@@ -62,6 +66,8 @@ class Tree:
         )
         self._fds.append(fd)
         self._counts.append(os.fstat(fd).st_size // HASH)
+        self._written.append(self._counts[-1])
+        self._pending.append(bytearray())
         self._edge.append(None)
 
     def _open_readonly(self) -> None:
@@ -70,6 +76,8 @@ class Tree:
             fd = os.open(self._level_path(level), os.O_RDONLY | os.O_CLOEXEC)
             self._fds.append(fd)
             self._counts.append(os.fstat(fd).st_size // HASH)
+            self._written.append(self._counts[-1])
+            self._pending.append(bytearray())
             self._edge.append(None)
             level += 1
         if not self._fds:
@@ -99,16 +107,22 @@ class Tree:
         )
         os.ftruncate(self._fds[level], 0)
         os.write(self._fds[level], nodes)
-        self._counts[level] = want
+        self._counts[level] = self._written[level] = want
 
     def _trim_empty_levels(self) -> None:
         while len(self._fds) > 1 and self._counts[-1] == 0:
             os.close(self._fds.pop())
             self._counts.pop()
+            self._written.pop()
+            self._pending.pop()
             self._edge.pop()
             self._level_path(len(self._fds)).unlink(missing_ok=True)
 
     def _node(self, level: int, index: int) -> bytes:
+        written = self._written[level]
+        if index >= written:  # still in memory
+            start = (index - written) * HASH
+            return bytes(self._pending[level][start : start + HASH])
         return os.pread(self._fds[level], HASH, index * HASH)
 
     # -- the tree ------------------------------------------------------------
@@ -118,27 +132,37 @@ class Tree:
         return self._counts[0]
 
     def append(self, lines: Iterable[bytes]) -> None:
-        """Add the next lines (exact bytes, no newline), in seq order."""
-        out: list[list[bytes]] = [[] for _ in self._fds]
+        """Add the next lines (exact bytes, no newline), in seq order.
+
+        New nodes wait in memory (`_pending`) and reach the files in runs of
+        FLUSH_BYTES, or at `sync`: one write per level per run, not per line.
+        """
+        sha256, counts, edge, pending = hashlib.sha256, self._counts, self._edge, self._pending
         for line in lines:
-            value, level = merkle.leaf_hash(line), 0
+            value, level = sha256(b"\x00" + line).digest(), 0
             while True:
-                if level == len(self._fds):
+                if level == len(counts):
                     self._add_level()
-                    out.append([])
-                out[level].append(value)
-                self._counts[level] += 1
-                if self._counts[level] & 1:
-                    self._edge[level] = value
+                pending[level] += value
+                counts[level] += 1
+                if counts[level] & 1:
+                    edge[level] = value
                     break
-                left = self._edge[level]
+                left = edge[level]
                 assert left is not None
-                self._edge[level] = None
-                value = merkle.node_hash(left, value)
+                edge[level] = None
+                value = sha256(b"\x01" + left + value).digest()
                 level += 1
-        for level, hashes in enumerate(out):
-            if hashes:
-                os.write(self._fds[level], b"".join(hashes))
+        if len(pending[0]) >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the nodes held in memory to their level files."""
+        for level, waiting in enumerate(self._pending):
+            if waiting:
+                os.write(self._fds[level], waiting)
+                self._written[level] += len(waiting) // HASH
+                waiting.clear()
 
     def root(self, size: int | None = None) -> bytes:
         """MTH of the first `size` leaves (all of them by default)."""
@@ -199,19 +223,27 @@ class Tree:
 
     def truncate(self, size: int) -> None:
         """Forget every leaf from `size` on (the room was cut back, or is rebuilt)."""
+        self.flush()
         for level, fd in enumerate(self._fds):
             count = min(self._counts[level], size >> level)
             os.ftruncate(fd, count * HASH)
-            self._counts[level] = count
+            self._counts[level] = self._written[level] = count
             self._edge[level] = self._node(level, count - 1) if count & 1 else None
         self._trim_empty_levels()
 
     def sync(self) -> None:
         """Make the files durable: a signed checkpoint must never name a tree a crash loses."""
-        for fd in self._fds:
+        self.flush()
+        self.fsync()
+
+    def fsync(self) -> None:
+        """fsync what `flush` wrote; safe off the thread that appends (it touches no buffer)."""
+        for fd in list(self._fds):
             os.fsync(fd)
 
     def close(self) -> None:
+        if not self.readonly:
+            self.flush()
         for fd in self._fds:
             os.close(fd)
         self._fds = []
