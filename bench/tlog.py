@@ -96,7 +96,8 @@ def _draft(i: int) -> Draft:
     return Draft(post, False)
 
 
-async def _append_rate(folder: Path, posts: int, with_tree: bool) -> float:
+async def _append_rate(folder: Path, posts: int, with_tree: bool) -> tuple[float, float]:
+    """Acknowledged appends per second, and this process's CPU time per append (us)."""
     room = folder / f"room-{with_tree}-{time.monotonic_ns()}.jsonl"
     log = JsonlLog(room)
     await log.open()
@@ -112,18 +113,22 @@ async def _append_rate(folder: Path, posts: int, with_tree: bool) -> float:
         for draft in drafts[k::posters]:
             await log.append(draft)
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(poster(k) for k in range(posters)))
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     await log.close()
     if tree is not None:
         assert tree.size == posts
         tree.close()
-    return posts / elapsed
+    return posts / elapsed, cpu / posts * 1e6
 
 
-def append_rates(folder: Path, posts: int, rounds: int) -> tuple[list[float], list[float]]:
-    without, with_tree = [], []
+Runs = list[tuple[float, float]]
+
+
+def append_rates(folder: Path, posts: int, rounds: int) -> tuple[Runs, Runs]:
+    without: Runs = []
+    with_tree: Runs = []
     for _ in range(rounds):  # alternate, so a busy moment of the shared machine hits both
         without.append(asyncio.run(_append_rate(folder, posts, False)))
         with_tree.append(asyncio.run(_append_rate(folder, posts, True)))
@@ -168,14 +173,25 @@ def main() -> int:
                     "",
                 ]
             )
-    base, kept = statistics.median(without), statistics.median(with_tree)
-    paired = statistics.median(b / a for a, b in zip(without, with_tree, strict=True))
+    base = statistics.median(rate for rate, _ in without)
+    kept = statistics.median(rate for rate, _ in with_tree)
+    paired = statistics.median(b[0] / a[0] for a, b in zip(without, with_tree, strict=True))
+    cpu_base = statistics.median(cpu for _, cpu in without)
+    cpu_kept = statistics.median(cpu for _, cpu in with_tree)
     rows.append(
         [
             "appends/s, tree kept",
             f"{kept:,.0f}",
             f"{base:,.0f} without",
             f"{paired:.1%} (median of rounds; goal >= 95%)",
+        ]
+    )
+    rows.append(
+        [
+            "  CPU per append (us)",
+            f"{cpu_kept:.0f} with the tree",
+            f"{cpu_base:.0f} without",
+            f"{cpu_base / cpu_kept:.1%} of the rate the CPU allows",
         ]
     )
     per_line = built / lines * 1e6
@@ -190,7 +206,7 @@ def main() -> int:
     rows.append(
         [
             "  each round (without / with)",
-            " ".join(f"{a:,.0f}/{b:,.0f}" for a, b in zip(without, with_tree, strict=True)),
+            " ".join(f"{a[0]:,.0f}/{b[0]:,.0f}" for a, b in zip(without, with_tree, strict=True)),
             f"{posts:,} posts, 64 posters",
             "",
         ]
