@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import random
 import statistics
 import sys
@@ -31,12 +32,14 @@ sys.path.insert(0, str(REPO))
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
+from bench.room import post_rate  # noqa: E402
 from bench.table import percentile, print_table  # noqa: E402
 from room.jsonl import JsonlLog  # noqa: E402
 from room.log import Draft  # noqa: E402
 from room.message import Post  # noqa: E402
 from room.tlog import TransparencyLog  # noqa: E402
 from room.tree import Tree  # noqa: E402
+from tests.support import Society  # noqa: E402
 from trust import merkle  # noqa: E402
 
 LINE = (
@@ -139,6 +142,27 @@ def append_rates(folder: Path, posts: int, rounds: int) -> tuple[Runs, Runs]:
     return without, with_tree
 
 
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def real_hub(folder: Path, clients: int, per_client: int) -> tuple[float, float, int]:
+    """A real hub (HTTP, gate, JSONL, the tree): posts/s, its CPU us per post, tree size."""
+    society = Society(folder / "home")
+    hub = society.start_hub()
+    try:
+        before = _cpu_seconds(hub.pid)
+        rate = post_rate(society, clients, per_client, signed=True)
+        cpu = (_cpu_seconds(hub.pid) - before) / (clients * per_client) * 1e6
+    finally:
+        society.stop_all()
+    tree = Tree(folder / "home" / "room" / "room.jsonl.tlog", readonly=True)
+    size = tree.size
+    tree.close()
+    return rate, cpu, size
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10^5 lines, fewer rounds")
@@ -152,6 +176,8 @@ def main() -> int:
         measured = proofs(tree, samples)
         tree.close()
         without, with_tree = append_rates(folder, posts, rounds)
+        hub_rate, hub_cpu, hub_tree = real_hub(folder, 8, posts // 8)
+        assert hub_tree == posts // 8 * 8, hub_tree
     bound = math.ceil(math.log2(lines))
     rows = [["measure", "value", "against", "ratio"]]
     rows.append(
@@ -205,6 +231,14 @@ def main() -> int:
             f"{per_line:.1f}",
             f"{1e6 / base:.0f} us/post",
             f"{1 - per_line / (1e6 / base):.1%} left for posts",
+        ]
+    )
+    rows.append(
+        [
+            "real hub (HTTP, gate, tree) posts/s",
+            f"{hub_rate:,.0f}",
+            f"{hub_cpu:.0f} us CPU/post",
+            f"tree {per_line / hub_cpu:.1%} of it: >= {1 - per_line / hub_cpu:.1%} kept",
         ]
     )
     rows.append(

@@ -113,13 +113,30 @@ class TransparencyLog:
         self.note: note.Note | None = None
         self.cosignatures: list[note.SignatureLine] = []
         self._pending: list[tuple[int, bytes]] = []
-        self._catching: asyncio.Task[None] | None = None
+        self._catching: asyncio.Future[None] | None = None
         self._lock = asyncio.Lock()
+        self.broken: str | None = None  # why the tree stopped growing with the room
 
     # -- growing with the room -------------------------------------------------
 
     def stored(self, lines: Sequence[Stored]) -> None:
-        """The engine's hook: these lines are now the room's (in seq order)."""
+        """The engine's hook: these lines are now the room's (in seq order).
+
+        The lines are stored whatever happens here: a tree that cannot be
+        written is logged and left behind (the next start rebuilds it), never
+        an error for the posters whose lines are already durable.
+        """
+        if self.broken is not None:
+            return
+        try:
+            self._grow(lines)
+        except OSError as exc:
+            self.broken = f"the tree could not be written ({exc.strerror or exc})"
+            log.error(
+                "the Merkle tree stopped growing; restart the hub to rebuild it", error=str(exc)
+            )
+
+    def _grow(self, lines: Sequence[Stored]) -> None:
         if self._catching is not None:
             self._pending.extend((line.seq, line.raw) for line in lines)
             return
@@ -131,9 +148,18 @@ class TransparencyLog:
                 self.tree.append(batch)
                 self._pending = [(later.seq, later.raw) for later in lines[i:]]
                 self._catching = asyncio.ensure_future(self.catch_up())
+                self._catching.add_done_callback(self._caught_up)
                 return
             batch.append(line.raw)
         self.tree.append(batch)
+
+    def _caught_up(self, task: asyncio.Future[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.broken = f"the tree could not catch up with the room ({task.exception()})"
+            log.error(
+                "the Merkle tree stopped growing; restart the hub to rebuild it",
+                error=str(task.exception()),
+            )
 
     async def catch_up(self) -> None:
         """Add every line the room holds beyond the tree (at start-up, or after a gap)."""
