@@ -162,7 +162,13 @@ class TransparencyLog:
             )
 
     async def catch_up(self) -> None:
-        """Add every line the room holds beyond the tree (at start-up, or after a gap)."""
+        """Add every line the room holds beyond the tree (at start-up, or after a gap).
+
+        Lines the engine hands in meanwhile wait in `_pending`, so the tree
+        never takes a line before the ones it is still reading.
+        """
+        if self._catching is None:
+            self._catching = asyncio.get_running_loop().create_future()
         try:
             while True:
                 head = self.log.head.seq
