@@ -125,7 +125,7 @@ def _whole(name: str, required: bool, text: str) -> dict[str, Any]:
 
 def _tlog_paths() -> dict[str, Any]:
     """The Merkle tree's endpoints (room/tlogapi.py, docs/audit.md); all need the read token."""
-    reader = {"security": [{"bearer": []}]}
+    reader: dict[str, Any] = {"security": [{"bearer": []}]}
     proof = {"200": _json(_PROOF, "an RFC 9162 proof, base64 hashes"), **_errors(400, 401)}
     return {
         "/tlog/checkpoint": {

@@ -31,7 +31,7 @@ from room.hub import Hub, Listener, bind, serve
 from room.jsonl import Checkpointed, JsonlLog
 from room.limits import HubLimits, Limits
 from room.log import RoomLog
-from room.tlog import TransparencyLog, default_origin, open_tlog
+from room.tlog import Opened, TransparencyLog, default_origin, open_tlog
 from trust import checkpoint, hubkey
 from trust import table as trust_table
 from trust.gate import Gate
@@ -243,6 +243,7 @@ async def run_hub(settings: HubSettings) -> int:
             "the room was deliberately started over"
         )
         return EXIT_CONFIG
+    opened: Opened | None = None
     try:
         opened = await open_tlog(
             settings.room,
@@ -252,11 +253,9 @@ async def run_hub(settings: HubSettings) -> int:
             lambda: trust.public_keys,
             floor=known.seq if known is not None else 0,
         )
-    except (OSError, ValueError) as exc:
-        opened = None
-        problem = f"the room's Merkle tree could not be opened or built ({exc})"
-    else:
         problem = opened.problem
+    except (OSError, ValueError) as exc:
+        problem = f"the room's Merkle tree could not be opened or built ({exc})"
     if problem is not None or opened is None:
         await room_log.close()
         nonces.close()
