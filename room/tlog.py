@@ -325,9 +325,11 @@ async def open_tlog(
     rebuilt = False
     if tree.size > head:
         tree.truncate(head)
-    if tree.size and not await _agrees(tree, room_log):
-        tree.truncate(0)  # derived data that disagrees with the room: make it again
+    if tree.size and not (await _agrees(tree, room_log) and tree.levels_agree()):
+        tree.truncate(0)  # derived data that disagrees with the room or itself: make it again
         rebuilt = True
+    elif head and not tree.size:
+        rebuilt = True  # none yet (or deleted): built from the room now
     await tlog.catch_up()
     signed = tlog.signed_size
     stale = tlog.note is not None and not rebuilt and signed <= tree.size
