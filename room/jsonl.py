@@ -240,6 +240,8 @@ class JsonlLog(RoomLog):
             self._cache.append(_Cached(line))
             if line.thread is not None:
                 self._threads.stored(line.thread, line.seq)
+        if self.on_stored is not None:
+            self.on_stored(stored)
         self._wake_readers()
 
     def _fail(self, exc: BaseException, batch: list[tuple[Draft, asyncio.Future[Stored]]]) -> None:

@@ -66,6 +66,7 @@ class StreamView:
         self._confirm: dict[int, list[asyncio.Future[None]]] = {}
         self._last_change = time.monotonic()
         self.chain_breaks = 0
+        self.on_stored: Callable[[list[Stored]], None] | None = None  # RoomLog.on_stored
 
     @property
     def js(self) -> JetStreamContext:
@@ -124,6 +125,8 @@ class StreamView:
             self._threads[line.thread].append(seq)
         self.head = Head(seq, line_hash(raw))
         self._last_change = time.monotonic()
+        if self.on_stored is not None:
+            self.on_stored([line.stored()])
         for waiting in [s for s in self._confirm if s <= seq]:
             for future in self._confirm.pop(waiting):
                 if not future.done():
