@@ -26,6 +26,7 @@ BENCHES = (
     "lurkers",
     "society",
     "screen",
+    "tlog",
     "flood",
     "jetstream",
     "gateway",

@@ -263,7 +263,7 @@ async def run_hub(settings: HubSettings) -> int:
         nonces.close()
         _say(
             f"bullpen hub: {problem}. The hub will not start on it (nor sign it): run "
-            "`bullpen audit`, and restore the room from a backup (docs/audit.md)"
+            "`bullpen audit`, and restore the room from a backup (`bullpen docs audit`)"
         )
         return EXIT_CONFIG
     tlog = opened.tlog

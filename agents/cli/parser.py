@@ -8,72 +8,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import math
 from collections.abc import Callable
 
+from agents.cli.argtypes import (
+    Formatter,
+    _at_least_one,
+    _count,
+    _filters,
+    _home_option,
+    _port,
+    _seconds,
+)
+from agents.cli.runs_parser import add_run_commands
+
 Command = Callable[[argparse.Namespace], int]
-
-
-class Formatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Every option's default shown, as `(default: X)`, unless its help already says it or
-    there is none to show (no value, a flag that is off)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
-            return text
-        return super()._get_help_string(action) or text
-
-
-def _home_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--home",
-        default=argparse.SUPPRESS,
-        help="the bullpen home (default: $BULLPEN_HOME or ~/.config/bullpen)",
-    )
-
-
-def _filters(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--thread", help="only this run's thread")
-    parser.add_argument("--to", help="only lines addressed to this nick")
-    parser.add_argument("--from", dest="sender", help="only lines from this nick")
-    parser.add_argument(
-        "--hub", action="store_true", help="read through the hub even if the room file is here"
-    )
-    parser.add_argument(
-        "--relaxed", action="store_true", help="read through the relaxed listener with its token"
-    )
-
-
-def _seconds(text: str) -> float:
-    """A timeout: a finite number of seconds above 0 (argparse says which option was wrong)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0, like 30")
-    return value
-
-
-def _count(text: str) -> int:
-    """A seq or a number of lines: a whole number, 0 or more."""
-    if not text.isascii() or not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number, 0 or more")
-    return int(text)
-
-
-def _at_least_one(text: str) -> int:
-    value = _count(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
-    return value
-
-
-def _port(text: str) -> int:
-    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
-    return int(text)
 
 
 def _lazy(target: str) -> Command:
@@ -167,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         "verify",
         "agents.cli.verify:cmd_verify",
         "check the hub's signed checkpoint, a line's inclusion, a tree's consistency, or a "
-        "proof bundle, with only the hub's verifier key (docs/audit.md)",
+        "proof bundle, with only the hub's verifier key (`bullpen docs audit`)",
     )
     p.add_argument("bundle", nargs="?", help="a proof bundle (from --export) to check")
     p.add_argument("--checkpoint", help="a signed checkpoint note (default: the hub's latest)")
@@ -191,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add(
         "witness",
         "agents.cli.witness:cmd_witness",
-        "cosign a hub's checkpoints after checking each extends the last (docs/audit.md)",
+        "cosign a hub's checkpoints after checking each extends the last (`bullpen docs audit`)",
     )
     p.add_argument("--hub", help="the hub's strict URL (default: this home's)")
     p.add_argument("--hub-key", help="the hub's verifier key (default: this home's hub)")
@@ -287,7 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--nicks", nargs="+", help="only these nicks (default: all configured)")
     p.add_argument(
-        "--witness", action="store_true", help="also write bullpen-witness.service (docs/audit.md)"
+        "--witness",
+        action="store_true",
+        help="also write bullpen-witness.service (`bullpen docs audit`)",
     )
 
     p = add(
@@ -357,87 +307,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--static", action="store_true", help="check: skip the live ping round trips")
     p.add_argument("--timeout", type=_seconds, default=15.0, help="seconds to wait for each pong")
 
-    p = add(
-        "expedition",
-        "agents.expedition.cli:cmd_expedition",
-        "run a corpus expedition to its Dig Report",
-    )
-    p.add_argument("--title", help="the article's working title")
-    p.add_argument("--keyword", help="the primary keyword of the pattern")
-    p.add_argument("--kb", help="the knowledge-base folder (default: [expedition] kb)")
-    p.add_argument(
-        "--voice",
-        default="Carbon",
-        choices=["Carbon", "Si-C", "Silicon"],
-        help="the brief's voice; Carbon (the operator's own) needs a voice anchor",
-    )
-    p.add_argument("--archetype", help="the primary archetype / category to match")
-    p.add_argument("--monomyth", help="the monomyth stage to match")
-    p.add_argument("--blaze", help="a blaze file (role: guidance) whose claims seed the search")
-    p.add_argument("--yes", action="store_true", help="confirm the Dig Report as it is")
-    p.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for each turn")
-    turn = p.add_subparsers(
-        dest="action",
-        metavar="[confirm THREAD]",
-        help="without it: start a run; confirm THREAD: answer a waiting run",
-    )
-    c = turn.add_parser(
-        "confirm",
-        help="answer a waiting run's Dig Report",
-        description="answer a waiting run's Dig Report (or its MISSING brief)",
-        formatter_class=Formatter,
-    )
-    _home_option(c)
-    c.add_argument("thread", help="the run's thread, as printed with its Dig Report")
-    c.add_argument(
-        "--drop",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="ID",
-        help="rows to leave out (repeatable: --drop row_2 --drop row_5, or --drop row_2 row_5)",
-    )
-    c.add_argument("--redirect", help="search again with this added to the pattern")
-    c.add_argument(
-        "--anchor",
-        metavar="FILE",
-        help="a lived file of the knowledge base to anchor the voice (checked with the "
-        "briefer's gates before anything is posted; also answers a MISSING brief)",
-    )
-    c.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for the brief")
-
-    p = add(
-        "backpass",
-        "agents.backpass.cli:cmd_backpass",
-        "run the memory backpass and print its funnel",
-    )
-    p.add_argument("--public", help="the public memory repository")
-    p.add_argument("--private", help="the private memory repository")
-    p.add_argument("--traces", help="the folder of session transcripts")
-    p.add_argument("--state", help="the state file of `sha256  path` lines")
-    p.add_argument(
-        "--report-only",
-        action="store_true",
-        help="analyse and report; memory, ledger and state untouched",
-    )
-    p.add_argument("--concurrency", type=int, help="analyses in flight at once (default 4)")
-    p.add_argument("--timeout", type=_seconds, help="hard limit in seconds on one trace's analysis")
-    p.add_argument(
-        "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
-    )
-    p.add_argument(
-        "--bulk",
-        metavar="SEAT",
-        help="the [seats.SEAT] table that analyses each trace in this run "
-        "(default: $BULLPEN_BULK_SEAT, else the bulk role's own seat)",
-    )
-    p.add_argument(
-        "--synthesis",
-        metavar="SEAT",
-        help="the [seats.SEAT] table that makes this run's synthesis call "
-        "(default: $BULLPEN_SYNTHESIS_SEAT, else the synthesis role's own seat)",
-    )
-
     p = add("docs", "agents.cli.docs:cmd_docs", "print an operator doc (list them without NAME)")
     p.add_argument("name", nargs="?", help="the doc to print, e.g. gateway, seats, operating")
 
@@ -475,26 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         _home_option(action.add_parser(name, help=text))
 
-    p = add(
-        "build",
-        "agents.build.cli:cmd_build",
-        "run a test-first build from a ticket (bullpen docs build)",
-    )
-    p.add_argument("ticket", help="the ticket file (config/build-ticket.md is an example)")
-    p.add_argument(
-        "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
-    )
-
-    p = add(
-        "cancel",
-        "agents.cli.cancel:cmd_cancel",
-        "stop a run (expedition, backpass, build): the foreman ends it as CANCELLED",
-    )
-    p.add_argument("thread", help="the run's thread, as its command printed it (exp-…, build-…)")
-    p.add_argument("--reason", default="", help="why, for the room and the report")
-    p.add_argument(
-        "--wait", type=_seconds, default=30.0, help="how long to wait for the foreman's report"
-    )
+    add_run_commands(add)
 
     p = add(
         "demo",

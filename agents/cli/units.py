@@ -291,7 +291,7 @@ def commands(target: Path, written: list[Path], nicks: list[str], user: str) -> 
         "journalctl --user -u 'bullpen-*' -f",
         *(
             [
-                "# a witness cosigning the hub's checkpoints (docs/audit.md), if wanted here:",
+                "# a witness cosigning the hub's checkpoints (`bullpen docs audit`), if wanted here:",
                 f"systemctl --user enable --now {WITNESS_UNIT}",
             ]
             if WITNESS_UNIT in names

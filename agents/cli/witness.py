@@ -68,7 +68,7 @@ def _report(home: Home | None, url: str, nick: str, refusal: Refusal, hub: str) 
     operator = home.society.operator if home is not None and home.society_file.exists() else None
     body = (
         f"witness {hub}: REFUSED the hub's checkpoint ({refusal.kind}): {refusal.message}. "
-        "Do not trust checkpoints from this hub until it is explained (docs/audit.md)"
+        "Do not trust checkpoints from this hub until it is explained (`bullpen docs audit`)"
     )
     data = {"tlog": "refused", "kind": refusal.kind, "origin": hub}
 

@@ -1,0 +1,116 @@
+"""The command line's pipeline runs: start one (expedition, backpass, build), answer it,
+or cancel it. Registered by agents/cli/parser.py, which names each command's function as
+a string imported only when it runs."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from agents.cli.argtypes import Formatter, _home_option, _seconds
+
+Add = Callable[[str, str, str], argparse.ArgumentParser]
+
+
+def add_run_commands(add: Add) -> None:
+    p = add(
+        "expedition",
+        "agents.expedition.cli:cmd_expedition",
+        "run a corpus expedition to its Dig Report",
+    )
+    p.add_argument("--title", help="the article's working title")
+    p.add_argument("--keyword", help="the primary keyword of the pattern")
+    p.add_argument("--kb", help="the knowledge-base folder (default: [expedition] kb)")
+    p.add_argument(
+        "--voice",
+        default="Carbon",
+        choices=["Carbon", "Si-C", "Silicon"],
+        help="the brief's voice; Carbon (the operator's own) needs a voice anchor",
+    )
+    p.add_argument("--archetype", help="the primary archetype / category to match")
+    p.add_argument("--monomyth", help="the monomyth stage to match")
+    p.add_argument("--blaze", help="a blaze file (role: guidance) whose claims seed the search")
+    p.add_argument("--yes", action="store_true", help="confirm the Dig Report as it is")
+    p.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for each turn")
+    turn = p.add_subparsers(
+        dest="action",
+        metavar="[confirm THREAD]",
+        help="without it: start a run; confirm THREAD: answer a waiting run",
+    )
+    c = turn.add_parser(
+        "confirm",
+        help="answer a waiting run's Dig Report",
+        description="answer a waiting run's Dig Report (or its MISSING brief)",
+        formatter_class=Formatter,
+    )
+    _home_option(c)
+    c.add_argument("thread", help="the run's thread, as printed with its Dig Report")
+    c.add_argument(
+        "--drop",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="ID",
+        help="rows to leave out (repeatable: --drop row_2 --drop row_5, or --drop row_2 row_5)",
+    )
+    c.add_argument("--redirect", help="search again with this added to the pattern")
+    c.add_argument(
+        "--anchor",
+        metavar="FILE",
+        help="a lived file of the knowledge base to anchor the voice (checked with the "
+        "briefer's gates before anything is posted; also answers a MISSING brief)",
+    )
+    c.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for the brief")
+
+    p = add(
+        "backpass",
+        "agents.backpass.cli:cmd_backpass",
+        "run the memory backpass and print its funnel",
+    )
+    p.add_argument("--public", help="the public memory repository")
+    p.add_argument("--private", help="the private memory repository")
+    p.add_argument("--traces", help="the folder of session transcripts")
+    p.add_argument("--state", help="the state file of `sha256  path` lines")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="analyse and report; memory, ledger and state untouched",
+    )
+    p.add_argument("--concurrency", type=int, help="analyses in flight at once (default 4)")
+    p.add_argument("--timeout", type=_seconds, help="hard limit in seconds on one trace's analysis")
+    p.add_argument(
+        "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
+    )
+    p.add_argument(
+        "--bulk",
+        metavar="SEAT",
+        help="the [seats.SEAT] table that analyses each trace in this run "
+        "(default: $BULLPEN_BULK_SEAT, else the bulk role's own seat)",
+    )
+    p.add_argument(
+        "--synthesis",
+        metavar="SEAT",
+        help="the [seats.SEAT] table that makes this run's synthesis call "
+        "(default: $BULLPEN_SYNTHESIS_SEAT, else the synthesis role's own seat)",
+    )
+
+    p = add(
+        "build",
+        "agents.build.cli:cmd_build",
+        "run a test-first build from a ticket (bullpen docs build)",
+    )
+    p.add_argument("ticket", help="the ticket file (config/build-ticket.md is an example)")
+    p.add_argument(
+        "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
+    )
+
+    p = add(
+        "cancel",
+        "agents.cli.cancel:cmd_cancel",
+        "stop a run (expedition, backpass, build): the foreman ends it as CANCELLED",
+    )
+    p.add_argument("thread", help="the run's thread, as its command printed it (exp-…, build-…)")
+    p.add_argument("--reason", default="", help="why, for the room and the report")
+    p.add_argument(
+        "--wait", type=_seconds, default=30.0, help="how long to wait for the foreman's report"
+    )
