@@ -139,6 +139,12 @@ def _fill(template: str, step: str, values: dict[str, str]) -> str:
         raise StepFailed(f"the {step} prompt template is wrong: {exc}") from None
 
 
+# The most tokens each answer can need (JudgmentRequest.max_tokens): a seat asks for no
+# more, so a weak model that runs on stops long before its seat's timeout.
+ANALYSIS_TOKENS = 1500  # a dozen observations, each with a short quote
+SYNTHESIS_TOKENS = 2000  # a night's edits to both memories and a summary
+
+
 def analysis_request(
     template: str, *, session: str, trace: str, date: str, path: str
 ) -> JudgmentRequest:
@@ -148,6 +154,7 @@ def analysis_request(
         step="analysis",
         prompt=prompt,
         payload={"session": session, "path": path, "date": date, "text": trace},
+        max_tokens=ANALYSIS_TOKENS,
     )
 
 
@@ -202,4 +209,5 @@ def synthesis_request(
             "min_sessions": min_sessions,
             "cover_threshold": cover_threshold,
         },
+        max_tokens=SYNTHESIS_TOKENS,
     )

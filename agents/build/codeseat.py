@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from agents.home import Home
 
 __all__ = [
+    "CODE_TOKENS",
     "SEAT_UNFENCED",
     "CodeTurn",
     "FilesAnswer",
@@ -57,6 +58,9 @@ __all__ = [
 ]
 
 MAX_FILE_BYTES = 512 * 1024
+# The most tokens a code or spec answer may take (JudgmentRequest.max_tokens): files are
+# long, but a model that runs on must still stop before its seat's timeout.
+CODE_TOKENS = 4096
 SEAT_UNFENCED = "none"  # the seat fence under [build] fence = "rlimits": it runs as it is
 SEAT_STRICT = "bwrap-strict"  # bwrap with [build] seat_fence = "strict"; "bwrap" is guarded
 READ_ONLY = "Read-only file system"  # what a write the fence refused fails with
@@ -304,7 +308,8 @@ async def _openai_turn(home: Home, nick: str, name: str, clone: Path, prompt: st
         gateway = GatewayAccess(home.gateway_url(), home.gateway_token_file(nick))
     judge = make_judge(build_seats(home.society.seats, gateway), {"code": name}, home.screen)
     try:
-        judgment = await judge("code", JudgmentRequest("code", prompt), FilesAnswer)
+        request = JudgmentRequest("code", prompt, max_tokens=CODE_TOKENS)
+        judgment = await judge("code", request, FilesAnswer)
     except SeatError as exc:
         return CodeTurn(False, f"code seat {name}: {exc.message}")
     try:

@@ -21,7 +21,7 @@ from typing import Any
 
 from agents.backpass.gitwork import git
 from agents.build.builddir import clone, point_alias, prepare, resolve_repo
-from agents.build.codeseat import FilesAnswer, code_seat_kind, write_files
+from agents.build.codeseat import CODE_TOKENS, FilesAnswer, code_seat_kind, write_files
 from agents.build.config import BuildConfig
 from agents.build.fence import choose
 from agents.build.grind import GrindJob, grind, ladder
@@ -116,7 +116,7 @@ async def _write_spec(
             f"there is no spec at {real / spec} and no seat to write one: write the spec "
             f"yourself, or set [seats.{seat}] to a model seat (`bullpen docs build`, code seats)"
         )
-    request = JudgmentRequest("testdesign", testdesign_prompt(data))
+    request = JudgmentRequest("testdesign", testdesign_prompt(data), max_tokens=CODE_TOKENS)
     try:
         judgment = await ctx.judge(seat, request, FilesAnswer)
     except SeatError as exc:
