@@ -143,9 +143,9 @@ class OpenAISeat(Seat):
             body["stop"] = list(self.config.stop)
         if self.config.temperature is not None:
             body["temperature"] = self.config.temperature
-        bounds = [b for b in (self.config.max_tokens, request.max_tokens) if b is not None]
-        if bounds:
-            body["max_tokens"] = min(bounds)
+        bound = self._max_tokens(request)
+        if bound is not None:
+            body["max_tokens"] = bound
         if mode == JSON_SCHEMA and request.answer_schema is not None:
             body["response_format"] = {
                 "type": JSON_SCHEMA,
@@ -158,6 +158,11 @@ class OpenAISeat(Seat):
         elif mode == JSON_OBJECT:
             body["response_format"] = {"type": JSON_OBJECT}
         return body
+
+    def _max_tokens(self, request: JudgmentRequest) -> int | None:
+        """The step's bound, lowered to the table's when that is smaller."""
+        bounds = [b for b in (self.config.max_tokens, request.max_tokens) if b is not None]
+        return min(bounds) if bounds else None
 
     async def complete(self, request: JudgmentRequest) -> str:
         return (await self.answer(request)).text
@@ -203,12 +208,15 @@ class OpenAISeat(Seat):
                 f"the request to {self.shown_url} failed: {type(exc).__name__}: "
                 f"{_mask(str(exc), key)}"
             ) from None
-        log.debug(
+        # Info, not debug: what each call asked of the server (never the prompt or the answer).
+        log.info(
             "seat.http",
             seat=self.name,
+            step=request.step,
             url=self.shown_url,
             status=response.status_code,
-            mode=mode,
+            structured=mode,
+            max_tokens=self._max_tokens(request),
             elapsed_ms=round((time.monotonic() - started) * 1000),
         )
         return Completion(self._content(response, key), mode)
