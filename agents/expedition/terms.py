@@ -28,7 +28,15 @@ class TermsAnswer(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    terms: list[str] = Field(max_length=100)
+    # What a schema-constraining server is sent: ten to twelve short terms (the gate judges).
+    terms: list[str] = Field(
+        max_length=100,
+        json_schema_extra={
+            "minItems": MIN_TERMS,
+            "maxItems": MAX_TERMS,
+            "items": {"type": "string", "maxLength": 40},
+        },
+    )
 
 
 def anchor_words(keyword: str, title: str, phrases: Iterable[str] = ()) -> set[str]:

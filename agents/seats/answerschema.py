@@ -10,6 +10,11 @@ wants exactly that and a grammar built from a closed schema leaves a weak
 model no room to run on with keys of its own. What pydantic validators
 check beyond the shape (no term sharing a word with the keyword, every id
 scored once) stays the judge's check: a schema constrains the shape only.
+
+A step's schema may say more to the server than its validators can say as
+a JSON schema — the batch's ids, how many terms — with a classmethod
+`sent_schema(schema) -> schema` that refines pydantic's schema (a hint for
+the decoding; the validators still judge the answer).
 """
 
 from __future__ import annotations
@@ -51,4 +56,8 @@ def strict_schema(schema: Any) -> Any:
 def answer_schema(model: type[BaseModel]) -> AnswerSchema:
     """The strict JSON schema of `model`, named after it (as OpenAI allows a name)."""
     name = _NAME_CHARS.sub("_", model.__name__)[:NAME_MAX] or "answer"
-    return AnswerSchema(name=name, schema=strict_schema(model.model_json_schema()))
+    schema = model.model_json_schema()
+    refine = getattr(model, "sent_schema", None)
+    if callable(refine):
+        schema = refine(schema)
+    return AnswerSchema(name=name, schema=strict_schema(schema))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -25,3 +26,13 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
 def gw(society: Society) -> GatewayHome:
     """A home on free ports with a gateway port of its own (configure, then start)."""
     return GatewayHome(society)
+
+
+@pytest.fixture
+def demo_gw(tmp_path: Path) -> Iterator[GatewayHome]:
+    """The demo home (its knowledge base, traces and memories) with a gateway port of its own."""
+    made = Society(tmp_path / "home", demo=True)
+    try:
+        yield GatewayHome(made)
+    finally:
+        made.stop_all()
