@@ -141,8 +141,20 @@ def _fill(template: str, step: str, values: dict[str, str]) -> str:
 
 # The most tokens each answer can need (JudgmentRequest.max_tokens): a seat asks for no
 # more, so a weak model that runs on stops long before its seat's timeout.
-ANALYSIS_TOKENS = 1500  # a dozen observations, each with a short quote
-SYNTHESIS_TOKENS = 2000  # a night's edits to both memories and a summary
+# Both scale with their input: an analysis quotes its trace (a token is about four
+# characters), a synthesis edits a bullet or two per open ledger line.
+ANALYSIS_TOKENS_BASE, ANALYSIS_TOKENS_MAX = 300, 2000
+SYNTHESIS_TOKENS_BASE, SYNTHESIS_TOKENS_PER_ENTRY, SYNTHESIS_TOKENS_MAX = 300, 120, 2000
+
+
+def analysis_tokens(trace: str) -> int:
+    """The most an analysis of `trace` can need: observations and quotes out of its text."""
+    return min(ANALYSIS_TOKENS_MAX, ANALYSIS_TOKENS_BASE + len(trace) // 4)
+
+
+def synthesis_tokens(entries: int) -> int:
+    """The most a synthesis over `entries` open ledger lines can need."""
+    return min(SYNTHESIS_TOKENS_MAX, SYNTHESIS_TOKENS_BASE + SYNTHESIS_TOKENS_PER_ENTRY * entries)
 
 
 def analysis_request(
@@ -154,7 +166,7 @@ def analysis_request(
         step="analysis",
         prompt=prompt,
         payload={"session": session, "path": path, "date": date, "text": trace},
-        max_tokens=ANALYSIS_TOKENS,
+        max_tokens=analysis_tokens(trace),
     )
 
 
@@ -209,5 +221,5 @@ def synthesis_request(
             "min_sessions": min_sessions,
             "cover_threshold": cover_threshold,
         },
-        max_tokens=SYNTHESIS_TOKENS,
+        max_tokens=synthesis_tokens(len(entries)),
     )

@@ -81,6 +81,15 @@ class TermCheck:
     def ok(self) -> bool:
         return self.count_ok and self.fanout_ok
 
+    def missed(self) -> list[str]:
+        """The gates this answer missed, as a run's report counts them (agents/seats/tally.py)."""
+        gates = []
+        if not self.count_ok:
+            gates.append(f"{MIN_TERMS} to {MAX_TERMS} terms")
+        if not self.fanout_ok:
+            gates.append(f"{MIN_FANOUT} terms fan out")
+        return gates
+
     def problems(self) -> str:
         """What to tell the model on its second try."""
         said: list[str] = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,9 +85,10 @@ class Evidence:
     predicted: float  # tokens the server generated during the run (its /metrics)
     judgments: list[dict[str, Any]] = field(default_factory=list)
 
-    def assert_honest(self, bounds: dict[str, int]) -> None:
+    def assert_honest(self, bounds: dict[str, Container[int]]) -> None:
         """Each call: one ledger line with the server's real usage, the schema sent, the step's
-        max_tokens asked; the server's own count of generated tokens is the ledger's sum."""
+        max_tokens asked (among `bounds[step]`) and never exceeded; the server's own count of
+        generated tokens is the ledger's sum."""
         assert self.calls, "no seat called the model"
         assert len(self.ledger) == len(self.calls), (self.ledger, self.calls)
         for entry in self.ledger:
@@ -95,7 +97,9 @@ class Evidence:
             assert entry["tokens_in"] > 0 and entry["tokens_out"] > 0, entry
         for call in self.calls:
             assert call["structured"] == "json_schema", call  # llama.cpp takes the schema
-            assert call["max_tokens"] == bounds[call["step"]], call
+            assert call["max_tokens"] in bounds[call["step"]], call
+        for entry in self.ledger:  # no answer ran past the largest bound asked
+            assert entry["tokens_out"] <= max(c["max_tokens"] for c in self.calls), entry
         assert sum(e["tokens_out"] for e in self.ledger) == self.predicted
         for judgment in self.judgments:
             assert judgment["seat_kind"] == "openai" and judgment["seat"], judgment

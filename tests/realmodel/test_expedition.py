@@ -86,9 +86,9 @@ def test_an_expedition_on_smollm2_reaches_its_report_or_fails_loud(
     evidence = gather(demo_gw, llama, NICKS, before)
     evidence.judgments = judgments
     bounds = {
-        "termgen": TERMS_TOKENS,
-        "score": SCORE_TOKENS_BASE + SCORE_TOKENS_PER_ROW * BATCH,
-        "scotoma": SCOTOMA_TOKENS_BASE + SCOTOMA_TOKENS_PER_ROW * TOP,
+        "termgen": {TERMS_TOKENS},
+        "score": {SCORE_TOKENS_BASE + SCORE_TOKENS_PER_ROW * BATCH},
+        "scotoma": {SCOTOMA_TOKENS_BASE + SCOTOMA_TOKENS_PER_ROW * TOP},
     }
     evidence.assert_honest(bounds)
     up.stop()
