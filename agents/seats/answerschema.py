@@ -10,6 +10,9 @@ wants exactly that and a grammar built from a closed schema leaves a weak
 model no room to run on with keys of its own. What pydantic validators
 check beyond the shape (no term sharing a word with the keyword, every id
 scored once) stays the judge's check: a schema constrains the shape only.
+A `maxLength` or `maxItems` above LARGEST_BOUND is dropped: llama.cpp
+expands a bound into as many grammar rules (a file's 512 KiB content would
+be half a million), and the step's max_tokens bounds the answer anyway.
 
 A step's schema may say more to the server than its validators can say as
 a JSON schema — the batch's ids, how many terms — with a classmethod
@@ -30,6 +33,8 @@ __all__ = ["answer_schema", "strict_schema"]
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _DROPPED = ("default", "title")
+_BOUNDS = ("maxLength", "maxItems")
+LARGEST_BOUND = 1000
 NAME_MAX = 64  # OpenAI's limit on json_schema.name
 
 
@@ -41,7 +46,7 @@ def strict_schema(schema: Any) -> Any:
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if key in _DROPPED:
+        if key in _DROPPED or (key in _BOUNDS and isinstance(value, int) and value > LARGEST_BOUND):
             continue
         if key in ("properties", "$defs"):  # maps of names to schemas, not schemas
             out[key] = {name: strict_schema(sub) for name, sub in value.items()}
