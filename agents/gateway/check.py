@@ -249,15 +249,13 @@ def _read_props(verdict: Verdict, status: int, props: Any) -> str | None:
         verdict.add(OK, f"{which} with {shown}: they match")
     else:
         fix = (
-            f"drop --chat-template {builtin} (or name the model's own family's template)"
+            f"start the server without --chat-template {builtin}, or give it this model's "
+            "own template with --chat-template-file"
             if builtin
-            else "supply the right template with --chat-template-file"
+            else "supply the right template with --chat-template-file (do not trust a GGUF's "
+            "embedded template)"
         )
-        verdict.add(
-            PROBLEM,
-            f"template mismatch: {tokens} {shown} with {which} — {fix} (do not trust a "
-            "GGUF's embedded template)",
-        )
+        verdict.add(PROBLEM, f"template mismatch: {tokens} {shown} with {which} — {fix}")
     return family
 
 

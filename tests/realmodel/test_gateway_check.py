@@ -76,4 +76,4 @@ def test_llamacpps_builtin_llama2_template_by_name_is_a_mismatch(
         "template mismatch: ChatML bos/eos <|im_start|> <|im_end|> with a Mistral template "
         "(llama.cpp's built-in 'llama2')"
     ) in out
-    assert "drop --chat-template llama2" in out
+    assert "start the server without --chat-template llama2" in out

@@ -56,3 +56,16 @@ def test_the_dig_report_says_what_the_model_missed() -> None:
         "score every id of the batch exactly once ×1"
     ) in dig.text()
     assert dig.data()["model"]["rescued"] == 2
+
+
+def test_the_backpass_funnel_counts_model_answers_through_its_dict() -> None:
+    """The funnel's tally survives the trip through a step's data (as_dict, from_dict)."""
+    from agents.backpass.funnel import Funnel
+
+    funnel = Funnel()
+    funnel.add_seat({"role": "bulk", "seat": "bulk", "seat_kind": "openai", "attempts": 1})
+    funnel.add_seat({"role": "bulk", "seat": "bulk", "attempts": 2, "misses": [NOT_JSON]})
+    again = Funnel.from_dict(funnel.as_dict())
+    assert "model answers       2 answers in 3 model calls; 1 rescued by a retry; missed: " in (
+        again.render()
+    )
