@@ -92,6 +92,7 @@ class CodeTurn:
     problem: str | None = None
     fatal: bool = False  # the grind must stop (the seat broke a rule), not just climb
     fence: str | None = None  # what fenced the program a cmd seat ran; None: none ran
+    judgment: dict[str, Any] | None = None  # an openai seat's provenance (attempts, misses)
 
 
 def code_seat_kind(home: Home, name: str) -> str:
@@ -312,11 +313,13 @@ async def _openai_turn(home: Home, nick: str, name: str, clone: Path, prompt: st
         judgment = await judge("code", request, FilesAnswer)
     except SeatError as exc:
         return CodeTurn(False, f"code seat {name}: {exc.message}")
+    said = judgment.provenance()
     try:
         write_files(clone, judgment.answer.files)
     except OutsideRoot as exc:
-        return CodeTurn(False, f"code seat {name} wrote outside the clone: {exc.message}", True)
-    return CodeTurn(True)
+        problem = f"code seat {name} wrote outside the clone: {exc.message}"
+        return CodeTurn(False, problem, True, judgment=said)
+    return CodeTurn(True, judgment=said)
 
 
 async def take_turn(

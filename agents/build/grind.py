@@ -26,6 +26,7 @@ from agents.build.config import BuildConfig
 from agents.build.prompts import code_prompt
 from agents.build.routing import Language
 from agents.build.runs import SpecRun, Workspace, run_spec
+from agents.seats.tally import Tally
 from room.errors import StepFailed
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class GrindResult:
     problems: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # local tiers, which write no code
     seat_fence: dict[str, str] = field(default_factory=dict)  # tier -> what fenced its program
+    model: dict[str, Any] = field(default_factory=dict)  # Tally.data() of the openai code seats
 
 
 def ladder(
@@ -158,6 +160,10 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
             turn = await take_turn(job.home, job.nick, tier, job.space, prompt, extra, job.config)
             if turn.fence:
                 result.seat_fence[tier] = turn.fence
+            if turn.judgment:
+                tally = Tally(**result.model)
+                tally.add(turn.judgment)
+                result.model = tally.data()
             broken = _broke_rule(job, spec_digest, tier)
             changed = _commit(job.space.folder, f"grind: tier {tier}, iteration {number}")
             last = await run_spec(job.config, job.language, job.space, job.spec_relative, spec_text)
@@ -175,6 +181,7 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                     "green": last.green,
                     "fence": last.fence,
                     **({"seat_fence": turn.fence} if turn.fence else {}),
+                    **({"judgment": turn.judgment} if turn.judgment else {}),
                     **({"problem": problem} if problem else {}),
                 },
                 last.output,

@@ -255,6 +255,7 @@ async def grind_spec(message: Message, ctx: StepContext) -> Reply:
             "diff_stat": diff,
             "fence": space.fence,
             "seat_fence": result.seat_fence,
+            "model": result.model,
             "language": language.name,
         },
     )

@@ -69,6 +69,17 @@ def test_a_build_with_smollm2_as_its_code_seat_reports_honestly(
         assert done.returncode != 0, out
         assert "BUILD RED" in out or "FAILED" in out, out
         assert (folder / "calc.py").read_text() == ""  # the build dir keeps its stub
+    iterations = [
+        m["data"]
+        for m in society.lines()
+        if (m.get("data") or {}).get("kind") == "grind-iteration"
+    ]
+    for iteration in iterations:  # each names the seat that answered, and how it was held
+        judgment = iteration.get("judgment")
+        if judgment is not None:
+            assert judgment["seat"] == "smol" and judgment["structured"] == "json_schema"
+    if any(i.get("judgment") for i in iterations):
+        assert "model answers: " in done.stdout, out  # the report counts them
     evidence = gather(gw, llama, ("py",), before)
     evidence.assert_honest({"code": {CODE_TOKENS}})
     up.stop()
