@@ -70,9 +70,7 @@ def test_a_build_with_smollm2_as_its_code_seat_reports_honestly(
         assert "BUILD RED" in out or "FAILED" in out, out
         assert (folder / "calc.py").read_text() == ""  # the build dir keeps its stub
     iterations = [
-        m["data"]
-        for m in society.lines()
-        if (m.get("data") or {}).get("kind") == "grind-iteration"
+        m["data"] for m in society.lines() if (m.get("data") or {}).get("kind") == "grind-iteration"
     ]
     for iteration in iterations:  # each names the seat that answered, and how it was held
         judgment = iteration.get("judgment")
