@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from agents.backpass.prompts import SYNTHESIS_TOKENS_MAX, analysis_tokens
 from tests.gateway.helpers import GatewayHome
 from tests.realmodel.helpers import audit, gather, through_the_gateway
 from tests.realmodel.server import LlamaServer
 from tests.support import BACKPASS_LURKERS, run_cli, start_up
+
+# A loaded 2-core machine makes a 135M model slow: each run has its own deadlines inside.
+pytestmark = pytest.mark.timeout(900)
 
 ROLES = ("bulk", "synthesis")
 NICKS = ("analyst", "synthesizer")

@@ -14,11 +14,16 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.build.helpers import PY_SPEC, set_build, ticket
 from tests.gateway.helpers import GatewayHome
 from tests.realmodel.helpers import MODEL, audit, gather, through_the_gateway
 from tests.realmodel.server import LlamaServer
 from tests.support import run_cli, set_seat, start_up
+
+# A loaded 2-core machine makes a 135M model slow: each run has its own deadlines inside.
+pytestmark = pytest.mark.timeout(900)
 
 NICKS = ("foreman", "sandbox", "testdesigner", "py")
 CODE_TOKENS = 400  # the seat table's max_tokens: a small model's answer, capped by its operator

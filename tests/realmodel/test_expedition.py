@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
+
 from agents.expedition.prompts import (
     SCORE_TOKENS_BASE,
     SCORE_TOKENS_PER_ROW,
@@ -26,6 +28,9 @@ from tests.gateway.helpers import GatewayHome
 from tests.realmodel.helpers import audit, gather, set_section, through_the_gateway
 from tests.realmodel.server import LlamaServer
 from tests.support import EXPEDITION_LURKERS, run_cli, start_up
+
+# A loaded 2-core machine makes a 135M model slow: each run has its own deadlines inside.
+pytestmark = pytest.mark.timeout(900)
 
 ROLES = ("termgen", "score", "scotoma")
 NICKS = ("termgen", "scorer", "scotoma")
