@@ -77,9 +77,9 @@ def test_an_expedition_on_smollm2_reaches_its_report_or_fails_loud(
         failed = re.search(r"\[STEP_(\d) FAILED — (.+)", out)
         assert failed, out
         step = int(failed.group(1))
-        assert step in (1, 2, 3, 4), out  # a model step, or retrieval finding nothing
+        assert 1 <= step <= 5, out  # a model step, or what it fed found nothing
         failing = next(m for m in lines if (m.get("data") or {}).get("failed"))
-        assert failing["from"] in (*NICKS, "retriever"), failing
+        assert failing["from"] in (*NICKS, "retriever", "excerpter"), failing
         assert not {"terms", "scores", "deep_cuts"} & set(failing["data"]), failing
     judgments = []
     for nick, reply in replies.items():

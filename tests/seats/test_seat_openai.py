@@ -305,6 +305,23 @@ class TestSchemaConstrained:
         sent = [r["body"].get("max_tokens") for r in server.requests()]
         assert sent == [300, 100, 300, None]
 
+    def test_each_request_is_one_log_line_saying_what_was_asked(
+        self, fake_openai: StartServer
+    ) -> None:
+        """The refused mode is a `seat.structured_refused` line, the answered request a
+        `seat.http` line with its mode and max_tokens; never the prompt or the answer."""
+        server = fake_openai({"score": '{"scores": [7]}'}, reject_response_format="json_schema")
+        request = JudgmentRequest(step="score", prompt="step: score\nsecret-prompt", max_tokens=90)
+        with structlog.testing.capture_logs() as logs:
+            judged(server, request)
+        calls = [e for e in logs if e["event"] == "seat.http"]
+        assert [(c["structured"], c["status"], c["max_tokens"]) for c in calls] == [
+            ("json_object", 200, 90)
+        ]
+        refused = [e for e in logs if e["event"] == "seat.structured_refused"]
+        assert [(r["mode"], r["status"]) for r in refused] == [("json_schema", 400)]
+        assert "secret-prompt" not in str(logs) and "[7]" not in str(logs)
+
     def test_a_max_tokens_below_one_is_refused(self) -> None:
         with pytest.raises(ValueError, match="max_tokens must be at least 1"):
             JudgmentRequest(step="score", prompt=REQUEST.prompt, max_tokens=0)
