@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import tomllib
 import typing
+import warnings
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -368,6 +369,35 @@ def _explain(exc: ValidationError, path: Path) -> str:
     return f"{path}: {where}: {message}" if where else f"{path}: {message}"
 
 
+class ConfigWarning(UserWarning):
+    """society.toml parses, but a key in it most likely does not mean what its writer meant."""
+
+
+def stray_top_level_keys(raw: dict[str, Any], path: Path) -> list[str]:
+    """Warnings for a top-level setting (`operator = "ada"`) that TOML put inside a table.
+
+    TOML has no way back to the top level once a table is open, so a line appended at the
+    end of the file joins the last table: under [memory.namespaces] it silently becomes a
+    namespace, under [seats.X] a seat option. Said here, since no schema can refuse it."""
+    top = [name for name, f in SocietyConfig.model_fields.items() if f.annotation is str]
+    found: list[str] = []
+
+    def walk(table: dict[str, Any], loc: tuple[str, ...]) -> None:
+        for key, value in table.items():
+            if isinstance(value, dict):
+                walk(value, (*loc, key))
+            elif loc and key in top and key not in _keys_at(SocietyConfig, (*loc, key)):
+                where = ".".join(loc)
+                found.append(
+                    f"{path}: {key} = {value!r} sits in the table [{where}], which does not take "
+                    f"it: a top-level setting must come before the first [table] in the file. "
+                    f"Move the line up to the top of {path.name}"
+                )
+
+    walk(raw, ())
+    return found
+
+
 def load(path: Path) -> SocietyConfig:
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -379,8 +409,11 @@ def load(path: Path) -> SocietyConfig:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
     try:
-        return SocietyConfig.model_validate(raw)
+        config = SocietyConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_explain(exc, path)) from None
     except ConfigError as exc:  # the seat tables' own checks (agents.seats)
         raise ConfigError(f"{path}: {exc.message}") from None
+    for message in stray_top_level_keys(raw, path):
+        warnings.warn(message, ConfigWarning, stacklevel=2)  # once per process and message
+    return config

@@ -163,18 +163,18 @@ class Roots:
                 default = (home.root / ROOT_DEFAULTS[purpose]).resolve()
                 found.append(default)
                 origin.setdefault(default, f"the default [roots] {purpose} ({default})")
-            for setting, value in settings:
-                path = home.path(str(value)).resolve()
+            for setting, configured_value in settings:
+                path = home.path(str(configured_value)).resolve()
                 if any(inside(root, path) for root in found):
                     continue
                 if declared is not None:
                     raise ConfigError(
-                        f"{home.society_file}: {setting} = {str(value)!r} ({path}) lies outside "
+                        f"{home.society_file}: {setting} = {str(configured_value)!r} ({path}) lies outside "
                         f"[roots] {purpose} ({', '.join(map(str, found))}); move it under that "
                         f"root, or add its folder to [roots] {purpose}"
                     )
                 found.append(path)  # an old home's own setting is its root
-                origin.setdefault(path, f"{setting} = {str(value)!r}")
+                origin.setdefault(path, f"{setting} = {str(configured_value)!r}")
             for root in found:
                 for secret in protected:
                     if inside(root, secret) or inside(secret, root):

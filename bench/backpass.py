@@ -1,6 +1,7 @@
 """Benchmark the backpass: 43 traces, a bulk model taking 1 s per call, 4 in flight.
 
-    python bench/backpass.py
+    python bench/backpass.py            # 43 traces, 4 in flight
+    python bench/backpass.py --quick    # 8 traces: a smoke check that the bench still runs
 
 A real hub and lurkers under `bullpen up`; the bulk and synthesis roles are
 `openai` seats served by tests/fakes/fake_openai.py, which answers each
@@ -109,7 +110,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--traces", type=int, default=43)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--quick", action="store_true", help="8 traces, a smoke check")
     args = parser.parse_args()
+    if args.quick:
+        args.traces = min(args.traces, 8)
     slow_wall, slow_span, synthesis, per_call = run(args.traces, 1.0, args.concurrency)
     ideal = math.ceil(args.traces / args.concurrency) * 1.0 + synthesis
     _, fast_span, fast_synthesis, _ = run(args.traces, 0.0, args.concurrency)

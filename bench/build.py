@@ -1,6 +1,7 @@
 """Benchmark the grind: its own cost per iteration beside the bare runner, in the same run.
 
     python bench/build.py            # a 20-test spec: 10 iterations per fence
+    python bench/build.py --quick    # the first fence only: a smoke check
 
 A fake code seat (tests/fakes/fake_coder.py, mode bench) fixes two tests per
 iteration with zero think time. Per iteration the grind times its parts: the
@@ -147,7 +148,8 @@ def ms(value: float) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help="the first fence only")
+    args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bullpen-bench-build-", dir="/tmp"))
     society = Society(base / "home")
     config = BuildConfig(root=str(base / "builds"), alias=str(base / "sandbox"), stall_after=50,
@@ -159,6 +161,8 @@ def main() -> int:
     rows = [["measure", "value"]]
     try:
         fences = [BWRAP, RLIMITS] if bwrap_works() else [RLIMITS]
+        if args.quick:
+            fences = fences[:1]
         for fence in fences:
             got = asyncio.run(one_grind(society, config, fence, f"calc-{fence}"))
             bare = got["bare"]

@@ -2,6 +2,7 @@
 
     python bench/expedition.py            # 5,000 rows
     python bench/expedition.py --rows N   # another size
+    python bench/expedition.py --quick    # 300 rows: a smoke check
 
 A real hub and real lurkers run under `bullpen up` with the built-in local
 seat; the operator's `bullpen expedition --yes` is timed from the first ask
@@ -146,7 +147,10 @@ def _epoch(ts: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=5000)
+    parser.add_argument("--quick", action="store_true", help="300 rows, a smoke check")
     args = parser.parse_args()
+    if args.quick:
+        args.rows = min(args.rows, 300)
     with tempfile.TemporaryDirectory(prefix="bullpen-bench-") as tmp:
         society = Society(Path(tmp) / "home")
         generate_kb(society.root / "kb", args.rows)

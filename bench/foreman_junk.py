@@ -2,6 +2,7 @@
 
     python bench/foreman_junk.py                 # 60,000 junk lines, 15 runs each side
     python bench/foreman_junk.py --junk 5000 --runs 5
+    python bench/foreman_junk.py --quick         # 2,000 junk lines, 3 runs each side
 
 Two homes, each with a real hub, foreman and echo lurker, and a run A (a
 relay to a nick that never answers) left open, so the foreman's tick (every
@@ -129,7 +130,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--junk", type=int, default=60_000)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--quick", action="store_true", help="2,000 junk lines, 3 runs")
     args = parser.parse_args()
+    if args.quick:
+        args.junk, args.runs = min(args.junk, 2000), min(args.runs, 3)
     clean: list[float] = []
     stuffed: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,6 +1,7 @@
 """What the secret screen (trust/screen.py) costs the hub per post, against the old gate.
 
-    python bench/screen.py
+    python bench/screen.py            # 5,000 looks per body (200 for the large ones)
+    python bench/screen.py --quick    # a tenth of that: a smoke check
 
 A throwaway home from `bullpen init` plus three nick keys: the shared secret, the relaxed
 token and four private keys in each of their forms. The baseline, in the same run, is the
@@ -10,6 +11,7 @@ sees it (JSON), looked at once per measure; the hub looks twice (raw and decoded
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -36,6 +38,9 @@ def per_call_us(check: object, body: bytes, number: int) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a tenth of the looks")
+    scale = 10 if parser.parse_args().quick else 1
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "home"
         init_home(root, InitOptions(strict="127.0.0.1:1", relaxed="127.0.0.1:2"))
@@ -46,7 +51,7 @@ def main() -> None:
     rows = [["body", "old gate (2 values)", f"screen ({len(screen.needles)} values + PEM)"]]
     for label, text in BODIES.items():
         body = json.dumps({"from": "x", "to": "@y", "type": "chat", "body": text}).encode()
-        number = 200 if len(body) > 10_000 else 5000
+        number = (200 if len(body) > 10_000 else 5000) // scale
         base = per_call_us(lambda b: any(v in b for v in old), body, number)
         cost = per_call_us(screen.find, body, number)
         rows.append([label, f"{base:.1f} µs", f"{cost:.1f} µs ({cost / base:.1f}×)"])

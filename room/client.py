@@ -227,8 +227,10 @@ class RoomClient:
         wait: float = 25.0,
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield every matching line after `after`, forever, long-polling the hub."""
-        filters = {"thread": thread, "to": to, "sender": sender}
-        given = {name: value for name, value in filters.items() if value is not None}
+        filters: dict[str, str | None] = {"thread": thread, "to": to, "sender": sender}
+        given: dict[str, Any] = {
+            name: value for name, value in filters.items() if value is not None
+        }
         delay = 0.2
         while True:
             try:

@@ -333,7 +333,8 @@ class JsonlLog(RoomLog):
                     self._index_thread(thread, head, end)
                 )
                 building.add_done_callback(lambda _: self._building.pop(thread, None))
-            seqs, head = await asyncio.shield(building)
+            built, head = await asyncio.shield(building)
+            seqs = built
         wanted = seqs[bisect.bisect_right(seqs, after) : bisect.bisect_right(seqs, head)]
         narrower = flt != Filter(thread=thread)
         lines: list[bytes] = []

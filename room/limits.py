@@ -117,11 +117,13 @@ class PostLimiter:
         """Spend one post and `nbytes` for an unverified post by `nick`, or raise TooMany."""
         now = time.monotonic()
         posts, size = self._for(nick, now)
-        waits = [
+        total_posts, total_bytes = self._total
+        waits: list[tuple[str, float, float]] = [
             ("this nick's", posts.wait_for(1, now), size.wait_for(nbytes, now)),
             (
                 "all unverified posters'",
-                *(b.wait_for(a, now) for b, a in zip(self._total, (1, nbytes), strict=True)),
+                total_posts.wait_for(1, now),
+                total_bytes.wait_for(nbytes, now),
             ),
         ]
         for whose, post_wait, byte_wait in waits:

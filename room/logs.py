@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
@@ -43,7 +44,7 @@ def scrub(value: Any) -> Any:
     return value
 
 
-def _redact(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+def _redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     if not _SECRETS:
         return event
     return {key: scrub(value) for key, value in event.items()}

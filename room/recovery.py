@@ -212,8 +212,10 @@ def recover(
             anchor = _message(before[1])
             if anchor is None:
                 following = _whole_lines_after(reader, before[0], size)
-                why = "the line there does not parse, further back than the last write reaches"
-                raise refuse.damaged(why, _seq_at(reader, before[0]), before[0], size, following)
+                unparsed = "the line there does not parse, further back than the last write reaches"
+                raise refuse.damaged(
+                    unparsed, _seq_at(reader, before[0]), before[0], size, following
+                )
             head = Head(anchor.seq, line_hash(before[1]))
         if checkpoint is not None and checkpoint.seq <= head.seq:
             _check_checkpoint(reader, checkpoint, head, start, refuse)
@@ -243,7 +245,7 @@ def recover(
         notes: list[str] = []
         if good < size:
             following = 0 if bad is None else _whole_lines_after(reader, bad, size)
-            why = None
+            why: str | None = None
             if good < floor:
                 why = (
                     f"it lies below the durable mark (seq {mark.seq if mark else 0}, byte "

@@ -130,3 +130,43 @@ def test_units_warn_when_the_backpass_timer_misses_its_lurkers(home: Path, tmp_p
     assert "tracelister, analyst, quotechecker, ledgerkeeper, synthesizer" in done.stderr
     every = run_cli(home, "units", "install", "--dir", str(tmp_path / "v"))
     assert every.returncode == 0 and "bullpen-backpass.timer is enabled" not in every.stderr
+
+
+def test_a_top_level_key_appended_to_society_toml_is_warned_about(tmp_path: Path) -> None:
+    """`operator = "ada"` appended at the end of society.toml joins the last table; every
+    command says so, names the table and says to move the line up, and still runs."""
+    home = tmp_path / "home"
+    assert run_cli(home, "init", str(home)).returncode == 0
+    society = home / "society.toml"
+    society.write_text(society.read_text() + '\noperator = "ada"\n')
+    done = run_cli(home, "audit")
+    assert done.returncode == 0, done.stderr
+    assert "warning:" in done.stderr and "operator = 'ada' sits in the table [" in done.stderr
+    assert "top of society.toml" in done.stderr
+    assert done.stderr.count("sits in the table") == 1  # said once, not per load
+    # Moved to the top, it is a top-level setting again and nothing is said.
+    text = society.read_text().replace('\noperator = "ada"\n', "\n")
+    society.write_text('operator = "ada"\n' + text.replace('operator = "operator"\n', ""))
+    done = run_cli(home, "audit")
+    assert done.returncode == 0, done.stderr
+    assert "sits in the table" not in done.stderr
+
+
+def test_a_plain_home_is_told_before_a_backpass_is_posted_that_it_has_no_memory_repos(
+    tmp_path: Path,
+) -> None:
+    """`bullpen init` lays down no memory repositories: `bullpen backpass` says so, with what to
+    do, before anything is posted (exit 78, the room untouched; no hub needed to learn it)."""
+    home = tmp_path / "home"
+    assert run_cli(home, "init", str(home)).returncode == 0
+    (home / "traces").mkdir()
+    for n in range(3):
+        (home / "traces" / f"t{n}.md").write_text("- a line\n")
+    room = home / "room" / "room.jsonl"
+    before = room.read_bytes() if room.exists() else b""
+    done = run_cli(home, "backpass")
+    assert done.returncode == 78, done.stderr
+    assert "memory repository" in done.stderr and "is not a git repository" in done.stderr
+    assert "git init" in done.stderr and "--report-only" in done.stderr
+    assert "Nothing was posted" in done.stderr
+    assert (room.read_bytes() if room.exists() else b"") == before

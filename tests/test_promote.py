@@ -182,7 +182,7 @@ class TestPromoteCommand:
         add_nick(worker.root, "worker", privileged=False, handler="agents.examples:echo")
         add_nick(worker.root, "echo2", handler="agents.examples:echo")  # a bystander
         fast_refusals(worker.root)
-        start_up(worker, ready=True)
+        up = start_up(worker, ready=True)
         before = say(worker, "@worker", "unprivileged")
         assert wait_reply(worker, before["id"])["verified"] is False
 
@@ -205,6 +205,9 @@ class TestPromoteCommand:
         assert all(replies_to(worker, m["id"]) for m in asks)  # every ask answered
         failed = [m for m in from_nick(worker, "worker") if "FAILED" in m["body"]]
         assert failed == []
+        # Each restart was asked of `up`, so it was immediate, not a crash with a backoff.
+        assert up.output().count("restarted, as asked") == 2, up.output()
+        assert "restarting in" not in up.output()
 
     def test_promote_with_a_hub_started_by_hand(self, worker: Society) -> None:
         """A hub run by hand (`bullpen hub`) is not restarted: SIGHUP makes it read trust.toml
@@ -228,6 +231,15 @@ class TestPromoteCommand:
         done = run_cli(society.root, "trust", "demote", "operator")
         assert done.returncode == 2 and "is the operator" in done.stderr
         assert (society.root / "trust.toml").read_text() == before
+        society_file = (society.root / "society.toml").read_text()
+        done = run_cli(society.root, "trust", "promote", "nosuchnick")
+        assert done.returncode == 2 and "nosuchnick is not a nick of this society" in done.stderr
+        done = run_cli(society.root, "trust", "promote", "ech0")
+        assert done.returncode == 2 and "did you mean echo" in done.stderr
+        # Refused before anything was touched: no table edit, no hub restart.
+        assert (society.root / "trust.toml").read_text() == before
+        assert (society.root / "society.toml").read_text() == society_file
+        add_nick(society.root, "newbie", privileged=False, handler="agents.examples:echo")
         done = run_cli(society.root, "trust", "promote", "newbie")
         assert done.returncode == 1 and "no hub is running" in done.stderr
         assert "promote newbie: 2/4 table" in done.stderr  # the steps before it are done

@@ -488,3 +488,21 @@ class TestTrustCheck:
         assert "'no-such-program-for-bullpen' is not found" in line
         assert "[nicks.tool]" in line
         assert row_of(done.stdout, "script").endswith("ok")
+
+
+def test_ctrl_c_during_start_up_stops_what_started_and_exits_130(tmp_path: Path) -> None:
+    """SIGINT while `up` is still starting lurkers: it says it is stopping, stops the hub and
+    every lurker it started, never says "lurkers up", prints no traceback, and exits 130."""
+    society = Society(tmp_path / "home")
+    up = society.spawn("up", "up")
+    wait_for(lambda: "running  log" in up.output() or not up.alive(), 60, "a first lurker")
+    up.signal(signal.SIGINT)
+    wait_for(lambda: not up.alive(), 60, "up to stop")
+    out = up.output()
+    assert up.proc.returncode == 130, out
+    assert "lurkers up" not in out and "Traceback" not in out and "CancelledError" not in out
+    assert "stopping during start-up" in out and "nothing is left running" in out
+    pids = [int(p) for p in re.findall(r"pid (\d+)", out)]
+    assert pids, out
+    # The hub and every lurker started are gone (reaped by `up` before it exited).
+    wait_for(lambda: not any(Path(f"/proc/{p}").exists() for p in pids), 10, "no child left")

@@ -8,8 +8,10 @@ rewritten in place on a terminal, one plain line per change in a pipe, under
 systemd or with TERM=dumb); the funnel goes to stdout.
 
 Exit codes: 0 the run finished and no trace failed; 1 a trace or a step
-failed (see the funnel); 75 no final report within `wait_timeout` (the run
-may still be going; its thread is printed). Bad input is refused before the
+failed (see the funnel), or no foreman answered a ping (nothing was posted);
+5 the run was cancelled (`bullpen cancel`); 75 no final report within
+`wait_timeout` (the run may still be going; its thread is printed); 130 Ctrl-C
+(the run cancelled, or left going). Bad input is refused before the
 ask is posted, with nothing written: a UsageError (exit 2) for a bad
 command-line option, a ConfigError (exit 78) for a bad `[backpass]` value.
 That includes a path outside its `[roots]` folder, a seat chosen with
@@ -17,7 +19,8 @@ That includes a path outside its `[roots]` folder, a seat chosen with
 `[seats.X]` table names, a
 state file that is not one (another file named by mistake
 would be overwritten), a state folder that is missing or not writable, and
-a wait, timeout or concurrency that is not a usable number.
+a wait, timeout or concurrency that is not a usable number, and (unless
+--report-only) a memory repository that is not a git repository yet.
 """
 
 from __future__ import annotations
@@ -33,9 +36,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.backpass.config import BackpassConfig
 from agents.backpass.pipeline import NICKS
+from agents.backpass.relay import announce
 from agents.backpass.seating import choose_seats
 from agents.backpass.traces import StateFileError, check_state
 from agents.roots import OutsideRoot
+from agents.runtime.cancel import EXIT_CANCELLED
+from agents.runtime.waiting import Heartbeat, interruptible, require_listening
 from room.errors import BullpenError, ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -167,6 +173,21 @@ def check_roots(home: Home, params: RunParams, options: dict[str, str | None]) -
         raise ConfigError(f"{home.society_file}: [backpass] {key}: {exc.message}") from None
 
 
+def check_repos(home: Home, params: RunParams) -> None:
+    """A run that writes needs its two memory repositories to be git repositories already:
+    a plain `bullpen init` home has none, and would learn it only after the run was posted."""
+    for key in ("public", "private"):
+        path = params.path(home, key)
+        if not (path / ".git").exists():
+            raise ConfigError(
+                f"the {key} memory repository {path} is not a git repository, and a backpass "
+                f"proposes its lessons there on a branch. Create it (`git init {path}`), point "
+                f"[backpass] {key} in {home.society_file} at yours (`bullpen init --demo` lays "
+                "down samples), or run with --report-only, which writes nothing. Nothing was "
+                "posted"
+            )
+
+
 def _final(line: dict[str, Any]) -> dict[str, Any] | None:
     data = line.get("data") or {}
     if (
@@ -231,28 +252,53 @@ async def backpass(
     )
     params = params.model_copy(update={"seats": seats, "seat_choice": choice})
     if not report_only:
+        check_repos(home, params)
         await _sync_memory(home, err)
     thread = new_thread()
     body = "backpass" + (" (report only)" if report_only else "") + f": traces in {params.traces}"
     data = {"pipeline": "backpass", **params.model_dump()}
     progress = Progress(err, report_only=report_only)
     async with home.client(home.society.operator) as client:
+        await require_listening(client, FOREMAN)  # else nothing would ever answer
         stored = await client.say(f"@{FOREMAN}", body, type="ask", data=data, thread=thread)
         err.write(f"backpass run {thread} asked of @{FOREMAN} (seq {stored.get('seq')})\n")
         after = int(stored.get("seq", 0))
+        heartbeat = Heartbeat(err, FOREMAN)
+        beating = asyncio.create_task(heartbeat.run())
+
+        async def follow() -> int:
+            try:
+                async with asyncio.timeout(wait_timeout):
+                    async for line in client.follow(after, thread=thread, wait=POLL_S):
+                        progress.see(line)
+                        heartbeat.seen(line)
+                        data = line.get("data") or {}
+                        if line.get("from") == NICKS["list"]:  # the relay, as the run starts
+                            err.writelines(
+                                f"{text}\n" for text in announce(data.get("relays") or [])
+                            )
+                        if line.get("verified") and data.get("final") and data.get("cancelled"):
+                            progress.done()
+                            out.write(str(line.get("body", "")).rstrip("\n") + "\n")
+                            err.write(f"the run {thread} was cancelled\n")
+                            return EXIT_CANCELLED
+                        result = _final(line)
+                        if result is not None:
+                            progress.done()
+                            out.write(str(line.get("body", "")).rstrip("\n") + "\n")
+                            out.flush()
+                            ok = bool(result.get("ok")) and not result.get("failed_traces")
+                            return EXIT_OK if ok else EXIT_FAILED
+            except TimeoutError:
+                pass
+            return EXIT_WAIT
+
         try:
-            async with asyncio.timeout(wait_timeout):
-                async for line in client.follow(after, thread=thread, wait=POLL_S):
-                    progress.see(line)
-                    result = _final(line)
-                    if result is not None:
-                        progress.done()
-                        out.write(str(line.get("body", "")).rstrip("\n") + "\n")
-                        out.flush()
-                        ok = bool(result.get("ok")) and not result.get("failed_traces")
-                        return EXIT_OK if ok else EXIT_FAILED
-        except TimeoutError:
-            pass
+            code = await interruptible(follow(), client, thread, err)
+        finally:
+            beating.cancel()
+        if code != EXIT_WAIT:
+            return code
     progress.done()
     err.write(
         f"no final report from @{FOREMAN} within {wait_timeout:.0f} s; the run may still be "

@@ -13,7 +13,14 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agents.config import parse_section
 from agents.roots import OutsideRoot, Roots
@@ -72,13 +79,30 @@ class BackpassConfig(BaseModel):
         default=600.0,
         gt=0,
         allow_inf_nan=False,  # an infinite limit is no limit, and JSON cannot carry it
-        description="hard limit on one trace's analysis, retry and fallback",
+        description="hard limit on one bulk call (a chunk of a long trace), retry and fallback",
     )
     timeout_margin_s: float = Field(
         default=60.0, ge=0, allow_inf_nan=False, description="added before overdue"
     )
     max_traces: int = Field(default=200, ge=1, le=500, description="per run; the rest wait")
-    max_trace_chars: int = Field(default=400_000, ge=1000)
+    max_trace_chars: int = Field(
+        default=4_000_000,
+        ge=1000,
+        description="the longest trace a run reads at all (its file may be 8 bytes a character)",
+    )
+    context_chars: int = Field(
+        default=400_000,
+        ge=1000,
+        description="trace characters one bulk call is shown; a longer trace goes in chunks",
+    )
+    context_tokens: int | None = Field(
+        default=None,
+        ge=1000,
+        description="the bulk model's context in tokens; when set, it decides the chunk size",
+    )
+    chunk_overlap_chars: int = Field(
+        default=4000, ge=0, description="how far each chunk of a long trace repeats the last"
+    )
     max_age_days: int = Field(default=90, ge=1, description="prune open lines unseen this long")
     match_threshold: float = Field(default=0.6, gt=0, le=1)
     cover_threshold: float = Field(default=0.8, gt=0, le=1)
@@ -86,6 +110,15 @@ class BackpassConfig(BaseModel):
     branch_prefix: str = Field(default="memory-backpass", pattern=r"^[a-z0-9][a-z0-9._-]{0,40}$")
     keep_worktrees: bool = Field(default=True, description="leave worktrees for review")
     drop_warn_rate: float = Field(default=0.10, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _overlap(self) -> BackpassConfig:
+        if self.chunk_overlap_chars * 4 > self.context_chars:
+            raise ValueError(
+                f"chunk_overlap_chars ({self.chunk_overlap_chars}) is over a quarter of "
+                f"context_chars ({self.context_chars}); lower it, or chunks would mostly repeat"
+            )
+        return self
 
     @field_validator("memory_file", "ledger")
     @classmethod

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agents.seats.tally import Tally
+from agents.wording import counted
 
 __all__ = ["Funnel", "seat_label"]
 
@@ -58,6 +59,7 @@ class Funnel:
     failed_traces: list[dict[str, Any]] = field(default_factory=list)  # session, reason
     unchanged: list[str] = field(default_factory=list)  # sessions, the first UNCHANGED_NAMED
     unchanged_count: int = 0
+    held_back: list[str] = field(default_factory=list)  # adds under the session threshold
 
     def add_seat(self, provenance: Mapping[str, Any] | None) -> None:
         if not provenance:
@@ -121,7 +123,7 @@ class Funnel:
             ("traces found", f"{self.traces_found}"),
             ("pending", f"{self.traces_pending}"
              + (f" ({self.traces_deferred} more wait for the next run)" if self.traces_deferred else "")),
-            ("analysed", f"{self.traces_analyzed}"),
+            ("analysed", f"{self.traces_analyzed}" + self._chunked()),
             ("failed", f"{self.traces_failed}" + (" (they stay pending)" if self.traces_failed else "")),
             ("items returned", f"{self.items_returned}"),
             ("dropped: no quote", f"{self.items_dropped} ({self.drop_rate:.1%})"),
@@ -137,6 +139,11 @@ class Funnel:
         lines += [f"{label:<20}{value}" for label, value in rows]
         if self.synthesis:
             lines.append(f"{'synthesis':<20}{self.synthesis}")
+        if self.held_back:
+            lines.append(
+                f"{'held back':<20}{len(self.held_back)} new lesson(s) under the threshold"
+            )
+            lines += [f"  {line}" for line in self.held_back]
         for role in sorted(self.seats):
             used = ", ".join(f"{label} ×{n}" for label, n in sorted(self.seats[role].items()))
             lines.append(f"{'seat ' + role:<20}{used}")
@@ -154,6 +161,13 @@ class Funnel:
         lines += self._by_trace()
         return "\n".join(lines)
 
+    def _chunked(self) -> str:
+        """How many long traces went in chunks, and how many chunks they took."""
+        long = [int(a.get("chunks") or 1) for a in self.analysed if int(a.get("chunks") or 1) > 1]
+        if not long:
+            return ""
+        return f" ({counted(len(long), 'long trace')} in {sum(long)} chunks)"
+
     def _by_trace(self) -> list[str]:
         """Every trace by name, after the table: analysed (kept, dropped) and unchanged."""
         lines = []
@@ -161,6 +175,7 @@ class Funnel:
             lines.append(f"ANALYSED traces ({len(self.analysed)}):")
             lines += [
                 f"  {a.get('session', '?')}: {a.get('kept', 0)} kept, {a.get('dropped', 0)} dropped"
+                + (f", {a['chunks']} chunks" if int(a.get("chunks") or 1) > 1 else "")
                 for a in self.analysed
             ]
         if self.unchanged_count:

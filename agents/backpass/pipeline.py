@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from agents.backpass import chunks, relay
 from agents.backpass.config import BackpassConfig, RunParams
 from agents.backpass.funnel import Funnel
 from agents.foreman.pipeline import Action, Ask, Report, Run
@@ -162,7 +163,8 @@ class Backpass:
         funnel.traces_failed = len(failed)
         funnel.failed_traces = failed
         funnel.analysed = [
-            {k: t.get(k) for k in ("session", "kept", "dropped")} for t in q.get("per_trace") or []
+            {k: t.get(k) for k in ("session", "kept", "dropped", "chunks")}
+            for t in q.get("per_trace") or []
         ]
         funnel.items_returned = int(q.get("returned", 0))
         funnel.items_dropped = int(q.get("dropped", 0))
@@ -214,6 +216,7 @@ class Backpass:
         funnel.edits_private = int(edits.get("private", 0))
         funnel.add_seat(sd.get("provenance"))
         funnel.synthesis = str(sd.get("synthesis", ""))
+        funnel.held_back = [str(line) for line in sd.get("held_back") or []]
         funnel.synthesis_refused = str(sd.get("synthesis_refused") or "")
         for repo, branch in (sd.get("branches") or {}).items():
             commits = counted(len(branch.get("commits") or []), "commit")
@@ -240,7 +243,6 @@ class Backpass:
         traces: list[dict[str, Any]],
         funnel: Funnel,
     ) -> list[Action]:
-        deadline = params.timeout_s + params.timeout_margin_s
         busy = sum(1 for ask in run.pending() if not self._overdue(run, ask))
         free = max(0, max(1, params.concurrency) - busy)
         actions: list[Action] = []
@@ -255,11 +257,13 @@ class Backpass:
                 waiting = True
                 if free > 0:
                     free -= 1
+                    deadline = self._deadline(params, trace)
                     data = {**base, "trace": trace, "deadline_s": deadline}
                     body = f"step 2: analyse {trace['session']}"
                     actions.append(Ask(key, self.nicks["analysis"], body, data, timeout_s=deadline))
             elif reply is None:
                 if self._overdue(run, ask):
+                    deadline = float((ask.data or {}).get("deadline_s") or 0)
                     reason = f"no reply within {deadline:.0f} s (overdue)"
                     failed.append({"n": trace["n"], "session": trace["session"], "reason": reason})
                 else:
@@ -271,7 +275,8 @@ class Backpass:
                 rd = reply.data or {}
                 keep = ("n", "session", "path", "sha256", "size", "artifact")
                 ok.append({k: rd.get(k) for k in keep})
-                tally.add_seat(rd.get("provenance"))
+                for provenance in rd.get("provenances") or [rd.get("provenance")]:
+                    tally.add_seat(provenance)  # each chunk of a long trace is one call
         if waiting:
             return actions
         if not ok:
@@ -296,6 +301,21 @@ class Backpass:
 
     # --- helpers -----------------------------------------------------------------------------
 
+    @staticmethod
+    def _deadline(params: RunParams, trace: Mapping[str, Any]) -> float:
+        """The hard timeout for each chunk the trace may take, plus the margin.
+
+        The chunks are counted from the file's size in bytes, never fewer than its
+        characters, so a long trace is not declared overdue while its chunks run."""
+        size = chunks.window(
+            params.context_chars,
+            params.context_tokens,
+            params.chunk_overlap_chars,
+            chunks.TEMPLATE_ALLOWANCE,
+        )
+        count = chunks.estimate(int(trace.get("size") or 0), size, params.chunk_overlap_chars)
+        return params.timeout_s * count + params.timeout_margin_s
+
     def _overdue(self, run: Run, ask: Message) -> bool:
         deadline = (ask.data or {}).get("deadline_s")
         if not isinstance(deadline, int | float):
@@ -318,6 +338,7 @@ class Backpass:
             binary = counted(int(listing["skipped_binary"]), "binary file")
             notes.append(f"{'skipped':<20}{binary} in the traces folder")
         notes += [f"{'template':<20}{note}" for note in listing.get("template_notes") or []]
+        notes += relay.announce(listing.get("relays") or [])
         notes += [
             f"{'refused':<20}{link}: a link out of the traces folder, never read"
             for link in listing.get("refused") or []

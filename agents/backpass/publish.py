@@ -26,12 +26,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from agents.backpass import ledger as ledgers
-from agents.backpass import seating
+from agents.backpass import relay, seating
 from agents.backpass.config import RunParams
 from agents.backpass.funnel import Funnel, seat_label
 from agents.backpass.gitwork import (
@@ -48,6 +48,7 @@ from agents.backpass.gitwork import (
 from agents.backpass.memory import Bullet, apply_edits, bullets
 from agents.backpass.prompts import load_template, synthesis_request
 from agents.backpass.schemas import Edit, bind_synthesis
+from agents.backpass.threshold import hold_back
 from agents.backpass.traces import StateFileError, check_state, update_state
 from agents.roots import Roots
 from agents.runtime.step import Reply, StepContext
@@ -96,8 +97,10 @@ def pr_body(
     branches: dict[str, dict[str, Any]],
     summary: str,
     repos: dict[str, RepoInfo],
+    relay_section: Sequence[str] = (),
 ) -> str:
-    """The pull request's description: what was read, who judged, what changed."""
+    """The pull request's description: what was read, who judged, what changed, and the
+    relay checklist (agents.backpass.relay) when tonight's edits need carrying on."""
     lines = [f"# memory-backpass: {date}", "", f"Run `{thread}`, written by bullpen.", ""]
     if funnel.report_only:
         lines += ["**Report only: no branch, no ledger and no state change were written.**", ""]
@@ -106,12 +109,15 @@ def pr_body(
         used = ", ".join(f"{label} ×{n}" for label, n in sorted(funnel.seats[role].items()))
         lines.append(f"- {role}: {used}")
     lines += [f"- fallbacks: {funnel.fallbacks}", "", "## Edits", ""]
+    held = [f"- held back: {line}" for line in funnel.held_back]
     for repo in REPOS:
         branch = branches.get(repo, {}).get("branch")
         where = f"branch `{branch}` from `{repos[repo].base}`" if branch else "no branch"
         lines.append(f"### {repo} ({where})")
         lines += [f"- {text}" for text in edits.get(repo, [])] or ["- none"]
         lines.append("")
+    if held:
+        lines += ["### held back (under the session threshold)", *held, ""]
     if summary:
         lines += ["## Summary from the synthesis seat", "", summary, ""]
     lines += ["## Review and merge", ""]
@@ -125,7 +131,9 @@ def pr_body(
             ]
     if not branches:
         lines.append("- nothing to merge")
-    return "\n".join(lines) + "\n"
+    if relay_section:
+        lines += ["", *relay_section]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def _write(roots: Roots, path: Path, text: str) -> None:
@@ -295,6 +303,9 @@ async def synthesize_and_publish(
         funnel.add_seat(provenance)
         funnel.synthesis = f"called ({seat_label(provenance)})"
         edits = {repo: judgment.answer.for_repo(repo) for repo in REPOS}
+        for repo in REPOS:  # the threshold for a new lesson, in code (agents.backpass.threshold)
+            edits[repo], held = hold_back(edits[repo], entries, params.min_sessions)
+            funnel.held_back += [h.line() for h in held]
     texts = {repo: apply_edits(memory_text[repo], PREFIX[repo], edits[repo]) for repo in REPOS}
     by_id = {b.id: b for repo in REPOS for b in memory[repo]}
     described = {repo: [describe_edit(e, by_id) for e in edits[repo]] for repo in REPOS}
@@ -345,6 +356,8 @@ async def synthesize_and_publish(
                 ) from None
     body_path = folder / "PR_BODY.md"
     thread = folder.name
+    edit_counts = {"public": funnel.edits_public, "private": funnel.edits_private}
+    relay_lines = relay.checklist(branches, edit_counts, repos, params.private_nick)
     body_text = pr_body(
         date=date,
         thread=thread,
@@ -353,6 +366,7 @@ async def synthesize_and_publish(
         branches=branches,
         summary=summary,
         repos=repos,
+        relay_section=relay.section(relay_lines, branches),
     )
     screen.check(body_text, f"the PR body {body_path}")
     _write(roots, body_path, body_text)
@@ -373,12 +387,14 @@ async def synthesize_and_publish(
             "described": described,
             "synthesis": funnel.synthesis,
             "synthesis_refused": funnel.synthesis_refused,
+            "held_back": funnel.held_back,
             "seat": seat,
             "fallback_used": fallback_used,
             "provenance": provenance,
             "branches": branches,
             "state_updated": 0 if params.report_only or refused else len(succeeded),
             "pr_body": str(body_path),
+            "relay": relay_lines if relay.section(relay_lines, branches) else [],
             "summary": summary[:2000],
             "report_only": params.report_only,
         },

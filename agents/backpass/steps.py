@@ -20,11 +20,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
+from agents.backpass import chunks, publish, relay, seating
 from agents.backpass import ledger as ledgers
-from agents.backpass import publish, seating
 from agents.backpass.config import RunParams, run_dir
 from agents.backpass.gitwork import RepoInfo, inspect_repo, repos_from, show_file
 from agents.backpass.memory import bullets
@@ -44,7 +45,7 @@ from agents.backpass.traces import (
 )
 from agents.backpass.traces import sha256_bytes as sha256
 from agents.roots import OutsideRoot, Roots
-from agents.runtime.step import Reply, StepContext
+from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
 from agents.wording import counted
 from room.errors import ConfigError, SeatError, StepFailed
 from room.message import Message
@@ -179,6 +180,9 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
     private = repos["private"]
     ledger_text = show_file(Path(private.path), private.commit, params.ledger) or ""
     open_lines = ledgers.open_entries(ledgers.parse(ledger_text))
+    relays = relay.open_relays(  # step 1's relay: merged backpasses with unchecked lines
+        params.path(ctx.home, "runs"), roots, Path(private.path), private.default
+    )
     write_json(
         folder / "listing.json",
         {
@@ -199,6 +203,11 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
         + f"; {len(memory['public'])} public and {len(memory['private'])} private bullets; "
         f"{len(open_lines)} open ledger lines"
         + "".join(f"; REFUSED {link}: a link out of the traces folder" for link in refused)
+        + (
+            f"; {counted(len(relays), 'merged backpass')} with unchecked relay lines"
+            if relays
+            else ""
+        )
     )
     return Reply(
         body,
@@ -216,12 +225,62 @@ def list_traces(message: Message, ctx: StepContext) -> Reply:
             "ledger_open": len(open_lines),
             "run_dir": str(folder),
             "template_notes": template_notes,
+            "relays": [r.to_dict() for r in relays],
         },
     )
 
 
+BUDGET_MARGIN_S = 5.0  # kept back from the analyst's own timeout to write the reply
+
+
+def _budget(ctx: StepContext) -> float | None:
+    """The analyst nick's own timeout (its lurker stops the step after it), if configured."""
+    nick = ctx.home.society.nicks.get(ctx.nick)
+    timeout = getattr(nick, "timeout_s", None)
+    return float(timeout) if isinstance(timeout, int | float) else None
+
+
+async def _analyse_chunk(
+    ctx: StepContext,
+    params: RunParams,
+    request: JudgmentRequest,
+    session: str,
+    part: str,
+    left: float | None,
+) -> Judgment[Any]:
+    """One bulk call under the hard timeout, or what is `left` of the nick's own time if
+    that is less; StepFailed names the trace (and the chunk) and which limit ran out."""
+    limit = params.timeout_s if left is None else min(params.timeout_s, left)
+    try:
+        return await asyncio.wait_for(
+            seating.judge(ctx, params, "bulk", request, AnalysisAnswer), timeout=limit
+        )
+    except TimeoutError:
+        if limit < params.timeout_s:
+            raise _out_of_budget(ctx, session, part) from None
+        raise StepFailed(
+            f"the analysis of {session}{part} ran over the hard timeout of "
+            f"{params.timeout_s:.0f} s (retry and fallback included); it stays pending. Raise "
+            "[backpass] timeout_s or check the bulk seat"
+        ) from None
+    except SeatError as exc:
+        raise StepFailed(
+            f"no seat gave a valid analysis of {session}{part}: {exc.message}"
+        ) from None
+
+
+def _out_of_budget(ctx: StepContext, session: str, part: str) -> StepFailed:
+    return StepFailed(
+        f"the analysis of {session} ran out of the {ctx.nick} nick's own timeout_s "
+        f"({_budget(ctx) or 0:.0f} s) at{part or ' its only chunk'}; it stays pending. A long "
+        f"trace takes one bulk call per chunk: raise [nicks.{ctx.nick}] timeout_s to at least "
+        "[backpass] timeout_s times the chunks of your longest trace, plus timeout_margin_s"
+    )
+
+
 async def analyse(message: Message, ctx: StepContext) -> Reply:
-    """Step 2: one bulk-seat analysis of one trace, under a hard timeout."""
+    """Step 2: the bulk seat's analysis of one trace, in overlapping chunks when it is longer
+    than one call's context (agents.backpass.chunks), each call under a hard timeout."""
     data = _data(message)
     params, roots = _params(data, ctx)
     folder = _folder(message, ctx, params, roots)
@@ -234,7 +293,8 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
         raw = await read_trace(path, params.max_trace_chars, _traces(ctx, params))
     except TraceTooLarge as exc:
         raise StepFailed(
-            f"trace {session} ({path}) is {exc}; split it or raise [backpass] max_trace_chars"
+            f"trace {session} ({path}) is {exc}; raise [backpass] max_trace_chars (a trace "
+            "under it is analysed in chunks, however long)"
         ) from None
     except OSError as exc:
         raise StepFailed(f"cannot read trace {session} ({path}): {exc.strerror or exc}") from None
@@ -246,50 +306,70 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
     if len(text) > params.max_trace_chars:
         raise StepFailed(
             f"trace {session} is {len(text)} characters, over max_trace_chars "
-            f"({params.max_trace_chars}); split it or raise [backpass] max_trace_chars"
+            f"({params.max_trace_chars}); raise [backpass] max_trace_chars (a trace under it "
+            "is analysed in chunks, however long)"
         )
     template = load_template(params.path(ctx.home, "analysis_prompt"), "analysis", roots)
-    request = analysis_request(
-        template, session=session, trace=text, date=str(data.get("date", "")), path=str(path)
+    size = chunks.window(
+        params.context_chars, params.context_tokens, params.chunk_overlap_chars, len(template)
     )
-    try:
-        judgment = await asyncio.wait_for(
-            seating.judge(ctx, params, "bulk", request, AnalysisAnswer), timeout=params.timeout_s
+    parts = chunks.split(text, size, params.chunk_overlap_chars)
+    judgments: list[Judgment[Any]] = []
+    answers: list[list[dict[str, str]]] = []
+    budget, started = _budget(ctx), time.monotonic()
+    for k, part in enumerate(parts, start=1):
+        shown = session
+        where = ""
+        if len(parts) > 1:
+            where = f" (chunk {k} of {len(parts)})"
+            shown = (
+                f"{session} (part {k} of {len(parts)}: characters {part.start + 1} to "
+                f"{part.end} of {len(text)}; the parts overlap)"
+            )
+        request = analysis_request(
+            template, session=shown, trace=part.text, date=str(data.get("date", "")), path=str(path)
         )
-    except TimeoutError:
-        raise StepFailed(
-            f"the analysis of {session} ran over the hard timeout of {params.timeout_s:.0f} s "
-            "(retry and fallback included); it stays pending. Raise [backpass] timeout_s or "
-            "check the bulk seat"
-        ) from None
-    except SeatError as exc:
-        raise StepFailed(f"no seat gave a valid analysis of {session}: {exc.message}") from None
-    items = judgment.answer.items()
+        spent = time.monotonic() - started
+        left = None if budget is None else budget - BUDGET_MARGIN_S - spent
+        if left is not None and left <= 0:
+            raise _out_of_budget(ctx, session, where)
+        judgment = await _analyse_chunk(ctx, params, request, session, where, left)
+        judgments.append(judgment)
+        answers.append(judgment.answer.items())
+    items = chunks.merge_items(answers)
     counts = {
         kind: sum(1 for i in items if i["kind"] == kind) for kind in ("positive", "negative", "gap")
     }
+    last = judgments[-1]
     record = {
         "n": n,
         "session": session,
         "path": str(path),
         "sha256": sha256(raw),
         "size": len(raw),
+        "chars": len(text),
+        "chunks": len(parts),
         "items": items,
-        "provenance": judgment.provenance(),
+        "provenance": last.provenance(),
+        "provenances": [j.provenance() for j in judgments],
     }
     artifact = write_json(folder / "analysis" / f"{n:05d}.json", record, roots)
+    seats = sorted({j.seat for j in judgments})
+    fallback_used = any(j.fallback_used for j in judgments)
     body = (
         f"step 2: {session}: {counted(len(items), 'item')} ({counts['positive']} positive, "
         f"{counts['negative']} negative, {counted(counts['gap'], 'gap')}) from seat "
-        f"{judgment.seat}" + (" (fallback)" if judgment.fallback_used else "")
+        f"{', '.join(seats)}"
+        + (" (fallback)" if fallback_used else "")
+        + (f", in {len(parts)} chunks of at most {size} characters" if len(parts) > 1 else "")
     )
-    reply = {key: record[key] for key in ("n", "session", "path", "sha256", "size", "provenance")}
+    keep = ("n", "session", "path", "sha256", "size", "chunks", "provenance", "provenances")
     return Reply(
         body,
         {
-            **reply,
-            "seat": judgment.seat,
-            "fallback_used": judgment.fallback_used,
+            **{key: record[key] for key in keep},
+            "seat": last.seat,
+            "fallback_used": fallback_used,
             "items": len(items),
             "counts": counts,
             "artifact": artifact,
@@ -325,6 +405,7 @@ def check_quotes(message: Message, ctx: StepContext) -> Reply:
                 "session": record["session"],
                 "kept": len(result.kept),
                 "dropped": len(result.dropped),
+                "chunks": int(record.get("chunks") or 1),
             }
         )
         returned += result.returned

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from agents.backpass.gitwork import git
 from agents.build.config import BuildConfig
+from agents.build.repomap import script_sources
 from agents.build.routing import Language
 from agents.build.ticket import system_reason
 from agents.roots import Roots
@@ -125,6 +126,11 @@ def infer_targets(
         for spec in re.findall(r"""(?:require\(\s*|from\s+)['"](\.\.?/[^'"]+)['"]""", spec_text):
             target = os.path.normpath(os.path.join(spec_dir, spec))
             target += "" if os.path.splitext(target)[1] else ".js"
+            if not target.startswith("..") and not (folder / target).exists():
+                found.append(target)
+    elif language.name == "webgame":
+        for source in script_sources(spec_text):
+            target = os.path.normpath(os.path.join(spec_dir, source))
             if not target.startswith("..") and not (folder / target).exists():
                 found.append(target)
     elif language.name == "go":

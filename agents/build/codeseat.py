@@ -15,8 +15,10 @@ the whole home. Its environment is the grinder's with every BULLPEN_*
 variable and anything pointing at or holding a secret left out.
 
 An `openai` seat (a model server, directly or through the gateway) answers
-`{"files": [{"path", "content"}]}`, validated by the judge and written here,
-every path confined to the clone. The built-in `local` seat writes no code:
+search/replace edits and whole files (agents/build/edits.py) against what
+its prompt showed it, validated by the judge and applied here all or none,
+every path confined to the clone; an answer that does not apply comes back
+as `refused`, the next iteration's input. The built-in `local` seat writes no code:
 a ladder of only local seats fails at once.
 """
 
@@ -29,13 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from agents.build.config import BuildConfig
+from agents.build.edits import CodeAnswer, EditRefused, apply_answer
 from agents.build.fence import BWRAP, FenceLimits, run_fenced
 from agents.build.runs import Workspace
 from agents.build.ticket import OS_TREES, SHARED_AREAS
-from agents.roots import OutsideRoot, Roots, secret_places
+from agents.roots import OutsideRoot, secret_places
 from agents.seats import build_seats, make_judge
 from agents.seats.registry import parse_seat_table
 from agents.seats.request import JudgmentRequest
@@ -50,14 +51,13 @@ __all__ = [
     "CODE_TOKENS",
     "SEAT_UNFENCED",
     "CodeTurn",
-    "FilesAnswer",
+    "Shown",
     "check_code_seat",
     "code_seat_kind",
     "seat_writable",
     "take_turn",
 ]
 
-MAX_FILE_BYTES = 512 * 1024
 # The most tokens a code or spec answer may take (JudgmentRequest.max_tokens): files are
 # long, but a model that runs on must still stop before its seat's timeout.
 CODE_TOKENS = 4096
@@ -71,19 +71,6 @@ SYSTEM_FOLDERS = tuple(Path(p) for p in ("/", "/tmp", *SHARED_AREAS))
 NO_CODE_SEAT = "no code-writing seat: set tiers or [build] tiers to a model seat, see docs/build.md"
 
 
-class FileChange(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str = Field(min_length=1, max_length=400)
-    content: str = Field(max_length=MAX_FILE_BYTES)
-
-
-class FilesAnswer(BaseModel):
-    """What an openai code seat (and the testdesign seat) answers."""
-
-    model_config = ConfigDict(extra="forbid")
-    files: list[FileChange] = Field(min_length=1, max_length=50)
-
-
 @dataclass(frozen=True)
 class CodeTurn:
     """One turn of a code seat: did it finish, and what went wrong if not."""
@@ -92,6 +79,7 @@ class CodeTurn:
     problem: str | None = None
     fatal: bool = False  # the grind must stop (the seat broke a rule), not just climb
     fence: str | None = None  # what fenced the program a cmd seat ran; None: none ran
+    refused: str | None = None  # why an openai seat's answer did not apply: its next input
     judgment: dict[str, Any] | None = None  # an openai seat's provenance (attempts, misses)
 
 
@@ -107,27 +95,6 @@ def code_seat_kind(home: Home, name: str) -> str:
             "(`bullpen docs build`, code seats) or fix the tier's name"
         )
     return parse_seat_table(name, table).kind
-
-
-def write_files(clone: Path, files: list[FileChange]) -> list[str]:
-    """Write a model's files, every path confined to the clone and never into .git."""
-    roots = Roots.single("clone", clone)
-    written = []
-    for change in files:
-        given = Path(change.path)
-        if given.is_absolute() or ".." in given.parts or (given.parts and given.parts[0] == ".git"):
-            raise OutsideRoot(
-                f"the code seat answered the path {change.path!r}, which is not a file inside "
-                "the clone (absolute, '..' or .git); nothing of its answer was written",
-                path=change.path,
-            )
-        target = clone / given
-        roots.check("clone", target, "a file the code seat wrote")
-    for change in files:
-        target = clone / change.path
-        roots.write_bytes("clone", target, change.content.encode("utf-8"), "a code seat's file")
-        written.append(change.path)
-    return written
 
 
 def _refusal(place: Path, guarded: dict[str, Path]) -> str | None:
@@ -303,23 +270,36 @@ async def _cmd_turn(
     return CodeTurn(True, fence=fence)
 
 
-async def _openai_turn(home: Home, nick: str, name: str, clone: Path, prompt: str) -> CodeTurn:
+async def _openai_turn(
+    home: Home, nick: str, name: str, clone: Path, prompt: str, shown: Shown
+) -> CodeTurn:
     gateway = None
     if home.has_gateway:
         gateway = GatewayAccess(home.gateway_url(), home.gateway_token_file(nick))
     judge = make_judge(build_seats(home.society.seats, gateway), {"code": name}, home.screen)
     try:
         request = JudgmentRequest("code", prompt, max_tokens=CODE_TOKENS)
-        judgment = await judge("code", request, FilesAnswer)
+        judgment = await judge("code", request, CodeAnswer)
     except SeatError as exc:
         return CodeTurn(False, f"code seat {name}: {exc.message}")
     said = judgment.provenance()
     try:
-        write_files(clone, judgment.answer.files)
+        apply_answer(clone, judgment.answer, shown.files, shown.protected)
     except OutsideRoot as exc:
         problem = f"code seat {name} wrote outside the clone: {exc.message}"
         return CodeTurn(False, problem, True, judgment=said)
+    except EditRefused as exc:
+        problem = f"code seat {name}: {exc.message}"
+        return CodeTurn(False, problem, refused=exc.message, judgment=said)
     return CodeTurn(True, judgment=said)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the prompt showed in full (editable) and what may never change (the spec)."""
+
+    files: set[str]
+    protected: set[str]
 
 
 async def take_turn(
@@ -330,13 +310,16 @@ async def take_turn(
     prompt: str,
     extra: dict[str, str],
     build: BuildConfig,
+    shown: Shown | None = None,
 ) -> CodeTurn:
     """Ask the code seat `name` for the next change in the clone (`space.folder`), behind the
-    grind's fence (`space.fence`, `space.hidden`)."""
+    grind's fence (`space.fence`, `space.hidden`); an openai seat may edit only `shown`."""
     home.screen.check(prompt, f"the prompt for code seat {name}")
     config: Any = parse_seat_table(name, home.society.seats[name])
     if isinstance(config, CmdSeatConfig):
         return await _cmd_turn(home, name, config, space, prompt, extra, build)
     if isinstance(config, OpenAISeatConfig):
-        return await _openai_turn(home, nick, name, space.folder, prompt)
+        return await _openai_turn(
+            home, nick, name, space.folder, prompt, shown or Shown(set(), set())
+        )
     return CodeTurn(False, NO_CODE_SEAT, fatal=True)

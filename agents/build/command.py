@@ -1,15 +1,21 @@
 """`bullpen build TICKET.md`: post the ticket to the foreman as a `build` run and follow it.
 
-The command does no build work: it reads the ticket, posts it to
+The command does no build work: it reads the ticket, checks it as the
+foreman would (an invalid ticket is exit 2 and posts nothing), posts it to
 `@foreman` in a new thread `build-<date>-<random>` and long-polls that
 thread, printing one plain line per event to stderr (`step 2/4 prepare`,
 each grind iteration with its tier and tests passing of total); the final
 report goes to stdout.
 
+Before it posts, the foreman must answer a ping (agents/runtime/waiting.py); while it
+waits, a line every 30 s says which step runs and for how long; Ctrl-C asks whether to
+cancel the run or detach from it.
+
 Exit codes: 0 green; 1 red, or a step failed; 2 the ticket is invalid (the
-foreman's INVALID TICKET), or the ticket file cannot be read; 75 no final
-report within --wait-timeout (the run may still be going; its thread is
-printed).
+foreman's INVALID TICKET), or the ticket file cannot be read; 5 the run was
+cancelled (`bullpen cancel`); 75 no final report within --wait-timeout (the run
+may still be going; its thread is printed); 130 Ctrl-C (the run cancelled, or
+left going).
 """
 
 from __future__ import annotations
@@ -21,6 +27,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agents.build.config import BuildConfig
+from agents.build.ticket import TicketError, parse_ticket
+from agents.build.ticket import title as ticket_title
+from agents.runtime.cancel import EXIT_CANCELLED
+from agents.runtime.waiting import Heartbeat, interruptible, require_listening
 from room.errors import UsageError
 
 if TYPE_CHECKING:
@@ -33,6 +44,7 @@ __all__ = [
     "EXIT_WAIT",
     "FOREMAN",
     "build",
+    "precheck",
     "progress_line",
 ]
 
@@ -91,9 +103,21 @@ def progress_line(line: dict[str, Any]) -> str | None:
 
 
 def exit_code(data: dict[str, Any]) -> int:
+    if data.get("cancelled"):
+        return EXIT_CANCELLED
     if data.get("invalid"):
         return EXIT_INVALID
     return EXIT_GREEN if data.get("green") else EXIT_RED
+
+
+def precheck(home: Home, ticket: str) -> str | None:
+    """The INVALID TICKET text for a ticket the foreman would refuse, or None: checked here
+    first, so an invalid ticket leaves no ask and no run in the room."""
+    try:
+        parse_ticket(ticket, BuildConfig.of(home), frozenset(home.society.seats))
+    except TicketError as exc:
+        return f"INVALID TICKET — {exc}"
+    return None
 
 
 async def build(
@@ -106,36 +130,62 @@ async def build(
 ) -> int:
     """Run one build through the foreman; the exit code (see the module docstring)."""
     out, err = out or sys.stdout, err or sys.stderr
+    invalid = precheck(home, ticket)
+    if invalid is not None:
+        out.write(invalid + "\nnothing was posted; fix the ticket and run bullpen build again\n")
+        out.flush()
+        return EXIT_INVALID
     thread = new_thread()
     async with home.client(home.society.operator) as client:
+        await require_listening(client, FOREMAN)  # else nothing would ever answer
         stored = await client.say(
-            f"@{FOREMAN}", f"build: {_first(ticket)}", type="ask",
+            f"@{FOREMAN}", f"build: {ticket_title(ticket)}", type="ask",
             data={"pipeline": "build", "ticket": ticket}, thread=thread,
         )  # fmt: skip
         err.write(f"build {thread} asked of @{FOREMAN} (seq {stored.get('seq')})\n")
         err.flush()
-        try:
-            async with asyncio.timeout(wait_timeout):
-                async for line in client.follow(
-                    int(stored.get("seq", 0)), thread=thread, wait=POLL_S
-                ):
-                    if not line.get("verified"):
-                        continue
-                    data = line.get("data") or {}
-                    if (
-                        line.get("from") == FOREMAN
-                        and line.get("type") == "reply"
-                        and data.get("final")
+        heartbeat = Heartbeat(err, FOREMAN)
+        beating = asyncio.create_task(heartbeat.run())
+
+        async def follow() -> int | None:
+            try:
+                async with asyncio.timeout(wait_timeout):
+                    async for line in client.follow(
+                        int(stored.get("seq", 0)), thread=thread, wait=POLL_S
                     ):
-                        out.write(str(line.get("body", "")).rstrip("\n") + "\n")
-                        out.flush()
-                        return exit_code(data)
-                    note = progress_line(line)
-                    if note:
-                        err.write(note + "\n")
-                        err.flush()
-        except TimeoutError:
-            pass
+                        if not line.get("verified"):
+                            continue
+                        heartbeat.seen(line)
+                        data = line.get("data") or {}
+                        if (
+                            line.get("from") == FOREMAN
+                            and line.get("type") == "reply"
+                            and data.get("final")
+                        ):
+                            out.write(str(line.get("body", "")).rstrip("\n") + "\n")
+                            out.flush()
+                            if data.get("cancelled"):
+                                err.write(f"the run {thread} was cancelled\n")
+                            return exit_code(data)
+                        note = progress_line(line)
+                        if note:
+                            err.write(note + "\n")
+                            err.flush()
+                            heartbeat.said()
+            except TimeoutError:
+                pass
+            return None
+
+        async def waited() -> int:
+            code = await follow()
+            return EXIT_WAIT if code is None else code
+
+        try:
+            code = await interruptible(waited(), client, thread, err)
+        finally:
+            beating.cancel()
+        if code != EXIT_WAIT:
+            return code
     err.write(
         f"no final report from @{FOREMAN} within {wait_timeout:g} s; the run may still be going: "
         f"its thread is {thread} (bullpen tail --thread {thread}). Check that the hub, the "

@@ -62,6 +62,13 @@ class BuildConfig(BaseModel):
         default_factory=dict, description="a language's runner command, e.g. go = ['go', 'test']"
     )
     testdesign_seat: str = Field(default="testdesign", description="the seat that writes specs")
+    prompt_tokens: int = Field(
+        default=12000,
+        ge=500,
+        le=1_000_000,
+        description="what a code seat's prompt may spend on the repository's map and files "
+        "(about 4 characters a token); what does not fit is named as left out",
+    )
 
     @field_validator("tiers")
     @classmethod

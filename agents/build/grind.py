@@ -9,6 +9,9 @@ the thread. A seat that deletes or changes the spec, or writes into the
 build dir, stops the grind red and is named in the report; one that hangs
 or fails counts as an iteration without progress. The fence each program
 seat ran behind is in every iteration's data and the result (`seat_fence`).
+What each turn is shown, and carries to the next, is agents/build/seatturn.py;
+the lessons the grinder was handed reach every code seat's prompt, and the
+result names those that did (`lessons`).
 """
 
 from __future__ import annotations
@@ -23,14 +26,15 @@ from typing import TYPE_CHECKING, Any
 from agents.backpass.gitwork import git
 from agents.build.codeseat import NO_CODE_SEAT, check_code_seat, code_seat_kind, take_turn
 from agents.build.config import BuildConfig
-from agents.build.prompts import code_prompt
 from agents.build.routing import Language
 from agents.build.runs import SpecRun, Workspace, run_spec
+from agents.build.seatturn import Carried, own_change, turn_prompt
 from agents.seats.tally import Tally
 from room.errors import StepFailed
 
 if TYPE_CHECKING:
     from agents.home import Home
+    from agents.memory.lessons import Lesson
 
 __all__ = ["GrindJob", "GrindResult", "grind", "ladder"]
 
@@ -48,7 +52,8 @@ class GrindJob:
     space: Workspace  # the clone, its cache and the fence
     spec_relative: str
     tiers: list[str]
-    ticket: dict[str, Any]  # problem, traps, constraints
+    ticket: dict[str, Any]  # problem, traps, constraints, targets
+    lessons: list[Lesson] = field(default_factory=list)  # handed to the grinder on this wake
 
 
 @dataclass
@@ -61,6 +66,7 @@ class GrindResult:
     problems: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # local tiers, which write no code
     seat_fence: dict[str, str] = field(default_factory=dict)  # tier -> what fenced its program
+    lessons: list[str] = field(default_factory=list)  # ids a code seat's prompt carried
     model: dict[str, Any] = field(default_factory=dict)  # Tally.data() of the openai code seats
 
 
@@ -133,7 +139,7 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
         return result
     deadline = time.monotonic() + job.config.grind_timeout_s
     spec_digest = _digest(job.space.folder / job.spec_relative)
-    last, number = first, 0
+    last, number, carried = first, 0, Carried()
     for tier, kind in seats:
         best, stalled = last.passing, 0
         for _ in range(job.config.max_iterations):
@@ -149,15 +155,14 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                 "BULLPEN_TIER": tier,
                 "BULLPEN_ITERATION": str(number),
             }
-            prompt = code_prompt(
-                {**job.ticket, "spec_relative": job.spec_relative},
-                spec_text,
-                last.output,
-                tier,
-                number,
-                kind,
+            prompt, shown = turn_prompt(
+                job.space.folder, job.ticket, (job.spec_relative, spec_text),
+                (tier, kind, number), last.output, carried, job.lessons, job.config.prompt_tokens,
+            )  # fmt: skip
+            result.lessons = carried.lessons_shown
+            turn = await take_turn(
+                job.home, job.nick, tier, job.space, prompt, extra, job.config, shown
             )
-            turn = await take_turn(job.home, job.nick, tier, job.space, prompt, extra, job.config)
             if turn.fence:
                 result.seat_fence[tier] = turn.fence
             if turn.judgment:
@@ -166,6 +171,7 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                 result.model = tally.data()
             broken = _broke_rule(job, spec_digest, tier)
             changed = _commit(job.space.folder, f"grind: tier {tier}, iteration {number}")
+            carried = Carried(own_change(job.space.folder, changed), turn.refused, result.lessons)
             last = await run_spec(job.config, job.language, job.space, job.spec_relative, spec_text)
             result.iterations[tier] = result.iterations.get(tier, 0) + 1
             result.passing, result.total = last.passing, last.total

@@ -16,7 +16,8 @@ def demo_ticket(repo: str, spec: str = "tests/test_slugify.py", tiers: str | Non
                 "PROBLEM\nslugify() should turn a title into a URL slug; there is none yet.",
                 f"REPO\n{repo} (prepared and git-initialised)",
                 "TRAPS\nReplacing only spaces passes one case and fails on punctuation.",
-                f"STEP 1\n@testdesigner: the spec at {repo}/{spec} covers punctuation and slugs.",
+                f"STEP 1\n@testdesigner: the spec at {repo}/{spec} covers punctuation and "
+                "slugs, and no regression: a string that is already a slug is unchanged.",
                 f"STEP 2\n{step2}",
                 "Constraints\nTouch nothing outside the build dir.",
                 CLOSING,

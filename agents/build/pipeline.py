@@ -51,6 +51,7 @@ class Build:
 
     def __init__(self) -> None:
         self.config = BuildConfig()
+        self.seats: frozenset[str] | None = None  # the configured seat names, once checked
 
     def check(self, home: Home) -> None:
         """Refuse a misspelt `[build]` key, or a root or alias under /home or a system path,
@@ -61,6 +62,7 @@ class Build:
             if reason is not None:
                 raise ConfigError(f"{home.society_file}: build.{key}: {reason}")
         self.config = config
+        self.seats = frozenset(home.society.seats)
 
     def in_flight_limit(self, run: Run) -> int:
         return 1
@@ -69,7 +71,7 @@ class Build:
         if run.finished:
             return []
         try:
-            ticket = parse_ticket(str(run.request.get("ticket") or ""), self.config)
+            ticket = parse_ticket(str(run.request.get("ticket") or ""), self.config, self.seats)
         except TicketError as exc:
             body = f"INVALID TICKET — {exc}"
             return [

@@ -1,63 +1,152 @@
 """The prompts of a build: what a code seat and the testdesign seat are told.
 
 Self-contained, first line `step: <step>`: a remote seat sees only this.
+A model is shown what its change needs (agents/build/repomap.py): the
+repository's map, the full current text of the files it may change, its
+own last change as a diff and the failing output, and — when its last
+answer did not apply — why. It is also told the lessons its grinder was
+handed on this wake, and where the manual-lookup memory is (the seed's
+escalation line: nothing hands those namespaces over unasked).
+
 A cmd code seat edits the files in its working directory; an openai one
-answers JSON, so the answer format is spelled out for it.
+answers JSON edits (agents/build/edits.py), so the format is spelled out.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agents.memory.lessons import block
+from agents.memory.namespaces import GENERAL_LESSONS, SEED_NAMESPACES
+
+if TYPE_CHECKING:
+    from agents.build.repomap import RepoView
+    from agents.memory.lessons import Lesson
+
+__all__ = ["ANSWER_FORMAT", "CodeContext", "code_prompt", "escalation", "testdesign_prompt"]
 
 OUTPUT_TAIL = 4000
-FILES_ANSWER = (
-    'Answer with ONLY a JSON object {"files": [{"path": "relative/path", "content": "the '
-    'whole new file"}]}; paths are relative to the repository root.'
+DIFF_TAIL = 6000
+ANSWER_FORMAT = (
+    "Answer with ONLY a JSON object\n"
+    '{"edits": [{"path": "relative/path", "search": "lines copied exactly from the file as '
+    'shown", "replace": "the new lines"}], "files": [{"path": "relative/path", "content": '
+    '"the whole file"}]}\n'
+    "An edit replaces the ONE place its search text occurs in a file shown under FILES; copy "
+    "the search text exactly (every space and line) and make it unique. A whole file is for "
+    "a new file, or a file shown in full. Give edits, files, or both; paths are relative to "
+    "the repository root. If any edit does not apply, none of the answer is applied and the "
+    "next prompt says why."
 )
 
 
-def code_prompt(
-    job: dict[str, Any], spec_text: str, last_output: str, tier: str, iteration: int, kind: str
-) -> str:
-    """The code seat's prompt: problem, traps, the spec, the last failing output, constraints."""
+NEW_FILES_FORMAT = (
+    'Answer with ONLY a JSON object {"files": [{"path": "relative/path", "content": "the whole '
+    'new file"}]}; paths are relative to the repository root, and only new files are written.'
+)
+
+
+def escalation() -> str:
+    """The seed's escalation line: where the manual-lookup memory is and how to ask for it."""
+    manual = [
+        f"{ns} ({meaning})" for ns, meaning in SEED_NAMESPACES.items() if ns != GENERAL_LESSONS
+    ]
+    return (
+        "MEMORY YOU MUST ASK FOR: nothing hands these namespaces over unasked: "
+        + "; ".join(manual)
+        + ". To look something up, ask @librarian in the room (an ask whose body holds your "
+        "words, or data.query; data.ns defaults to /bullpen and covers all four), or run "
+        "`bullpen memory recall WORDS --ns /bullpen/sandbox`. Read /bullpen/sandbox before "
+        "guessing a build-dir, path or ticket rule, and after any INVALID TICKET or DIR NOT FOUND."
+    )
+
+
+@dataclass(frozen=True)
+class CodeContext:
+    """Everything one code-seat turn is shown."""
+
+    tier: str
+    iteration: int
+    kind: str  # cmd or openai
+    spec_relative: str
+    spec_text: str
+    last_output: str
+    view: RepoView | None = None
+    last_change: str = ""  # the seat's own last change, as a diff
+    refused: str | None = None  # why its last answer was not applied
+    lessons: list[Lesson] = field(default_factory=list)
+
+
+def _files(view: RepoView | None) -> list[str]:
+    if view is None:
+        return []
+    lines = ["REPOSITORY MAP (path, size, top-level definitions):", view.map_text or "(empty)", ""]
+    if view.files:
+        lines.append("FILES (the full current text of each file you may change):")
+        for path, text in view.files.items():
+            lines += [f"--- {path}", text.rstrip("\n"), f"--- end of {path}", ""]
+    else:
+        lines += ["FILES: none yet (answer new files whole)", ""]
+    if view.left_out:
+        lines += ["LEFT OUT of this prompt (budget): " + "; ".join(view.left_out), ""]
+    return lines
+
+
+def code_prompt(job: dict[str, Any], context: CodeContext) -> str:
+    """The code seat's prompt: lessons, the problem, the repository, the spec, the last turn."""
     how = (
         "Edit the files in your working directory (the repository) so the spec passes."
-        if kind == "cmd"
-        else FILES_ANSWER
+        if context.kind == "cmd"
+        else ANSWER_FORMAT
     )
-    return "\n".join(
-        [
-            "step: code",
-            f"You are the code seat {tier!r} of a test-first build, iteration {iteration}.",
-            f"{how} Never change or delete the spec: it is the contract.",
-            "",
-            "PROBLEM:",
-            str(job.get("problem", "")),
-            "",
-            "TRAPS (plausible-but-wrong fixes):",
-            str(job.get("traps", "")),
-            "",
-            f"SPEC ({job['spec_relative']}):",
-            spec_text,
-            "",
-            "LAST TEST RUN (its tail):",
-            last_output[-OUTPUT_TAIL:],
-            "",
-            "CONSTRAINTS:",
-            str(job.get("constraints", "")),
-        ]
-    )
+    lessons = block(context.lessons)
+    lines = [
+        "step: code",
+        *([lessons.rstrip("\n")] if lessons else []),
+        f"You are the code seat {context.tier!r} of a test-first build, iteration "
+        f"{context.iteration}. Make the spec pass. Never change or delete the spec: it is the "
+        "contract.",
+        "",
+        "PROBLEM:",
+        str(job.get("problem", "")),
+        "",
+        "TRAPS (plausible-but-wrong fixes):",
+        str(job.get("traps", "")),
+        "",
+        "CONSTRAINTS:",
+        str(job.get("constraints", "")),
+        "",
+        *_files(context.view),
+        f"SPEC ({context.spec_relative}, read-only):",
+        context.spec_text.rstrip("\n"),
+        "",
+    ]
+    if context.refused:
+        lines += ["YOUR LAST ANSWER WAS NOT APPLIED:", context.refused, ""]
+    if context.last_change:
+        lines += ["YOUR LAST CHANGE (a diff; it is in the files above):",
+                  context.last_change[-DIFF_TAIL:], ""]  # fmt: skip
+    lines += [
+        "LAST TEST RUN (its tail):",
+        context.last_output[-OUTPUT_TAIL:],
+        "",
+        escalation(),
+        "",
+        how,
+    ]
+    return "\n".join(lines)
 
 
-def testdesign_prompt(job: dict[str, Any]) -> str:
+def testdesign_prompt(job: dict[str, Any], view: RepoView | None = None) -> str:
     """The testdesign seat's prompt: write the executable spec at the test path."""
     return "\n".join(
         [
             "step: testdesign",
             f"Write an executable {job['language']} spec at {job['spec_relative']} (relative to "
             "the repository root) that covers the acceptance contract below and fails against "
-            "the current stub.",
-            FILES_ANSWER,
+            "the current code. Answer it as a new file under files; the files shown are for "
+            "reading only: a spec writer changes none of them.",
             "",
             "PROBLEM:",
             str(job.get("problem", "")),
@@ -68,6 +157,11 @@ def testdesign_prompt(job: dict[str, Any]) -> str:
             "TRAPS:",
             str(job.get("traps", "")),
             "",
-            "STUB TARGETS: " + (", ".join(job.get("targets") or []) or "(none named)"),
+            "TARGETS: " + (", ".join(job.get("targets") or []) or "(none named)"),
+            "",
+            *_files(view),
+            escalation(),
+            "",
+            NEW_FILES_FORMAT,
         ]
     )

@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 __all__ = ["LANGUAGES", "Counts", "Language", "route"]
 
@@ -82,6 +82,9 @@ class Language:
     counts: Callable[[str], Counts]
     stub: Callable[[str, str], str]  # (target path, spec text) -> the stub's text
     env: tuple[tuple[str, str], ...] = ()  # the runner's own variables
+    # The runner's address-space limit when [build] memory_mb cannot hold it: a browser
+    # reserves tens of GB it never uses, and RLIMIT_AS counts reservations.
+    memory_mb: int | None = None
 
     def matches(self, relative: str) -> bool:
         path = PurePosixPath(relative)
@@ -102,6 +105,8 @@ def _go_stub(target: str, spec: str) -> str:
     found = re.search(r"^package\s+(\w+)", spec, re.M)
     return f"package {(found[1] if found else 'main').removesuffix('_test')}\n"
 
+
+WEBGAME = str(Path(__file__).resolve().with_name("webgame.py"))  # run by path, isolated
 
 LANGUAGES: tuple[Language, ...] = (
     Language(
@@ -143,6 +148,18 @@ LANGUAGES: tuple[Language, ...] = (
         test_pattern=r"\b(?:test|it)\s*\(\s*['\"`]",
         counts=_tap_counts,
         stub=_empty,
+    ),
+    Language(  # a single-file HTML canvas game: webgame smoke in a headless browser (§4)
+        name="webgame",
+        nick="jsdev",
+        patterns=("*.test.html", "*_test.html", "*.test.htm"),
+        runner=("{python}", "-I", WEBGAME, "{spec}"),
+        run_in_spec_dir=False,
+        syntax_check=("{python}", "-I", WEBGAME, "--check", "{spec}"),
+        test_pattern=r"<canvas\b|\bsmoke\(\s*['\"`]",
+        counts=_tap_counts,
+        stub=_empty,
+        memory_mb=1024 * 1024,
     ),
 )
 

@@ -44,10 +44,15 @@ class SpecRun:
     timed_out: bool
 
 
-def _limits(config: BuildConfig, timeout: float | None = None) -> FenceLimits:
+def _limits(
+    config: BuildConfig, timeout: float | None = None, language: Language | None = None
+) -> FenceLimits:
+    memory = config.memory_mb
+    if language is not None and language.memory_mb is not None:
+        memory = max(memory, language.memory_mb)
     return FenceLimits(
         timeout_s=timeout or config.run_timeout_s,
-        memory_mb=config.memory_mb,
+        memory_mb=memory,
         cpu_s=config.cpu_s,
         file_size_mb=config.file_size_mb,
         processes=config.processes,
@@ -102,7 +107,7 @@ async def syntax_problem(
         cwd=cwd,
         writable=[space.folder, space.cache],
         env=_env(config, space, argv, language),
-        limits=_limits(config, 30.0),
+        limits=_limits(config, 30.0, language),
         fence=space.fence,
         hidden=space.hidden,
     )
@@ -128,7 +133,7 @@ async def run_spec(
         cwd=cwd,
         writable=[space.folder, space.cache],
         env=_env(config, space, argv, language),
-        limits=_limits(config),
+        limits=_limits(config, language=language),
         fence=space.fence,
         hidden=space.hidden,
     )

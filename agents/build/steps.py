@@ -21,11 +21,13 @@ from typing import Any
 
 from agents.backpass.gitwork import git
 from agents.build.builddir import clone, point_alias, prepare, resolve_repo
-from agents.build.codeseat import CODE_TOKENS, FilesAnswer, code_seat_kind, write_files
+from agents.build.codeseat import CODE_TOKENS, code_seat_kind
 from agents.build.config import BuildConfig
+from agents.build.edits import CodeAnswer, EditRefused, apply_answer
 from agents.build.fence import choose
 from agents.build.grind import GrindJob, grind, ladder
 from agents.build.prompts import testdesign_prompt
+from agents.build.repomap import view_repo
 from agents.build.routing import Language, by_name, route
 from agents.build.runs import SpecRun, Workspace, run_spec, syntax_problem
 from agents.roots import OutsideRoot, Roots
@@ -116,15 +118,19 @@ async def _write_spec(
             f"there is no spec at {real / spec} and no seat to write one: write the spec "
             f"yourself, or set [seats.{seat}] to a model seat (`bullpen docs build`, code seats)"
         )
-    request = JudgmentRequest("testdesign", testdesign_prompt(data), max_tokens=CODE_TOKENS)
+    targets = [str(t) for t in data.get("targets") or []]
+    view = view_repo(real, spec, "", targets, config.prompt_tokens)
+    request = JudgmentRequest("testdesign", testdesign_prompt(data, view), max_tokens=CODE_TOKENS)
     try:
-        judgment = await ctx.judge(seat, request, FilesAnswer)
+        judgment = await ctx.judge(seat, request, CodeAnswer)
     except SeatError as exc:
         raise StepFailed(f"the {seat} seat wrote no spec: {exc.message}") from None
     try:
-        write_files(real, judgment.answer.files)
+        apply_answer(real, judgment.answer, set())  # new files only: never the code under test
     except OutsideRoot as exc:
         raise StepFailed(f"the {seat} seat wrote outside the build dir: {exc.message}") from None
+    except EditRefused as exc:
+        raise StepFailed(f"the {seat} seat's spec was not written: {exc.message}") from None
     if not (real / spec).is_file():
         git(real, "reset", "-q", "--hard", check=False)
         git(real, "clean", "-qfd", check=False)
@@ -176,6 +182,9 @@ async def design_spec(message: Message, ctx: StepContext) -> Reply:
             "red": True,
             "fence": run.fence,
             "baseline": baseline,
+            # the ids the testdesign seat's prompt carried (ctx.judge adds them); none when
+            # the operator wrote the spec and no model was asked
+            "lessons": [lesson.id for lesson in ctx.lessons] if written_by != "operator" else [],
         },
     )
 
@@ -230,7 +239,11 @@ async def grind_spec(message: Message, ctx: StepContext) -> Reply:
             space=space,
             spec_relative=spec,
             tiers=tiers,
-            ticket={k: data.get(k, "") for k in ("problem", "traps", "constraints")},
+            ticket={
+                **{k: data.get(k, "") for k in ("problem", "traps", "constraints")},
+                "targets": list(data.get("targets") or []),
+            },
+            lessons=list(ctx.lessons),
         )
         result = await grind(job, first, text, _announcer(ctx, message))
     finally:
@@ -257,5 +270,6 @@ async def grind_spec(message: Message, ctx: StepContext) -> Reply:
             "seat_fence": result.seat_fence,
             "model": result.model,
             "language": language.name,
+            "lessons": result.lessons,  # the ids a code seat was shown, not only handed over
         },
     )

@@ -1,9 +1,11 @@
-"""The §8.3 ticket checks: sections in order, a SPEC path, a REPO under the build root.
+"""The §8.3 ticket checks: sections in order, a SPEC path, a REPO under the build root,
+STEP 1 naming that spec with a no-regression clause, and tiers that name seats.
 
 Code, no model, and no file: the foreman runs these on the ticket's text
 and, if anything is wrong, ends the run at once with
 `INVALID TICKET — <what is wrong and how to fix it>`; nothing is dispatched
-and nothing is written. The paths are checked as written (the foreman opens
+and nothing is written. `bullpen build` runs the same checks first and posts
+nothing at all for an invalid ticket. The paths are checked as written (the foreman opens
 nothing); the sandbox step checks them again with every link followed.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from agents.build.config import BuildConfig, split_tiers
@@ -29,6 +32,11 @@ _TIERS = re.compile(r"\btiers\s*=\s*([^\s]+)")
 _TARGETS = re.compile(r"^\s*targets:\s*(.+)$", re.M | re.I)
 _NICK = re.compile(r"@([a-z][a-z0-9_-]*)")
 _PATH = re.compile(r"(/[^\s,;()]*)")
+# A no-regression clause (§8.3): "no regression", "no-regression", "must not regress",
+# "existing tests still pass", or a back-compat case.
+_NO_REGRESSION = re.compile(
+    r"\bregress|\bstill\s+pass|\bback[\s-]*(?:ward[\s-]*)?compat|\bunchanged\b", re.I
+)
 # The system's own trees, which nothing of a build may write, and the places that hold
 # users', services' and mounts' files: no build dir under either (a code seat's own
 # state may lie inside the second kind, never be one of them: agents/build/codeseat.py).
@@ -120,6 +128,19 @@ def _split(text: str) -> tuple[dict[str, str], list[str]]:
     return found, problems
 
 
+def title(text: str, limit: int = 120) -> str:
+    """A run's title: the first line of the ticket's PROBLEM text, not its header.
+
+    Every ticket opens with the header PROBLEM, so titling runs by their first line named
+    them all "build: PROBLEM" in the room, the demo and the Runs page."""
+    sections, _ = _split(text)
+    words = " ".join((sections.get("PROBLEM") or "").split())
+    if not words:
+        lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+        words = lines[0] if lines else ""
+    return words if len(words) <= limit else words[: limit - 1].rstrip() + "…"
+
+
 _WHAT = {
     "PROBLEM": "the symptom in one or two sentences, in user terms",
     "REPO": "the build dir, e.g. /tmp/sandbox (prepared and git-initialised)",
@@ -130,8 +151,36 @@ _WHAT = {
 }
 
 
-def parse_ticket(text: str, config: BuildConfig) -> Ticket:
-    """The checked ticket, or TicketError listing everything wrong with it."""
+def _check_step1(step1: str, repo: str, spec: str, config: BuildConfig) -> None:
+    """STEP 1 names the spec's path under REPO (or the alias) and a no-regression clause."""
+    named = [os.path.normpath(p.rstrip(".:")) for p in _PATH.findall(step1)]
+    relative = os.path.relpath(spec, repo)
+    under = [
+        os.path.relpath(path, root)
+        for path in named
+        for root in dict.fromkeys((repo, config.alias))
+        if _inside(root, path) and path != root
+    ]
+    if not under:
+        raise TicketError(
+            f"STEP 1 names no test path under REPO {repo}; write @testdesigner: the spec at "
+            f"{spec} covers … (the acceptance contract)"
+        )
+    if relative not in under:
+        raise TicketError(
+            f"STEP 1 names {', '.join(named)} but STEP 2's SPEC is {spec}; the test @testdesigner "
+            "writes is the one the grinder runs, so name the same path in both"
+        )
+    if not _NO_REGRESSION.search(step1):
+        raise TicketError(
+            "STEP 1's acceptance contract has no no-regression clause; add one, e.g. 'and no "
+            "regression: the existing tests still pass' (`bullpen docs build`, ticket rules)"
+        )
+
+
+def parse_ticket(text: str, config: BuildConfig, seats: Collection[str] | None = None) -> Ticket:
+    """The checked ticket, or TicketError saying what is wrong with it. `seats`: the
+    configured seat names, which `tiers=` must name (None: not checked)."""
     sections, problems = _split(text)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines or lines[-1].strip("\"'“”") != CLOSING:
@@ -173,6 +222,13 @@ def parse_ticket(text: str, config: BuildConfig) -> Ticket:
             tiers = split_tiers(tiers_match[1])
         except ValueError as exc:
             raise TicketError(f"STEP 2 tiers=: {exc}") from None
+        unknown = [t for t in tiers if seats is not None and t not in seats and t != "local"]
+        if unknown:
+            known = ", ".join(sorted(seats or ())) or "none"
+            raise TicketError(
+                f"STEP 2 tiers= names {', '.join(unknown)}, which no [seats.<name>] table "
+                f"configures (the seats are {known}); fix the names or add the seats"
+            )
     targets: list[str] = []
     if targets_match := _TARGETS.search(step2):
         targets = [t.strip() for t in re.split(r"[,\s]+", targets_match[1]) if t.strip()]
@@ -181,6 +237,7 @@ def parse_ticket(text: str, config: BuildConfig) -> Ticket:
                 raise TicketError(
                     f"STEP 2 targets: {target} must be a path relative to the REPO, without '..'"
                 )
+    _check_step1(sections["STEP 1"], repo, spec, config)
     nicks = _NICK.findall(step2)
     return Ticket(
         sections=sections,

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
 from agents.cli.parser import Command, build_parser
 from room import logs
@@ -33,6 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "home"):
         args.home = None
     logs.configure(level=args.log_level)
+    warnings.showwarning = _show_warning
     func: Command = args.func
     try:
         return func(args)
@@ -51,6 +54,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _show_warning(message: Warning | str, *_: Any, **__: Any) -> None:
+    """A warning is a sentence for the person at the terminal (or the journal), not a
+    source line of ours."""
+    print(f"bullpen: warning: {message}", file=sys.stderr, flush=True)
 
 
 def _silence_stdout() -> None:

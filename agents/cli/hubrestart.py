@@ -3,7 +3,8 @@
 The hub reads trust.toml only when it starts. Who restarts it depends on
 who runs it, found from the process holding the room's lock:
 
-    its parent is `bullpen up`          SIGTERM: `up` starts it again at once
+    its parent is `bullpen up`          SIGUSR1 to `up`: it stops the hub and starts it
+                                        again at once (a restart asked for, not a crash)
     its cgroup names a unit (systemd)   `systemctl --user restart <unit>`
     neither (`bullpen hub` by hand)     SIGHUP: it reads trust.toml again in place
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agents.home import Home
+from agents.runtime.up import RESTART_HUB_SIGNAL
 from room.client import RoomClient
 from room.errors import BullpenError
 from room.jsonl import lock_path
@@ -34,6 +36,7 @@ SYSTEMCTL_S = 60.0
 class Runner:
     kind: str  # "systemd", "up" or "alone"
     unit: str | None = None
+    parent: int | None = None  # the pid of `bullpen up`, when it runs the hub
 
 
 def classify(cgroup: str, parent_argv: list[str]) -> Runner:
@@ -77,7 +80,8 @@ def runner_of(pid: int) -> Runner:
         argv = Path(f"/proc/{parent}/cmdline").read_bytes().decode(errors="replace")
     except (OSError, ValueError, IndexError):
         return Runner("alone")
-    return classify(cgroup, [word for word in argv.split("\0") if word])
+    runner = classify(cgroup, [word for word in argv.split("\0") if word])
+    return Runner(runner.kind, runner.unit, parent) if runner.kind == "up" else runner
 
 
 async def _new_hub_answers(home: Home, old: int, timeout: float) -> int:
@@ -147,8 +151,11 @@ async def restart_hub(home: Home, timeout: float = 60.0) -> str:
             )
         how = f"systemctl --user restart {runner.unit}"
     elif runner.kind == "up":
-        os.kill(old, signal.SIGTERM)
-        how = f"stopped pid {old}; `bullpen up` started it again"
+        assert runner.parent is not None
+        # Asked of `up`, not done behind its back: a hub it saw die would be a crash to it,
+        # restarted after a backoff that doubles with each promote.
+        os.kill(runner.parent, RESTART_HUB_SIGNAL)
+        how = f"`bullpen up` (pid {runner.parent}) restarted it at once"
     else:
         os.kill(old, signal.SIGHUP)
         await _reread(home, timeout)

@@ -16,8 +16,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents.build.config import BuildConfig
 from agents.config import parse_address
 from agents.home import Home
+from agents.librarian.seed import lay_down as lay_down_seed
 from agents.memory.namespaces import SEED_NAMESPACES, lessons_ns
 from agents.packaged import defaults
 from agents.runtime.cursor import Cursor
@@ -40,6 +42,9 @@ class InitOptions:
     relaxed: str = "127.0.0.1:8081"
     demo: bool = False
     extra_nicks: list[str] = field(default_factory=list)
+    # The campaign-sandbox rules as the home's first memory entries (agents/librarian/seed.py).
+    # `bullpen init` seeds them; a library caller (a test's home) opts in.
+    seed_memory: bool = False
 
 
 def _template(name: str) -> str:
@@ -181,6 +186,10 @@ def _lay_down(home: Path, options: InitOptions) -> None:
     if prompts.is_dir():
         _copy_tree("prompts", home / "prompts")
     (home / "briefs").mkdir(mode=0o700)
+    if options.seed_memory:
+        build = tomllib.loads(society_text).get("build", {})
+        defaults_ = BuildConfig()
+        lay_down_seed(home, build.get("root", defaults_.root), build.get("alias", defaults_.alias))
     if options.demo:
         from agents.backpass.demo import lay_down_demo
 
@@ -190,7 +199,11 @@ def _lay_down(home: Path, options: InitOptions) -> None:
 
 def cmd_init(args: argparse.Namespace) -> int:
     options = InitOptions(
-        operator=args.operator, strict=args.strict, relaxed=args.relaxed, demo=args.demo
+        operator=args.operator,
+        strict=args.strict,
+        relaxed=args.relaxed,
+        demo=args.demo,
+        seed_memory=True,
     )
     if args.dir is None:  # `bullpen --home DIR init`, or BULLPEN_HOME, or the default
         target = Home.at(args.home).root

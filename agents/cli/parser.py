@@ -433,6 +433,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = add(
+        "cancel",
+        "agents.cli.cancel:cmd_cancel",
+        "stop a run (expedition, backpass, build): the foreman ends it as CANCELLED",
+    )
+    p.add_argument("thread", help="the run's thread, as its command printed it (exp-…, build-…)")
+    p.add_argument("--reason", default="", help="why, for the room and the report")
+    p.add_argument(
+        "--wait", type=_seconds, default=30.0, help="how long to wait for the foreman's report"
+    )
+
+    p = add(
         "demo",
         "agents.cli.demo:cmd_demo",
         "run the whole society once in a temporary home (or in --home DIR, which is kept)",

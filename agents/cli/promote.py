@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import sys
 
 from agents.cli import trustcheck as check
@@ -112,6 +113,23 @@ async def _promote(args: argparse.Namespace, nick: str, promote: bool) -> int:
     return 0 if ok else 1
 
 
+def _known_nick(home: Home, nick: str) -> None:
+    """A nick the society has: a lurker's, the operator, or one trust.toml already names.
+
+    A typo promoted would be a privileged nick nobody runs, and a hub restart for nothing."""
+    trust = home.trust
+    known = {*home.society.nicks, home.society.operator, *trust.trusted, *trust.privileged}
+    if nick in known:
+        return
+    near = difflib.get_close_matches(nick, sorted(known), n=2, cutoff=0.6)
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
+    raise UsageError(
+        f"{nick} is not a nick of this society: no [nicks.{nick}] in {home.society_file}, not "
+        f"the operator, and not in {trust.path}. {hint}To add an agent, give it a [nicks.{nick}] "
+        f"table (or list it under trusted in {trust.path}) first"
+    )
+
+
 def cmd_trust(args: argparse.Namespace) -> int:
     """`bullpen trust check`, or `promote|demote NICK`."""
     if args.action == "check":
@@ -124,5 +142,7 @@ def cmd_trust(args: argparse.Namespace) -> int:
         check_nick(args.nick, "NICK")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    Home.at(args.home).require()
+    home = Home.at(args.home)
+    home.require()
+    _known_nick(home, args.nick)
     return asyncio.run(_promote(args, args.nick, args.action == "promote"))

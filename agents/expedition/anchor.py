@@ -64,17 +64,26 @@ def excerpt_entry(
     if result.excerpt is None:
         return None, flag, document.role
     first_person = cut.voice_paragraphs(document.role, result.excerpt.text, tell)
+    tellers = cut.unlisted_tellers(result.excerpt.text, config.operator_names, config.digest_verbs)
     entry = {
         **{key: item[key] for key in _CARRIED if key in item},
         "role": document.role,
         **cut.as_data(result.excerpt),
         "short": result.short,
         "first_person": first_person,
-        "voice_anchor": first_person >= config.voice_anchor_paragraphs,
+        # narration under a name the operator did not list is never taken as lived prose
+        "voice_anchor": first_person >= config.voice_anchor_paragraphs and not tellers,
+        "unlisted_tellers": tellers,
+        "review": [review_flag(str(item["file"]), name) for name in tellers],
         "rejected_digest": result.rejected_digest,
         "rejected_tell": result.rejected_tell,
     }
     return entry, flag, document.role
+
+
+def review_flag(file: str, name: str) -> str:
+    """The flag a line narrating `name` (not in operator_names) earns its file."""
+    return f"[DIGEST_NAME_UNLISTED:{file}:{name}]"
 
 
 def kb_name(kb: Path, typed: str, cwd: Path | None = None) -> str:
@@ -118,6 +127,13 @@ def check_anchor(kb: Path, file: str, config: ExpeditionConfig) -> dict[str, Any
         raise AnchorRefused(
             f"{name} has no body prose that passes the gates ({flag}): its body is the digest "
             "layer or third-person narration, not first-person prose"
+        )
+    if entry["unlisted_tellers"]:
+        names = ", ".join(entry["unlisted_tellers"])
+        raise AnchorRefused(
+            f"{name}'s excerpt has a line of third-person narration naming {names}, which is "
+            "not in [expedition] operator_names; if that is how the corpus names you, add it "
+            "there, otherwise point to a file of your own first-person prose"
         )
     if not entry["voice_anchor"]:
         raise AnchorRefused(

@@ -10,7 +10,11 @@ Its claims and open questions seed term generation; its named phrases are
 words a fan-out term must get away from, and the brief bans them. Both are
 read from the frontmatter lists `claims`, `open_questions` and `phrases`
 (or `named_phrases`), and from the body's "Claims" / "Open questions" lists
-and its quoted or bold phrases.
+and its quoted or bold phrases. The brief bans more than the named
+phrases: the blaze's short plain-prose sentences too (`banned`; see
+agents.expedition.phrases), since a blaze often states its aphorisms as
+ordinary sentences. Those are not named phrases: the fan-out gate would
+otherwise forbid every word of them.
 
 A problem is refused, never skipped, so nothing the operator wrote is
 silently lost: `read_blaze` is the one check, used by the command before it
@@ -21,19 +25,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from agents.expedition.brief import harvest_banned_phrases
 from agents.expedition.kb import (
     MAX_KB_FILE_BYTES,
     UnclosedFrontmatter,
     load_yaml,
     split_frontmatter,
 )
+from agents.expedition.phrases import harvest
 from agents.roots import FileTooLarge, Roots, read_at_most
 
 ROLE = "guidance"
@@ -60,7 +64,8 @@ class Blaze:
 
     path: Path
     claims: list[str]
-    phrases: list[str]
+    phrases: list[str]  # named: frontmatter `phrases` and marked spans
+    banned: list[str] = field(default_factory=list)  # named, then short prose sentences
 
 
 def _kind(value: Any) -> str:
@@ -219,5 +224,6 @@ def read_blaze(path: Path, roots: Roots | None = None) -> Blaze:
     claims = [c for key in CLAIM_KEYS for c in _text_list(path, meta, key)]
     phrases = [p for key in PHRASE_KEYS for p in _text_list(path, meta, key)]
     claims += _body_claims(body)
-    phrases += harvest_banned_phrases([body])
-    return Blaze(path, _unique(claims), _unique(phrases))
+    phrases += harvest([body], prose=False)
+    banned = _unique([*phrases, *harvest([body])])
+    return Blaze(path, _unique(claims), _unique(phrases), banned)

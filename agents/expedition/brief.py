@@ -8,7 +8,8 @@ supply; a brief with a fake anchor would be worse than none.
 
 banned_phrases: guidance files name phrases the writing must not reuse; they
 are copied verbatim from every guidance excerpt and from the blaze file (its
-quoted and bold phrases, and its frontmatter `phrases` list as written), so a
+quoted and bold phrases, its short plain-prose sentences, and its
+frontmatter `phrases` list as written; agents.expedition.phrases), so a
 downstream checker can match them exactly.
 """
 
@@ -23,18 +24,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agents.expedition.excerpts import voice_paragraphs
+from agents.expedition.phrases import harvest
 
 ANCHORED_VOICES = frozenset({"carbon"})
 VOICES = ("Carbon", "Si-C", "Silicon")
 MISSING = "MISSING"
 
-_SPANS = re.compile(
-    r"\"(?P<dq>[^\"\n]+)\""
-    r"|“(?P<curly>[^”\n]+)”"
-    r"|\*\*(?P<bold>[^*\n]+)\*\*"
-    r"|(?<![\w*])\*(?P<star>[^*\n]+)\*(?![\w*])"
-    r"|(?<![\w_])_(?P<under>[^_\n]+)_(?![\w_])"
-)
 _SLUG_UNSAFE = re.compile(r"[^a-z0-9]+")
 
 
@@ -42,25 +37,13 @@ def needs_anchor(voice: str) -> bool:
     return voice.strip().lower() in ANCHORED_VOICES
 
 
-def harvest_banned_phrases(
-    texts: Iterable[str], *, min_words: int = 2, max_words: int = 10
-) -> list[str]:
-    """Quoted, bold or italic spans of 2-10 words, verbatim, first occurrence kept.
+def harvest_banned_phrases(texts: Iterable[str]) -> list[str]:
+    """Marked spans, then short plain-prose sentences and clauses, verbatim, each once.
 
-    Only trailing punctuation inside the quotes is trimmed ("a labor of love,"),
-    so the phrase matches where it is reused mid-sentence.
+    See agents.expedition.phrases: guidance states many of its aphorisms as
+    ordinary sentences, and those are what a writer would parrot.
     """
-    found: list[str] = []
-    seen: set[str] = set()
-    for text in texts:
-        for match in _SPANS.finditer(text):
-            phrase = next(g for g in match.groups() if g is not None).strip().rstrip(".,;:!?")
-            if not min_words <= len(phrase.split()) <= max_words:
-                continue
-            if phrase.lower() not in seen:
-                seen.add(phrase.lower())
-                found.append(phrase)
-    return found
+    return harvest(texts)
 
 
 def banned_phrases(guidance: Iterable[str], blaze_phrases: Iterable[str] = ()) -> list[str]:

@@ -11,6 +11,10 @@ run (`step 3/6 score: batch 1 of 2`): no escapes or redraws, and a step's
 body is stripped of control characters, so a pipe, a log file or the
 journal reads exactly what a terminal shows.
 
+Before it posts, the foreman must answer a ping (agents/runtime/waiting.py); while it
+waits, a line every 30 s says which step runs and for how long; Ctrl-C asks whether to
+cancel the run or detach from it (exit 130).
+
 Exit codes: 0 brief written, or Dig Report shown and the run left waiting;
 1 a step failed; 2 the brief was not written (voice anchor MISSING), or the
 command refused its arguments and posted nothing (argparse's code; the
@@ -18,7 +22,8 @@ arguments are checked in .cli, and here a thread that names no run or a
 path outside its [roots] folder); 3 gave
 up waiting (the run goes on); 4 the foreman could not act on the answer (it
 dropped a row the report does not list, or said none of confirm, drop and
-redirect): the run keeps waiting for a clear one.
+redirect): the run keeps waiting for a clear one; 5 the run was cancelled
+(`bullpen cancel`, from here or elsewhere); 130 Ctrl-C (the run cancelled, or left going).
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from agents.expedition.config import ExpeditionConfig
 from agents.expedition.pipeline import DIG_REPORT, STEP_NUMBERS
 from agents.foreman.pipeline import KEY
 from agents.roots import OutsideRoot
+from agents.runtime.cancel import EXIT_CANCELLED
+from agents.runtime.waiting import Heartbeat, interruptible, require_listening
 from agents.wording import counted
 from room.message import Message, bare
 
@@ -198,6 +205,8 @@ class Progress:
 def outcome_code(message: Message) -> int:
     """The exit code a final report means."""
     outcome = (message.data or {}).get("outcome")
+    if outcome == "cancelled":
+        return EXIT_CANCELLED
     if outcome == "brief":
         return EXIT_OK
     if outcome == "missing":
@@ -228,6 +237,16 @@ class Follower:
         `answered`: the operator's answer is already posted, so what is awaited
         is the brief or the next Dig Report.
         """
+        heartbeat = Heartbeat(self.err, self.foreman)
+        beating = asyncio.create_task(heartbeat.run())
+        try:
+            return await self._follow(after, timeout, answered, heartbeat)
+        finally:
+            beating.cancel()
+
+    async def _follow(
+        self, after: int, timeout: float, answered: bool, heartbeat: Heartbeat
+    ) -> int:
         operator = self.home.society.operator
         progress = Progress(self.foreman)
         try:
@@ -236,15 +255,19 @@ class Follower:
                     message = Message.model_validate(line)
                     if not message.verified:
                         continue
+                    heartbeat.seen(line)
                     note = progress.line(message)
                     if note:
                         print(note, file=self.err, flush=True)
+                        heartbeat.said()
                     to_me = message.from_ == self.foreman and bare(message.to) == operator
                     if not (to_me and message.type == "reply"):
                         continue
                     data = message.data or {}
                     if data.get("final"):
                         print(message.body, file=self.out, flush=True)
+                        if data.get("cancelled"):
+                            print(f"the run {self.thread} was cancelled", file=self.err)
                         return outcome_code(message)
                     if is_dig_report(message):
                         print(message.body, file=self.out, flush=True)
@@ -342,6 +365,7 @@ async def expedition(
         return EXIT_USAGE
     thread = new_thread()
     async with home.client(home.society.operator) as client:
+        await require_listening(client, FOREMAN)  # else nothing would ever answer
         posted = await client.say(
             f"@{FOREMAN}", f"expedition: {title} ({keyword})", type="ask", data=data, thread=thread
         )
@@ -349,7 +373,9 @@ async def expedition(
         follower = Follower(
             home, client, thread, out, err, yes=yes, interactive=not yes and sys.stdin.isatty()
         )
-        return await follower.follow(int(posted.get("seq", 0)), timeout)
+        return await interruptible(
+            follower.follow(int(posted.get("seq", 0)), timeout), client, thread, err
+        )
 
 
 async def read_thread(client: RoomClient, thread: str) -> list[Message]:

@@ -3,7 +3,11 @@
 The context is the one dict every later step reads: title, keyword, voice,
 the structural hints, the knowledge base and briefs folders, and the
 blaze's claims and named phrases (read and checked by
-`agents.expedition.blaze`). A redirect adds the operator's words to it.
+`agents.expedition.blaze`). A redirect adds the operator's words to it:
+to the pattern every summary is scored against, to the termgen seat's
+seed, and to the terms retrieval searches (`searched_terms`), so a
+redirect to "cold water" finds the rows about cold water whatever terms a
+seat derives from it.
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ def with_redirects(context: dict[str, Any], redirects: Sequence[str]) -> dict[st
     return {
         **context,
         "redirect": " / ".join(redirects),
+        "redirects": [" ".join(r.split()) for r in redirects if r.strip()],
         "pattern": pattern_sentence(
             context["title"],
             context["keyword_primary"],
@@ -82,3 +87,19 @@ def with_redirects(context: dict[str, Any], redirects: Sequence[str]) -> dict[st
             redirects,
         ),
     }
+
+
+def searched_terms(terms: Sequence[str], context: dict[str, Any]) -> list[str]:
+    """The seat's terms, then each redirect's own words as a term of its own.
+
+    The newest redirect comes first among them; one already among the terms
+    (ignoring case and spacing) is not added twice.
+    """
+    out = list(terms)
+    seen = {" ".join(t.lower().split()) for t in out}
+    for redirect in reversed(context.get("redirects") or []):
+        folded = " ".join(str(redirect).lower().split())
+        if folded and folded not in seen:
+            seen.add(folded)
+            out.append(str(redirect))
+    return out

@@ -81,6 +81,40 @@ def tell_pattern(names: Sequence[str], verbs: Sequence[str]) -> re.Pattern[str]:
     return re.compile(rf"^\s*(?:{name_part})\s+(?:{verb_part})\b", re.IGNORECASE | re.MULTILINE)
 
 
+# Words that open a sentence in a name's place without naming anyone.
+_NOT_NAMES = frozenset(
+    {
+        "he", "she", "they", "it", "this", "that", "these", "those", "the", "one",
+        "someone", "everyone", "nobody", "who", "which", "here", "there", "then", "so",
+        "and", "but", "a", "an", "each", "every", "our", "his", "her", "their",
+    }
+)  # fmt: skip
+
+
+def unlisted_tellers(text: str, names: Sequence[str], verbs: Sequence[str]) -> list[str]:
+    """Names that open a line of digest narration ("Jordan reflects on ...") but are not
+    among `names` (the operator's, as the corpus writes them), in order, each once.
+
+    The tell gate only knows the names it was given; a line narrating someone
+    by another name may be the operator under a name the list lacks, or
+    somebody else's story. Either way it is not to be taken as lived
+    first-person prose without a person looking: the caller flags it.
+    """
+    verb_part = "|".join(map(re.escape, verbs))
+    pattern = re.compile(
+        rf"^\s*(?P<name>[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*){{0,2}})\s+(?:{verb_part})\b",
+        re.MULTILINE,
+    )
+    listed = {" ".join(name.lower().split()) for name in names}
+    found: list[str] = []
+    for match in pattern.finditer(text):
+        name = " ".join(match["name"].split())
+        if name.lower() in listed or name.split()[0].lower() in _NOT_NAMES or name in found:
+            continue
+        found.append(name)
+    return found
+
+
 def has_tell(text: str, tell: re.Pattern[str]) -> bool:
     return bool(tell.search(text))
 

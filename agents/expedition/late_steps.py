@@ -37,11 +37,11 @@ from agents.expedition.brief import (
     render_brief,
 )
 from agents.expedition.steps import (
+    blaze_step,
     config_of,
     context_of,
     data_of,
     kb_of,
-    read_blaze_step,
     roots_of,
 )
 from agents.roots import Roots
@@ -63,6 +63,7 @@ def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
         entry, flag, _ = excerpt_entry(kb, item, config, tell)
         if entry is not None:
             entries.append(entry)
+            flags += entry["review"]
         if flag:
             flags.append(flag)
     found = sum(1 for e in entries if e["voice_anchor"])
@@ -72,6 +73,8 @@ def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
         entry, flag, role = excerpt_entry(kb, {**item, "kind": "voice"}, config, tell)
         if flag and flag.startswith(("[KB_FILE", "[KB_FRONTMATTER")):
             flags.append(flag)
+        if entry is not None and role == "lived":  # left out as an anchor: a person should look
+            flags += entry["review"]
         if entry is not None and role == "lived" and entry["voice_anchor"]:
             entries.append(entry)
             found += 1
@@ -84,10 +87,11 @@ def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
 
 
 def _blaze_phrases(context: dict[str, Any], roots: Roots) -> list[str]:
-    """The blaze's named phrases: its frontmatter `phrases`, then its quoted and bold ones."""
+    """The blaze's banned phrases: its frontmatter `phrases`, its marked spans, then its
+    short plain-prose sentences (agents.expedition.phrases)."""
     if not context.get("blaze_path"):
         return []
-    return read_blaze_step(Path(context["blaze_path"]), roots)[1]
+    return blaze_step(Path(context["blaze_path"]), roots).banned
 
 
 def _write(roots: Roots, path: Path, text: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 from agents.expedition.kb import IndexRow, load_index
 from agents.expedition.scoring import MAX_WHY_WORDS
 from agents.expedition.scotoma import MAX_DEEP_CUTS
+from agents.expedition.stems import StemIndex
 from agents.expedition.terms import MAX_TERMS, MIN_FANOUT, anchor_words, distinct
 from agents.expedition.words import STOPWORDS, content_words, fold, names_any, stem
 
@@ -88,7 +89,7 @@ def termgen(payload: dict[str, Any]) -> dict[str, Any]:
     common = _lowercase_words(texts)
     counts = [_candidate_terms(text, common) for text in texts]
     df: Counter[str] = Counter(term for found in counts for term in found)
-    weight: Counter[str] = Counter()
+    weight: defaultdict[str, float] = defaultdict(float)  # a Counter holds ints
     near_rows: Counter[str] = Counter()
     for text, found in zip(texts, counts, strict=True):
         w = 2.0 * names_any(text, key_words) + 1.5 * bool(steer and names_any(text, steer))
@@ -141,21 +142,33 @@ def _why(parts: list[str]) -> str:
 def score(payload: dict[str, Any]) -> dict[str, Any]:
     """Embodies 0-3 from the keyword, search terms and focus words a summary shares.
 
-    Two points for naming the keyword, one per search term found, one for
-    any title or redirect word; 5+ is 3, 3-4 is 2, 1-2 is 1.
+    A term or focus word is shared as retrieval finds it: as a substring, or
+    by its words' stems (agents.expedition.stems). Three points for matching
+    a redirect (the operator's latest words outweigh the keyword), else two
+    for naming the keyword; one per search term found, one for any title or
+    redirect word; 5+ is 3, 3-4 is 2, 1-2 is 1.
     """
     keyword = str(payload.get("keyword") or "")
     key_words = content_words(keyword)
     terms = [str(t) for t in payload.get("search_terms") or []]
+    redirects = [str(r) for r in payload.get("redirects") or []]
     focus = str(payload.get("focus") or payload.get("pattern") or "")
     pattern_words = set(content_words(focus)) - set(key_words)
     scores = []
-    for row in payload["rows"]:
-        summary = str(row["summary"])
-        hits = [t for t in terms if fold(t) and fold(t) in fold(summary) and t != fold(keyword)]
+    summaries = [str(row["summary"]) for row in payload["rows"]]
+    with StemIndex(summaries) as index:
+        by_stem = index.terms_of(terms)
+        echoed = {w: index.holding(w) for w in pattern_words}
+    for n, (row, summary) in enumerate(zip(payload["rows"], summaries, strict=True)):
+        hits = [
+            t
+            for t in terms
+            if t != fold(keyword) and ((fold(t) and fold(t) in fold(summary)) or t in by_stem[n])
+        ]
         named = bool(key_words) and names_any(summary, key_words)
-        shared = sorted(pattern_words & set(content_words(summary)))
-        points = len(hits) + (2 if named else 0) + (1 if shared else 0)
+        steered = any(t in hits for t in redirects)
+        shared = sorted(w for w in pattern_words if n in echoed[w])
+        points = len(hits) + (3 if steered else 2 if named else 0) + (1 if shared else 0)
         embodies = 3 if points >= 5 else 2 if points >= 3 else 1 if points >= 1 else 0
         parts = [f"names {keyword};" if named else ""]
         if hits:

@@ -21,7 +21,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from agents.expedition.config import ExpeditionConfig
-from agents.expedition.context import with_redirects
+from agents.expedition.context import searched_terms, with_redirects
 from agents.expedition.report import (
     Decision,
     Dig,
@@ -198,7 +198,7 @@ class Expedition:
             ),
             flags,
         )
-        terms = [str(t) for t in termed.get("terms") or []]
+        terms = searched_terms([str(t) for t in termed.get("terms") or []], context)
         flags = _flags({"flags": flags}, termed)
         found = self._reply(
             run,
@@ -293,6 +293,7 @@ class Expedition:
                     "focus": " ".join(
                         filter(None, [context.get("title"), context.get("redirect")])
                     ),
+                    "redirects": list(context.get("redirects") or []),
                     "terms": terms,
                     "rows": [{"id": row["id"], "summary": row["summary"]} for row in group],
                     "batch": i,

@@ -66,8 +66,10 @@ def termgen_request(
         f"Give {MIN_TERMS} to {MAX_TERMS} short terms (one to three words each). At least "
         f"{MIN_FANOUT} must share NO word",
         "with the keyword, the title or the blaze phrases.",
-        "Each term is matched as a case-insensitive substring of file summaries, so prefer",
-        "plain words a summary would use.",
+        "Each term is matched against file summaries and keypoints by its words, stemmed and",
+        "in any order ('swimming in cold water' finds 'cold-water swims'; a term of three or",
+        "more words may miss one of them), and as a case-insensitive substring as well.",
+        "Prefer plain words a summary would use; small words (the, of, in) are ignored.",
     ]
     if problems:
         lines += ["", "Your previous answer failed the check: " + problems]
@@ -89,12 +91,13 @@ def score_request(
     *,
     keyword: str,
     focus: str = "",
+    redirects: Sequence[str] = (),
     guidance: str = "",
 ) -> JudgmentRequest:
     """Step 3: how strongly each summary of one batch embodies the pattern.
 
-    `focus` (the title and any redirect) goes to the local seat only: the
-    pattern sentence already carries it for a model.
+    `focus` (the title and any redirect) and `redirects` go to the local seat
+    only: the pattern sentence already carries them for a model.
     """
     pairs = [{"id": row["id"], "summary": row["summary"]} for row in rows]
     inputs = {"pattern": pattern, "search_terms": list(terms), "rows": pairs}
@@ -103,7 +106,7 @@ def score_request(
         "3 exact. A summary can embody the pattern without naming its words.",
         "Score every id below exactly once; give a reason of at most 12 words.",
     ]
-    payload = {**inputs, "keyword": keyword, "focus": focus}
+    payload = {**inputs, "keyword": keyword, "focus": focus, "redirects": list(redirects)}
     return JudgmentRequest(
         "score",
         _prompt("score", lines, inputs, SCORES_SCHEMA, guidance),

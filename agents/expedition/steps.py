@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from agents.expedition.blaze import BlazeError, read_blaze
+from agents.expedition.blaze import Blaze, BlazeError, read_blaze
 from agents.expedition.config import ExpeditionConfig
 from agents.expedition.context import make_context
 from agents.expedition.kb import check_file, check_kb, load_index, locate, on_disk
@@ -89,12 +89,17 @@ async def _judge(
         raise StepFailed(f"no valid {role} answer: {exc.message}") from exc
 
 
-def read_blaze_step(path: Path, roots: Roots) -> tuple[list[str], list[str]]:
-    """(claims, phrases) of the run's blaze; its problem, as the command would refuse it."""
+def blaze_step(path: Path, roots: Roots) -> Blaze:
+    """The run's blaze, read from under its root; its problem, as the command would refuse it."""
     try:
-        blaze = read_blaze(roots.check("blaze", path, "the blaze file"), roots)
+        return read_blaze(roots.check("blaze", path, "the blaze file"), roots)
     except BlazeError as exc:
         raise StepFailed(exc.message) from None
+
+
+def read_blaze_step(path: Path, roots: Roots) -> tuple[list[str], list[str]]:
+    """(claims, named phrases) of the run's blaze."""
+    blaze = blaze_step(path, roots)
     return blaze.claims, blaze.phrases
 
 
@@ -291,6 +296,7 @@ async def score_batch(message: Message, ctx: StepContext) -> Reply:
         rows,
         keyword=str(data.get("keyword") or ""),
         focus=str(data.get("focus") or ""),
+        redirects=[str(r) for r in data.get("redirects") or []],
         guidance=config_of(ctx).guidance.get("score", ""),
     )
     judgment = await _judge(ctx, "score", request, scores_schema([str(r["id"]) for r in rows]))

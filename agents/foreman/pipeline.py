@@ -136,6 +136,20 @@ class Run:
     def finished(self) -> bool:
         return any(m.data and m.data.get("final") for m in self._reports.values())
 
+    @property
+    def cancellation(self) -> Message | None:
+        """The operator's cancel of this run (agents/runtime/cancel.py), if any: only the
+        run's own operator, to the foreman, counts."""
+        for message in self.messages:
+            if (
+                message.from_ == self.operator
+                and bare(message.to) == self.foreman
+                and message.type == "chat"
+                and (message.data or {}).get("cancel")
+            ):
+                return message
+        return None
+
 
 class Pipeline(Protocol):
     """A deterministic sequencer: what to do next, given everything so far."""

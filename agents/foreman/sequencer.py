@@ -24,6 +24,7 @@ import structlog
 from agents.foreman.pipeline import KEY, Ask, Report, Run
 from agents.foreman.registry import PipelineRegistry
 from agents.foreman.seen import Seen, SeenThreads
+from agents.runtime import cancel
 from agents.runtime.outcome import Failure, Outbox, OutPost
 from agents.runtime.step import StepContext
 from agents.runtime.wake import is_ping
@@ -129,6 +130,10 @@ class Foreman:
         if run.finished:
             self._open.discard(run.thread)
             return Outbox()
+        stop = run.cancellation
+        if stop is not None:
+            self._open.discard(run.thread)
+            return Outbox(self._cancelled(run, seen, stop))
         actions = pipeline.advance(run)
         posts = self._posts(run, seen, actions, pipeline.in_flight_limit(run))
         if any(isinstance(a, Report) and a.final for a in actions):
@@ -167,6 +172,32 @@ class Foreman:
                 posts.append(
                     OutPost(f"@{run.operator}", action.body, "reply", data, target, run.thread)
                 )
+        return posts
+
+    def _cancelled(self, run: Run, seen: Seen, stop: Message) -> list[OutPost]:
+        """The run's final report, CANCELLED, and a notice to each step still working on it."""
+        reason = cancel.reason_of(stop)
+        report = Report(
+            cancel.CANCELLED_KEY,
+            cancel.cancelled_body(reason),
+            {cancel.CANCELLED_KEY: True, "reason": reason, "outcome": "cancelled"},
+            final=True,
+            in_reply_to=stop.id,
+        )
+        posts = self._posts(run, seen, [report], 0)
+        if not posts:  # decided already, not yet in the thread: nothing more to send
+            return []
+        for ask in run.pending():
+            posts.append(
+                OutPost(
+                    ask.to,
+                    f"the run {run.thread} was cancelled: stop this step ({reason})",
+                    "chat",
+                    cancel.step_notice_data(ask.id, reason),
+                    ask.id,
+                    run.thread,
+                )
+            )
         return posts
 
     async def tick(self, ctx: StepContext) -> Outbox:
@@ -218,8 +249,10 @@ class Foreman:
 
     async def _bootstrap(self, ctx: StepContext) -> None:
         """After a restart, find the runs still open from the asks addressed to us."""
-        recent = await ctx.read_to(ctx.nick, RECENT_WINDOW)
         self._bootstrapped = True
+        if ctx.read_to is None:  # a context with no room behind it: no run to find
+            return
+        recent = await ctx.read_to(ctx.nick, RECENT_WINDOW)
         for message in recent:
             opens_a_run = message.type == "ask" and not is_ping(message)
             if opens_a_run and message.thread and message.verified:

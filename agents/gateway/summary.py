@@ -89,6 +89,10 @@ def day_summary(
     for caller in sorted(set(by_caller) | set(config.callers)):
         used = by_caller.get(caller, _blank())
         budgets += _budget_rows("caller", caller, config.caller_budget(caller), used)
+    if not set(by_caller) - set(config.callers):
+        # [gateway.budget] binds every caller without a table of its own. No such caller
+        # called that day, but the budget was set all the same: say so, at 0 used.
+        budgets += _budget_rows("caller", "*", config.budget, _blank())
     for backend in sorted(config.backends):
         used = by_backend.get(backend, _blank())
         budgets += _budget_rows("backend", backend, config.backends[backend].budget, used)

@@ -22,7 +22,7 @@ from agents.memory import namespace_counts
 from agents.memory.entry import seq_of
 from agents.memory.errors import Refused
 from agents.memory.index import Index
-from agents.memory.namespaces import ROOT, index_path, memory_config, namespaces, normalize
+from agents.memory.namespaces import ROOT, index_path, memory_config, normalize
 from agents.memory.projection import Reader, Rules, catch_up, file_reader, hub_reader
 from room import strictjson
 from room.client import read_file
@@ -32,7 +32,9 @@ __all__ = ["cmd_memory", "rebuild"]
 
 
 def _reader(home: Home) -> Index:
-    return Index.open(index_path(home), create=False)
+    return Index.open(
+        index_path(home), create=False, deadline_s=memory_config(home).query_deadline_s
+    )
 
 
 def _room_reader(home: Home, librarian: str) -> Reader:
@@ -45,7 +47,7 @@ async def rebuild(home: Home) -> dict[str, int]:
     """Project the whole room into a new index, then swap it in; the live counts."""
     path = index_path(home)
     librarian = memory_config(home).librarian
-    rules = Rules(librarian, frozenset(home.trust.trusted), namespaces(home), notify=False)
+    rules = Rules.of(home, librarian, notify=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".rebuild-") as scratch:
         fresh = Index.open(Path(scratch) / "memory.sqlite")
@@ -76,8 +78,8 @@ async def _save(home: Home, args: argparse.Namespace) -> int:
             save[key] = getattr(args, key)
     if args.tag:
         save["tags"] = args.tag
-    body = checked_save(home, save)
     nick = args.as_nick or home.society.operator
+    body = checked_save(home, save, nick)
     async with home.client(nick) as client:
         line = await ask_librarian(home, client, f"remember: {body['text'][:200]}", {"save": body})
     print(line["body"])

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.memory.entry import parse_save
 from agents.memory.errors import Refused
-from agents.memory.namespaces import memory_config, namespaces
+from agents.memory.namespaces import keepers, memory_config, namespaces, writer_refusal
 from room.errors import HubUnavailable
 
 if TYPE_CHECKING:
@@ -25,11 +25,16 @@ __all__ = ["ask_librarian", "checked_save"]
 WAIT_S = 30.0
 
 
-def checked_save(home: Home, save: dict[str, Any]) -> dict[str, Any]:
-    """The save as it will be posted, or Refused before anything is written."""
+def checked_save(home: Home, save: dict[str, Any], poster: str | None = None) -> dict[str, Any]:
+    """The save as it will be posted, or Refused before anything is written; with `poster`,
+    also whether that nick may write the namespace (the librarian checks it again, with
+    what a `supersedes` names)."""
     entry = parse_save(save)
     body = entry.model_dump(exclude_defaults=True)
     body["ns"] = namespaces(home).check(entry.ns)
+    why = None if poster is None else writer_refusal(body["ns"], poster, keepers(home))
+    if why is not None:
+        raise Refused(why)
     return body
 
 

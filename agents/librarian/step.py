@@ -5,10 +5,14 @@ catches the projection up through that post's seq and replies with the
 entry's id, or fails with why it was refused. Woken by any other ask, it
 recalls over the manual-lookup namespaces (`/bullpen` prefix unless the ask
 names `ns`): `data.query` in FTS5 syntax, or else any word of the body.
+The asks are answered one at a time, so a query over the bounds of
+agents/memory/query.py is refused before it runs, and one past its deadline
+is stopped: a costly ask cannot hold the saves queued behind it.
 
 Saves the lurker does not wake for (untrusted or unverified posters) are
 still projected, as refused, on the periodic tick, which answers each with
-a flag reply, once. The index and the room reader are made in `prepare`.
+a flag reply, once. The same tick saves a new home's seed entries
+(agents/librarian/seed.py). The index and the room reader are made in `prepare`.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from typing import Any
 
 import structlog
 
+from agents.librarian.seed import Seeder
 from agents.memory.errors import Refused
 from agents.memory.index import Index, terms_query
-from agents.memory.namespaces import ROOT, index_path, namespaces, normalize
+from agents.memory.namespaces import ROOT, index_path, memory_config, normalize
 from agents.memory.projection import Rules, catch_up, hub_reader
 from agents.runtime.outcome import Outbox, OutPost
 from agents.runtime.step import Reply, StepContext
@@ -59,12 +64,14 @@ class Librarian:
         self.rules: Rules | None = None
         self.read: Any = None
         self._lock: asyncio.Lock | None = None
+        self.seeder: Seeder | None = None
 
     def prepare(self, ctx: StepContext) -> None:
         home = ctx.home
-        self.index = Index.open(index_path(home))
-        self.rules = Rules(ctx.nick, frozenset(home.trust.trusted), namespaces(home))
+        self.index = Index.open(index_path(home), deadline_s=memory_config(home).query_deadline_s)
+        self.rules = Rules.of(home, ctx.nick)
         self.read = hub_reader(home.client(ctx.nick), ctx.nick)
+        self.seeder = Seeder(home.root, ctx.nick)
 
     async def _catch_up(self, through: int = 0) -> Index:
         assert self.index is not None and self.rules is not None
@@ -90,9 +97,10 @@ class Librarian:
     async def tick(self, ctx: StepContext) -> Outbox | None:
         """Project what arrived without waking us, and flag each untrusted save once."""
         index = await self._catch_up()
+        seeds = self.seeder.posts(index) if self.seeder is not None else []
         pending = index.pending_flags()
         if not pending:
-            return None
+            return Outbox(seeds) if seeds else None
         with index.writing():
             index.mark_flagged(seq for seq, *_ in pending)
         posts = [
@@ -106,7 +114,7 @@ class Librarian:
             for _, msg_id, poster, reason in pending
         ]
         log.info("flagged refused saves", count=len(posts))
-        return Outbox(posts)
+        return Outbox([*seeds, *posts])
 
 
 librarian = Librarian()

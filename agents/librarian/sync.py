@@ -138,13 +138,15 @@ def plan(
     return saves
 
 
-async def sync(home: Home, nick: str | None = None, wait_s: float = WAIT_S) -> list[str]:
-    """Bring the index in line with each repository's merged memory.md; one line per repository."""
+async def sync(home: Home, wait_s: float = WAIT_S) -> list[str]:
+    """Bring the index in line with each repository's merged memory.md; one line per repository.
+    It posts as the operator: the one nick besides its owner that a lessons namespace takes
+    saves from (agents/memory/namespaces.py keepers)."""
     config = BackpassConfig.from_home(home)
     shas = _sessions_to_sha(config, home)
     ledger = _ledger(config, home)
     report: list[str] = []
-    async with home.client(nick or home.society.operator) as client:
+    async with home.client(home.society.operator) as client:
         for target in targets(config, home):
             info = inspect_repo(target.repo, config.branch_prefix)
             commit = _head(target.repo, info.default)

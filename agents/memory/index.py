@@ -8,7 +8,9 @@ not taken and why; `meta` holds the seq the projection has read through.
 
 Writers are the librarian and `bullpen memory rebuild`; lurkers only read
 (a reader never blocks the writer in WAL mode). Query text reaches MATCH as
-the user wrote it, so FTS5 syntax works; a syntax error is Refused, not a crash.
+the user wrote it, so FTS5 syntax works, within the bounds of
+agents/memory/query.py; a syntax error, a query over a bound or past its
+deadline is Refused (the writer's error), never a crash or Unavailable.
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ from typing import Any
 from agents.memory.entry import Entry, Save, entry_id, seq_of
 from agents.memory.errors import Refused, Unavailable
 from agents.memory.namespaces import GENERAL_LESSONS, prefix_range
+from agents.memory.query import (
+    DEADLINE_S,
+    DeadlinePassed,
+    bounded,
+    check_query,
+    deadline_refusal,
+    syntax_refusal,
+)
 
 __all__ = ["Index", "terms_query"]
 
@@ -66,8 +76,12 @@ _COLUMNS = (
 )
 _WORD = re.compile(r"\w{2,}", re.UNICODE)
 MAX_TERMS = 12
-FORMAT = "2"  # the layout of the scoped words; an index of another is re-read from the room
+# The layout of the scoped words and the rules it was projected under; an index of another
+# is re-read from the room. 3: lessons namespaces are guarded (namespaces.writer_refusal), so
+# a save an older index took into another nick's lessons is dropped on the re-read.
+FORMAT = "3"
 MAX_K = 100
+_PROBE = "SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? AND rowid = 0"
 
 
 def _token(kind: str, ns: str) -> str:
@@ -196,12 +210,13 @@ def _settle_format(db: sqlite3.Connection) -> None:
 class Index:
     """One connection to the index file."""
 
-    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, db: sqlite3.Connection, path: Path, deadline_s: float = DEADLINE_S) -> None:
         self.db = db
         self.path = path
+        self.deadline_s = deadline_s  # the most a recall's query may run (query.py)
 
     @classmethod
-    def open(cls, path: Path, *, create: bool = True) -> Index:
+    def open(cls, path: Path, *, create: bool = True, deadline_s: float = DEADLINE_S) -> Index:
         """The index at `path`; with create=False (a reader) a missing file is Unavailable."""
         if not create and not path.is_file():
             raise Unavailable(
@@ -232,7 +247,7 @@ class Index:
                 )
         except sqlite3.Error as exc:
             raise Unavailable(f"the memory index {path} cannot be opened ({exc})") from None
-        return cls(db, path)
+        return cls(db, path, deadline_s)
 
     def close(self) -> None:
         self.db.close()
@@ -391,29 +406,37 @@ class Index:
                 (*args, k),
             ).fetchall()
             return [_entry(row) for row in rows]
+        check_query(query)
         # The namespace narrows the MATCH itself (its token in `nsk`), so the cost follows
         # the namespace's entries, not the whole index's; the SQL filter below is the rule.
         scoped = f"nsk : {_token('x' if exact else 'p', same)} AND text : ({query})"
         try:
-            # the query as written, parsed on its own (a seek to no row): a syntax error names
-            # the user's text, and scoping cannot turn a broken query into a valid one
-            self.db.execute(
-                "SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? AND rowid = 0", (query,)
-            ).fetchall()
-            rows = self.db.execute(
-                _ranked("bm25(entries_fts, 1.0, 0.0, 0.0)", f"e.space IN ({spaces})"),
-                (scoped, *args, k),
-            ).fetchall()
+            with bounded(self.db, self.deadline_s):
+                # the query as written, parsed on its own (a seek to no row): a syntax error
+                # names the writer's text, and scoping cannot turn a broken query into a valid one
+                self.db.execute(_PROBE, (query,)).fetchall()
+                rows = self.db.execute(
+                    _ranked("bm25(entries_fts, 1.0, 0.0, 0.0)", f"e.space IN ({spaces})"),
+                    (scoped, *args, k),
+                ).fetchall()
+        except DeadlinePassed:
+            raise deadline_refusal(query, self.deadline_s) from None
         except sqlite3.OperationalError as exc:
-            text = str(exc)
-            if "fts5" in text or "syntax" in text or "no such column" in text:
-                raise Refused(
-                    f"the query {query!r} is not valid FTS5 syntax ({text}); put words in "
-                    'double quotes ("like this") or drop the stray operator',
-                    query=query,
-                ) from None
-            raise Unavailable(f"the memory index {self.path} could not be read ({text})") from None
+            if self._readable():  # the index answers a known-good query: this one is at fault
+                raise syntax_refusal(query, str(exc).strip().rstrip(":")) from None
+            raise Unavailable(f"the memory index {self.path} could not be read ({exc})") from None
+        except sqlite3.DatabaseError as exc:
+            raise Unavailable(f"the memory index {self.path} could not be read ({exc})") from None
         return [_entry(row[:-1], row[-1]) for row in rows]
+
+    def _readable(self) -> bool:
+        """Whether the index answers a query that is certainly good: when it does, what
+        SQLite refused was the writer's query, not the index."""
+        try:
+            self.db.execute(_PROBE, ('"probe"',)).fetchall()
+        except sqlite3.DatabaseError:
+            return False
+        return True
 
     def lessons(self, ns: str, words: list[str], k: int) -> list[Entry]:
         """The live lessons filed exactly under `ns` best matching any of `words` (BM25 over

@@ -7,6 +7,12 @@ no namespace is refused outright (there is no default for entries to pile into).
 
 A query's namespace is a prefix filter on whole segments: `/bullpen/ops`
 matches `/bullpen/ops` and `/bullpen/ops/x`, never `/bullpen/opsx`.
+
+The lessons namespaces are handed to prompts unasked ("follow them"), so
+they are guarded: `/bullpen/lessons-learned/<nick>` (and below) takes saves
+from that nick and the keepers only, `/bullpen/lessons-learned` itself (handed
+to every nick) from the keepers only. The keepers are the operator, who is
+also the poster of the backpass's sync (agents/librarian/sync.py).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.config import parse_section
 from agents.memory.errors import Refused
+from agents.memory.query import DEADLINE_S
 from room.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -31,9 +38,12 @@ __all__ = [
     "ROOT",
     "MemoryConfig",
     "Namespaces",
+    "keepers",
     "lessons_ns",
+    "lessons_owner",
     "normalize",
     "prefix_range",
+    "writer_refusal",
 ]
 
 ROOT = "/bullpen"
@@ -54,6 +64,42 @@ SEED_NAMESPACES: dict[str, str] = {
 def lessons_ns(nick: str) -> str:
     """The namespace of one nick's own lessons, handed to it on every wake."""
     return f"{GENERAL_LESSONS}/{nick}"
+
+
+def lessons_owner(ns: str) -> str | None:
+    """Whose lessons a canonical namespace holds: the nick for lessons-learned/<nick> and
+    below, "" for lessons-learned itself (every nick's), None for any other namespace."""
+    if ns == GENERAL_LESSONS:
+        return ""
+    if ns.startswith(GENERAL_LESSONS + "/"):
+        return ns[len(GENERAL_LESSONS) + 1 :].split("/")[0]
+    return None
+
+
+def writer_refusal(ns: str, poster: str, keepers: frozenset[str]) -> str | None:
+    """Why `poster` may not save into (or supersede an entry of) `ns`; None when it may."""
+    owner = lessons_owner(ns)
+    if owner is None or poster in keepers or (owner and poster == owner):
+        return None
+    keeper_list = ", ".join(f"@{k}" for k in sorted(keepers))
+    if owner:
+        return (
+            f"{ns} holds @{owner}'s lessons, handed to @{owner} on every wake; only @{owner} "
+            f"and the operator ({keeper_list}, who also posts the backpass sync) may save "
+            f"there, not @{poster}. Save to {lessons_ns(poster)} or a shared namespace such "
+            f"as /bullpen/ops, or ask @{owner} or the operator"
+        )
+    return (
+        f"{ns} holds the general lessons handed to every nick on every wake; only the "
+        f"operator ({keeper_list}, who also posts the backpass sync) may save there, not "
+        f"@{poster}. Save to {lessons_ns(poster)}, or ask the operator"
+    )
+
+
+def keepers(home: Home) -> frozenset[str]:
+    """Who may save into every lessons namespace: the operator, which is also the nick the
+    backpass's sync posts as (agents/librarian/sync.py)."""
+    return frozenset({home.society.operator})
 
 
 def normalize(ns: object, what: str = "ns") -> str:
@@ -99,6 +145,9 @@ class MemoryConfig(BaseModel):
 
     index: str = Field(default="state/memory.sqlite", description="the librarian's SQLite index")
     librarian: str = Field(default="librarian", description="the nick saves are addressed to")
+    query_deadline_s: float = Field(
+        default=DEADLINE_S, gt=0, le=60, description="the most a recall query may run (query.py)"
+    )
     namespaces: dict[str, str] = Field(default_factory=dict)
 
 

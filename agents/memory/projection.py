@@ -2,7 +2,8 @@
 
 Every line to the librarian after the index's cursor is looked at once; a
 save by a trusted poster whose post the hub verified is checked (the entry's
-contract, a declared namespace, a live entry to supersede) and indexed, and
+contract, a declared namespace, a poster allowed to write there and in the
+namespace of what it supersedes, a live entry to supersede) and indexed, and
 any other save is recorded as refused with the reason. A batch of lines and
 the cursor past them are one transaction, and a seq already applied is
 skipped, so a librarian killed mid-stream catches up from its cursor without
@@ -15,14 +16,17 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agents.memory.entry import parse_save
+from agents.memory.entry import Save, parse_save, seq_of
 from agents.memory.errors import Refused, Unavailable
 from agents.memory.index import Index
-from agents.memory.namespaces import Namespaces
+from agents.memory.namespaces import Namespaces, keepers, namespaces, writer_refusal
 from room.client import RoomClient, read_file
 from room.log import Filter
+
+if TYPE_CHECKING:
+    from agents.home import Home
 
 __all__ = ["PAGE", "Reader", "Rules", "apply", "catch_up", "file_reader", "hub_reader", "is_save"]
 
@@ -39,6 +43,25 @@ class Rules:
     trusted: frozenset[str]
     namespaces: Namespaces
     notify: bool = True  # flag untrusted saves to their posters (never during a rebuild)
+    # who may save into every lessons namespace: Rules.of reads the home's (namespaces.keepers);
+    # the default is society.toml's default operator nick
+    keepers: frozenset[str] = frozenset({"operator"})
+
+    @classmethod
+    def of(cls, home: Home, librarian: str, *, notify: bool = True) -> Rules:
+        """The home's rules as they are now: the live librarian and a rebuild share them."""
+        trusted = frozenset(home.trust.trusted)
+        return cls(librarian, trusted, namespaces(home), notify, keepers(home))
+
+    def check_writer(self, index: Index, poster: str, ns: str, save: Save) -> None:
+        """Refused when `poster` may not write `ns`, or the namespace of what it supersedes."""
+        why = writer_refusal(ns, poster, self.keepers)
+        if why is None and save.supersedes is not None:
+            old = index.get(seq_of(save.supersedes))
+            if old is not None:
+                why = writer_refusal(old.ns, poster, self.keepers)
+        if why is not None:
+            raise Refused(f"not indexed: {why}")
 
 
 def is_save(line: dict[str, Any], librarian: str) -> bool:
@@ -66,6 +89,7 @@ def apply(index: Index, line: dict[str, Any], rules: Rules) -> None:
     try:
         save = parse_save(line["data"]["save"])
         ns = rules.namespaces.check(save.ns)
+        rules.check_writer(index, sender, ns, save)
         index.add(seq, msg_id, sender, str(line.get("ts", "")), save, ns)
     except Refused as exc:
         index.refuse(seq, msg_id, sender, exc.message, flag=False)

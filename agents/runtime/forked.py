@@ -95,7 +95,12 @@ async def run_forked(func: Callable[..., Any], *args: Any) -> Any:
         send.close()  # only the child writes: its exit is our end of file
         readable: asyncio.Future[None] = loop.create_future()
         fd = receive.fileno()
-        loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
+
+        def wake() -> None:
+            if not readable.done():
+                readable.set_result(None)
+
+        loop.add_reader(fd, wake)
         try:
             await readable  # a result, or end of file when the child died
         finally:

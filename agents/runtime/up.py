@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -47,7 +48,10 @@ HUB_START_S = 40.0  # above the hub's own 30 s wait for NATS (room/jetstream/str
 STABLE_S = 30.0
 PUMP_DRAIN_S = 2.0  # how long a child's last output may take to reach its log
 LURKING = b'"event": "lurking"'  # the log line with which a lurker says it is listening
+WEB_LISTENING = b'"event": "web listening"'  # and the web view, once it holds its port
 READY_S = 60.0  # how long "lurkers up" waits for every lurker to say so
+RESTART_HUB_SIGNAL = signal.SIGUSR1  # `bullpen trust promote` asks for a hub restart with it
+EXIT_INTERRUPTED = 130  # stopped by Ctrl-C (or SIGTERM) before everything was up
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
@@ -85,6 +89,7 @@ class Child:
     restarts: int = 0
     backoff: float = 1.0
     gave_up: bool = False
+    restart_asked: bool = False  # stopped on purpose to start again: not a crash
     history: list[int] = field(default_factory=list)
     ready_marker: bytes = b""  # the output line that says the child is ready
     ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -148,7 +153,7 @@ class Supervisor:
             if nicks is None or nick in nicks
         ]
         self.web = (
-            Child("web", [*base, "web"], logs / "web.log", kept)
+            Child("web", [*base, "web"], logs / "web.log", kept, ready_marker=WEB_LISTENING)
             if home.society.web is not None
             else None
         )
@@ -160,12 +165,37 @@ class Supervisor:
     def stop(self) -> None:
         self._stopping.set()
 
+    def restart_hub(self) -> None:
+        """RESTART_HUB_SIGNAL: stop the hub so that _watch starts it again at once."""
+        hub = self.hub
+        if hub is None or hub.proc is None or hub.proc.returncode is not None:
+            return
+        status("restarting the hub, as asked")
+        hub.restart_asked = True
+        hub.proc.send_signal(signal.SIGTERM)
+
+    async def _stopped_during_start(self) -> int:
+        """Ctrl-C (or SIGTERM) before "lurkers up": stop what was started and say so."""
+        status("stopping during start-up, as asked: stopping what was started")
+        await self._stop_everything()
+        status("stopped before everything was up; nothing is left running")
+        return EXIT_INTERRUPTED
+
+    async def _stop_everything(self) -> None:
+        if self.web is not None:
+            await self._terminate([self.web])
+        await self._terminate(self.lurkers)
+        if self.gateway is not None:
+            await self._terminate([self.gateway])
+        if self.hub is not None:
+            await self._terminate([self.hub])
+
     async def _hub_ready(self) -> bool:
         assert self.hub is not None and self.hub.proc is not None
         url = self.home.society.hub.strict_url()
         deadline = time.monotonic() + HUB_START_S
         async with RoomClient(url, timeout=2.0) as client:
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not self._stopping.is_set():
                 if self.hub.proc.returncode is not None:
                     return False
                 try:
@@ -209,6 +239,31 @@ class Supervisor:
         listen = self.home.gateway_url()
         status(f"{'gateway':<{self.width}} pid {self.gateway.proc.pid:<7} running  {listen}")
         return None
+
+    async def _start_web(self, web: Child) -> None:
+        """Start the web view and wait until it holds its port. One that cannot start (its
+        port taken, say) is reported and left stopped: restarting it would only fail again,
+        and the society runs without its view."""
+        await web.start(self.env)
+        assert web.proc is not None
+        exited = asyncio.ensure_future(web.proc.wait())
+        ready = asyncio.ensure_future(web.ready.wait())
+        await asyncio.wait([exited, ready], timeout=HUB_START_S, return_when="FIRST_COMPLETED")
+        exited.cancel()
+        ready.cancel()
+        await asyncio.gather(exited, ready, return_exceptions=True)
+        if web.ready.is_set():
+            address = self.home.society.web.base_url()  # type: ignore[union-attr]
+            status(f"{'web':<{self.width}} pid {web.proc.pid:<7} running  {address}")
+            return
+        if web.proc.returncode is None:
+            await self._terminate([web])
+        web.gave_up = True
+        status(
+            f"the web view did not start (it {ended(web.proc.returncode or 0)}); everything "
+            "else runs without it. Its log says:"
+        )
+        print(web.log_tail(5), file=sys.stderr)
 
     async def _hub_already_there(self) -> str | None:
         """Why not to start, when a bullpen hub already answers on this home's strict address.
@@ -255,6 +310,7 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
+        loop.add_signal_handler(RESTART_HUB_SIGNAL, self.restart_hub)
         refusal = await self._hub_already_there() if self.hub is not None else None
         if refusal is not None:
             status(refusal)
@@ -263,6 +319,8 @@ class Supervisor:
             await self.hub.start(self.env)
             assert self.hub.proc is not None
             if not await self._hub_ready():
+                if self._stopping.is_set():
+                    return await self._stopped_during_start()
                 await self._terminate([self.hub])
                 await self.hub.wait()  # its last words are in its log
                 code = self.hub.proc.returncode
@@ -281,35 +339,28 @@ class Supervisor:
                     await self._terminate([self.hub])
                 return failed
         for child in self.lurkers:
+            if self._stopping.is_set():
+                return await self._stopped_during_start()
             await child.start(self.env)
             assert child.proc is not None
             status(
                 f"{child.name:<{self.width}} pid {child.proc.pid:<7} running  log {child.log_path}"
             )
         if self.web is not None:
-            await self.web.start(self.env)
-            assert self.web.proc is not None
-            status(
-                f"{'web':<{self.width}} pid {self.web.proc.pid:<7} running  "
-                f"{self.home.society.web.base_url()}"  # type: ignore[union-attr]
-            )
+            await self._start_web(self.web)
         self._write_pids()
         await self._lurkers_listening()
+        if self._stopping.is_set():
+            return await self._stopped_during_start()
         listening = counted(len(self.lurkers), "lurker")
         status(f"lurkers up: {listening} listening; Ctrl-C stops everything")
-        watchers = [asyncio.create_task(self._watch(c)) for c in self._children()]
+        watchers = [asyncio.create_task(self._watch(c)) for c in self._children() if not c.gave_up]
         await self._stopping.wait()
         status("stopping")
         for task in watchers:
             task.cancel()
         await asyncio.gather(*watchers, return_exceptions=True)
-        if self.web is not None:
-            await self._terminate([self.web])
-        await self._terminate(self.lurkers)
-        if self.gateway is not None:
-            await self._terminate([self.gateway])
-        if self.hub is not None:
-            await self._terminate([self.hub])
+        await self._stop_everything()
         status("stopped")
         return 0
 
@@ -331,11 +382,15 @@ class Supervisor:
             finally:
                 exited.cancel()
 
-        everyone = asyncio.ensure_future(asyncio.gather(*(listening(c) for c in self.lurkers)))
-        stopping = asyncio.ensure_future(self._stopping.wait())
+        everyone: asyncio.Future[Any] = asyncio.ensure_future(
+            asyncio.gather(*(listening(c) for c in self.lurkers))
+        )
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(self._stopping.wait())
         await asyncio.wait([everyone, stopping], timeout=READY_S, return_when="FIRST_COMPLETED")
         everyone.cancel()
         stopping.cancel()
+        # Collected, so a wait cut short by Ctrl-C is not reported as a lost exception.
+        await asyncio.gather(everyone, stopping, return_exceptions=True)
         if self._stopping.is_set():
             return
         for child in self.lurkers:
@@ -370,6 +425,13 @@ class Supervisor:
             code = await child.wait()
             if self._stopping.is_set():
                 return
+            if child.restart_asked:  # not a crash: no backoff, and the backoff stays as it was
+                child.restart_asked = False
+                await child.start(self.env)
+                assert child.proc is not None
+                status(f"{child.name:<{self.width}} pid {child.proc.pid:<7} restarted, as asked")
+                self._write_pids()
+                continue
             if code == EXIT_CONFIG:
                 child.gave_up = True
                 status(

@@ -1,7 +1,7 @@
 """The web view's routes: pages, the live stream, and the one form that posts.
 
     GET  /login?n=&e=&t=     a one-time link from `bullpen web url`: sets the session
-    POST /logout             ends it (CSRF)
+    POST /logout             ends it, server-side: the cookie is refused from then on (CSRF)
     GET  /room               the live log, filtered like `bullpen tail`
     GET  /runs               every pipeline run as a timeline
     GET  /gate/THREAD        an expedition's Dig Report, as a form
@@ -12,7 +12,7 @@
     GET  /static/NAME        the page's script and style
 
 Every route but /login refuses a request without a valid session (401,
-nothing else said); every POST refuses one without its CSRF token (403,
+nothing else said; a session is valid while the session file holds it); every POST refuses one without its CSRF token (403,
 nothing posted). Pages carry a strict Content-Security-Policy: no inline
 script runs, whatever a room line holds.
 """
@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, MutableMapping
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote
@@ -76,7 +77,11 @@ class Guarded:
             return
         request = Request(scope)
         if scope["path"] != "/login":
-            session = self.auth.session(request.cookies.get(COOKIE))
+            try:
+                session = self.auth.session(request.cookies.get(COOKIE))
+            except sqlite3.Error:
+                await _with_headers(_store_down())(scope, receive, send)
+                return
             if session is None:
                 page = pages.message(
                     "Log in first",
@@ -86,7 +91,7 @@ class Guarded:
                 return
             scope.setdefault("state", {})["session"] = session
 
-        async def secured(message: dict[str, Any]) -> None:
+        async def secured(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 headers += [(k.encode(), v.encode()) for k, v in HEADERS.items()]
@@ -125,6 +130,7 @@ class WebApp:
             Route("/room", self.room),
             Route("/runs", self.runs),
             Route("/gate/{thread}", self.gate, methods=["GET", "POST"]),
+            Route("/cancel/{thread}", self.cancel, methods=["POST"]),
             Route("/society", self.society),
             Route("/events", self.events),
             Route("/api/lines", self.lines),
@@ -142,7 +148,10 @@ class WebApp:
 
     async def login(self, request: Request) -> Response:
         q = request.query_params
-        cookie = self.auth.redeem(q.get("n", ""), q.get("e", ""), q.get("t", ""))
+        try:
+            cookie = self.auth.redeem(q.get("n", ""), q.get("e", ""), q.get("t", ""))
+        except sqlite3.Error:
+            return _with_headers(_store_down())
         if cookie is None:
             page = pages.message(
                 "This login link does not work",
@@ -159,13 +168,21 @@ class WebApp:
     async def logout(self, request: Request) -> Response:
         if not self._csrf_ok(request, await _form(request)):
             return _forbidden()
+        try:
+            self.auth.end(request.scope["state"]["session"])
+        except sqlite3.Error:
+            return _with_headers(_store_down())
         response = HTMLResponse(pages.message("Logged out", "Run `bullpen web url` to log in."))
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
         return response
 
     async def room(self, request: Request) -> Response:
         params = {k: request.query_params.get(k, "") for k in ("thread", "from", "to", "type")}
-        return HTMLResponse(pages.room(params, self._csrf(request)))
+        lines: list[dict[str, Any]] = []
+        if self.feed.caught_up.is_set():  # the newest lines in the HTML: shown before any script
+            found = self.feed.newest(FIRST_LINES, LineFilter.of(request.query_params))
+            lines = [json.loads(raw) for raw in found]
+        return HTMLResponse(pages.room(params, self._csrf(request), lines))
 
     async def runs(self, request: Request) -> Response:
         found = build_runs(self.feed.threads, self.home.trust.trusted)
@@ -214,6 +231,25 @@ class WebApp:
         return HTMLResponse(
             pages.gate(run, self._csrf(request), notice, bool(posted)), status_code=status
         )
+
+    async def cancel(self, request: Request) -> Response:
+        """The Runs page's cancel button: `bullpen cancel THREAD`, as the operator."""
+        from agents.runtime.cancel import post_cancel
+        from room.errors import BullpenError
+
+        thread = request.path_params["thread"]
+        form = await _form(request)
+        if not self._csrf_ok(request, form):
+            return _forbidden()
+        reason = " ".join((form.get("reason") or [""])[0].split()) or "cancelled in the web view"
+        try:
+            async with self.home.client(self.home.society.operator) as client:
+                done = await post_cancel(client, thread, reason)
+        except BullpenError as exc:
+            page = pages.message("Not cancelled", f"{exc.message}. Nothing was posted.")
+            return HTMLResponse(page, status_code=400)
+        await self._seen(int(done.get("seq", 0)))
+        return RedirectResponse(f"/runs#run-{quote(thread)}", status_code=303)
 
     async def _seen(self, seq: int, timeout: float = 5.0) -> None:
         """Wait until the feed has read `seq`, so the next page shows the post."""
@@ -304,6 +340,15 @@ def _seq(raw: bytes) -> int:
 
 def _status(feed: Feed) -> bytes:
     return b"event: status\ndata: %s\n\n" % json.dumps(feed.status()).encode()
+
+
+def _store_down() -> Response:
+    page = pages.message(
+        "The web view cannot use its session file",
+        "Nothing was changed. Its log (journalctl --user -u bullpen-web) says why; free disk "
+        "space or fix state/web-sessions.sqlite in the home, then try again.",
+    )
+    return HTMLResponse(page, status_code=503)
 
 
 def _forbidden() -> Response:

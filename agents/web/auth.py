@@ -6,9 +6,10 @@
     bullpen_session        HttpOnly, SameSite=Strict: issued-at, random id, HMAC
     csrf                   HMAC(token, "csrf", session): every form carries it
 
-Sessions and CSRF tokens are signed, not stored: the server keeps nothing
-but the nonces of links already used, so a restart only asks for a new
-login where a session has expired. Replacing the token file ends every
+A session is good when the token signed its cookie *and* its id is still
+in the session file (agents/web/sessions.py), where each login records the
+link it spent before the cookie is sent: a restart neither revives a spent
+link nor a session that logged out. Replacing the token file ends every
 session and link at once.
 """
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
 
+from agents.web.sessions import SessionStore
 from room.logs import register_secret
 from trust.secretfiles import ensure_secret_text
 
@@ -54,26 +56,28 @@ def login_query(key: bytes, now: float | None = None) -> str:
 
 @dataclass
 class Auth:
-    """Checks links, sessions and CSRF tokens against the token."""
+    """Checks links, sessions and CSRF tokens against the token and the session file."""
 
     key: bytes
-    used: set[str] = field(default_factory=set)  # nonces of links already spent
+    store: SessionStore = field(default_factory=lambda: SessionStore(None))  # server: a file
 
     def redeem(self, nonce: str, expires: str, tag: str, now: float | None = None) -> str | None:
-        """A new session cookie value for a good, unused, unexpired link; None otherwise."""
+        """A new session cookie value for a good, unused, unexpired link; None otherwise.
+        The link is spent and the session recorded on disk before this returns."""
         now = time.time() if now is None else now
         if not (nonce and expires.isdigit() and tag):
             return None
         if not hmac.compare_digest(tag, _mac(self.key, "login", nonce, expires)):
             return None
-        if int(expires) < now or nonce in self.used:
+        if int(expires) < now:
             return None
-        self.used.add(nonce)
         issued, sid = str(int(now)), secrets.token_hex(16)
+        if not self.store.grant(nonce, int(expires), sid, int(now + SESSION_TTL_S), int(now)):
+            return None  # spent already
         return f"{issued}.{sid}.{_mac(self.key, 'session', issued, sid)}"
 
     def session(self, cookie: str | None, now: float | None = None) -> str | None:
-        """The cookie when it is a session this token signed and it has not expired."""
+        """The cookie when this token signed it, it has not expired and it was not ended."""
         if not cookie or cookie.count(".") != 2:
             return None
         issued, sid, tag = cookie.split(".")
@@ -82,7 +86,13 @@ class Auth:
         ):
             return None
         now = time.time() if now is None else now
-        return cookie if now - int(issued) < SESSION_TTL_S else None
+        if now - int(issued) >= SESSION_TTL_S or not self.store.live(sid, int(now)):
+            return None
+        return cookie
+
+    def end(self, session: str) -> None:
+        """Log a session out: its cookie is refused from now on, across restarts too."""
+        self.store.revoke(session.split(".")[1])
 
     def csrf(self, session: str) -> str:
         return _mac(self.key, "csrf", session)

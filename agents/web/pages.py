@@ -2,13 +2,17 @@
 
 The templates (templates/*.html, package data) are `string.Template`s whose
 holes are filled only with text this module escaped or markup it built from
-escaped parts. Room lines on the Room page are not rendered here at all:
-the page's script builds them with `textContent` (static/app.js), so a body
-full of `<script>` is shown as the text it is.
+escaped parts. The Room page's first lines are rendered here, escaped, so the
+page shows them before its stream connects (a one-shot screenshot, a browser
+with scripts off); every later line is built by the page's script with
+`textContent` (static/app.js), so a body full of `<script>` is shown as the
+text it is, either way.
 """
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from html import escape
 from importlib.resources import files
 from string import Template
@@ -48,10 +52,46 @@ def _seconds(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
 
 
+def _counts(value: Any) -> str:
+    """`{'cheap': 2, 'strong': 1}` as a person writes it: `cheap 2, strong 1`."""
+    if isinstance(value, dict):
+        return ", ".join(f"{name} {count}" for name, count in value.items()) or "none"
+    return str(value)
+
+
+def _line(line: dict[str, Any]) -> str:
+    """One room line, as static/app.js's row() builds it, every value escaped."""
+    ts = str(line.get("ts") or "").replace("T", " ").replace("Z", "")
+    head = (
+        f'<span class="seq">{e(line.get("seq"))}</span><time class="ts">{e(ts)}</time>'
+        f'<span class="from">{e(line.get("from"))}</span><span class="arrow">→</span>'
+        f'<span class="to">{e(line.get("to"))}</span><span class="type">{e(line.get("type"))}</span>'
+    )
+    if line.get("thread"):
+        head += f'<span class="thread">{e(line["thread"])}</span>'
+    head += (
+        '<span class="verified">✓ verified</span>'
+        if line.get("verified") is True
+        else '<span class="unverified">unverified</span>'
+    )
+    data = line.get("data")
+    details = ""
+    if isinstance(data, dict) and data:
+        details = (
+            '<details class="data"><summary>data</summary>'
+            f"<pre>{e(json.dumps(data, indent=1, ensure_ascii=False))}</pre></details>"
+        )
+    return (
+        f'<li class="line {e(line.get("type") or "")}" data-seq="{e(line.get("seq"))}" '
+        f'id="seq-{e(line.get("seq"))}"><div class="head">{head}</div>'
+        f'<pre class="body">{e(line.get("body") or "")}</pre>{details}</li>'
+    )
+
+
 # -- Room ------------------------------------------------------------------------------
 
 
-def room(params: dict[str, str], csrf: str) -> str:
+def room(params: dict[str, str], csrf: str, lines: list[dict[str, Any]] | None = None) -> str:
     fields = "".join(
         f'<label>{label} <input name="{name}" value="{e(params.get(name, ""))}" '
         f'placeholder="{hint}"></label>'
@@ -69,7 +109,7 @@ def room(params: dict[str, str], csrf: str) -> str:
         '<div id="chain" class="chain">chain: reading…</div>'
         f'<div id="log" class="log" data-query="{e(query)}">'
         '<button id="older" class="older" type="button">older lines</button>'
-        '<ol id="lines"></ol></div>'
+        f'<ol id="lines">{"".join(_line(line) for line in lines or [])}</ol></div>'
     )
     return layout("Room", "room", content, csrf)
 
@@ -87,7 +127,18 @@ def _step(step: Step) -> str:
     )
 
 
-def _run(run: RunView) -> str:
+def _cancel_form(run: RunView, csrf: str) -> str:
+    """A running or waiting run's stop button (POST, with the page's CSRF token)."""
+    if run.state not in ("open", "waiting"):
+        return ""
+    return (
+        f'<form method="post" action="/cancel/{quote(run.thread)}" class="cancel">'
+        f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+        '<button name="action" value="cancel">cancel this run</button></form>'
+    )
+
+
+def _run(run: RunView, csrf: str = "") -> str:
     thread = e(run.thread)
     extra = ""
     if run.iterations:
@@ -98,7 +149,8 @@ def _run(run: RunView) -> str:
         extra += (
             f'<p class="build {verdict}">build {verdict}: tier {e(report.get("tier", "?"))}, '
             f"{e(report.get('passing', '?'))}/{e(report.get('total', '?'))} passing, "
-            f"{e(report.get('iterations', '?'))} iterations, clone {e(report.get('clone', ''))}</p>"
+            f"iterations: {e(_counts(report.get('iterations', '?')))}, "
+            f"clone {e(report.get('clone', ''))}</p>"
         )
     if run.funnel is not None:
         extra += f"<figure><figcaption>funnel</figcaption>{charts.funnel(run.funnel)}</figure>"
@@ -112,17 +164,31 @@ def _run(run: RunView) -> str:
         outcome = f'<p class="outcome">{e(first[0][:300] if first else "")}</p>'
     steps = "".join(_step(s) for s in run.steps)
     return (
-        f'<section class="run {e(run.state)}" data-thread="{thread}"><h2>'
+        f'<section class="run {e(run.state)}" id="run-{thread}" data-thread="{thread}"><h2>'
         f'<span class="pipeline">{e(run.pipeline)}</span> <a href="/room?thread={quote(run.thread)}">'
         f'{thread}</a> <span class="state">{e(run.state)}</span> '
-        f'<span class="took">{_seconds(run.duration)}</span>{gate}</h2>'
+        f"{_took(run)}{gate}</h2>"
         f'<p class="asked">asked by {e(run.start.get("from"))}: {e(str(run.start.get("body", ""))[:200])}</p>'
-        f'<ol class="timeline">{steps}</ol>{extra}{outcome}</section>'
+        f'<ol class="timeline">{steps}</ol>{extra}{outcome}{_cancel_form(run, csrf)}</section>'
     )
 
 
+def _took(run: RunView) -> str:
+    """A finished run's duration; an open or waiting one counts on from its start (the
+    page's script ticks it each second: no new line arrives while a run waits on a person)."""
+    if run.state in ("open", "waiting"):
+        started = str(run.start.get("ts") or "")
+        try:
+            since = datetime.fromisoformat(started.replace("Z", "+00:00"))
+        except ValueError:
+            return f'<span class="took">{_seconds(run.duration)}</span>'
+        now = (datetime.now(UTC) - since).total_seconds()
+        return f'<span class="took" data-since="{e(started)}">{_seconds(max(now, 0.0))}</span>'
+    return f'<span class="took">{_seconds(run.duration)}</span>'
+
+
 def runs(all_runs: list[RunView], csrf: str) -> str:
-    body = "".join(_run(r) for r in all_runs) or "<p>No pipeline run in the room yet.</p>"
+    body = "".join(_run(r, csrf) for r in all_runs) or "<p>No pipeline run in the room yet.</p>"
     return layout("Runs", "runs", f'<h1>Runs</h1><div id="runs" data-live="1">{body}</div>', csrf)
 
 
@@ -156,10 +222,11 @@ def gate(run: RunView, csrf: str, notice: str = "", posted: bool = False) -> str
         )
     elif run.final is None:
         parts.append("<p>No Dig Report waits for an answer in this run now.</p>")
+    shown = report.get("id", "") if report is not None and not posted else ""
     parts.append(
         "<h2>The run's news</h2>"
-        f'<div id="log" class="log" data-query="thread={quote(run.thread)}&amp;from=foreman&amp;type=reply">'
-        '<ol id="lines"></ol></div>'
+        f'<div id="log" class="log" data-query="thread={quote(run.thread)}&amp;from=foreman&amp;type=reply"'
+        f' data-skip="{e(shown)}"><ol id="lines"></ol></div>'
     )
     return layout(f"Gate {run.thread}", "gate", "".join(parts), csrf)
 

@@ -111,6 +111,8 @@ class RunView:
         final = self.final
         if final is not None:
             data = final.get("data") or {}
+            if data.get("cancelled"):
+                return "cancelled"
             bad = data.get("failed") or data.get("ok") is False or data.get("green") is False
             return "failed" if bad or data.get("outcome") == "failed" else "done"
         if self.waiting_report() is not None:

@@ -4,6 +4,7 @@ The server runs on the hub's stack (uvicorn behind the hub's connection
 guard, room/hub.py serve_asgi) at `[web] listen` (default 127.0.0.1:8070),
 reads the room through the hub's strict listener with the read token, and
 checks the hub's signed checkpoint when the room's folder is on this host.
+Its one file of its own is the session file (agents/web/sessions.py).
 
 Exit codes: 0 after a clean stop, 1 when it cannot listen, 78 for a
 configuration error (systemd does not restart on it).
@@ -22,6 +23,7 @@ from agents.home import Home
 from agents.web.app import WebApp
 from agents.web.auth import Auth, load_token, login_query
 from agents.web.feed import Feed
+from agents.web.sessions import SessionStore, store_file
 from room.errors import ConfigError
 from room.hub import Serving, bind, serve_asgi
 
@@ -82,12 +84,14 @@ async def run_web(home: Home) -> int:
         host, port = parse_address(config.listen, "[web] listen")
         key = load_token(home.root)
         token = home.read_token()
+        store = SessionStore(store_file(home.root))
     except (ConfigError, ValueError) as exc:
         print(f"bullpen web: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return EXIT_CONFIG
     try:
         sock = bind(host, port)
     except OSError as exc:
+        store.close()
         print(
             f"bullpen web: cannot listen on {config.listen} ({exc.strerror}); stop what uses "
             "it or choose another [web] listen in society.toml",
@@ -96,7 +100,7 @@ async def run_web(home: Home) -> int:
         return EXIT_START
     feed = Feed(home.society.hub.strict_url(), token)
     feed.extra_status = CheckpointView(home, feed)
-    app = WebApp(home, feed, Auth(key))
+    app = WebApp(home, feed, Auth(key, store))
     serving = Serving(on_stop=[app.stopping.set, feed.close_streams])
     feed.start()
 
@@ -107,6 +111,7 @@ async def run_web(home: Home) -> int:
         await serve_asgi([(app.asgi, sock)], ready, serving)
     finally:
         await feed.aclose()
+        store.close()
     log.info("web stopped")
     return EXIT_OK
 

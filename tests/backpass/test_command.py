@@ -28,6 +28,7 @@ class FakeClient:
     silent: bool = False
     posts: list[dict[str, Any]] = field(default_factory=list)
     lines: list[dict[str, Any]] = field(default_factory=list)
+    pinged: list[str] = field(default_factory=list)
     home: Home | None = None
 
     async def __aenter__(self) -> FakeClient:
@@ -37,6 +38,13 @@ class FakeClient:
         return None
 
     async def say(self, to: str, body: str, **fields: Any) -> dict[str, Any]:
+        if (fields.get("data") or {}).get("ping"):  # the foreman's lurker answers it at once
+            self.pinged.append(to)
+            pong = {"seq": 1, "id": "pong", "from": to.lstrip("@"), "to": "@operator",
+                    "type": "reply", "body": "pong", "in_reply_to": "ping-ask",
+                    "thread": fields["thread"], "verified": True}  # fmt: skip
+            self.lines.append(pong)
+            return {"seq": 0, "id": "ping-ask"}
         self.posts.append({"to": to, "body": body, **fields})
         if not self.silent:
             assert self.home is not None

@@ -44,6 +44,25 @@ def scripted(answers: dict[str, Any], synthesis: dict[str, Any] | None = None): 
     return script
 
 
+SOURCE = ["L-00000000"]  # stands for the first open ledger line, whose id only the run knows
+
+
+def cited(script):  # type: ignore[no-untyped-def]
+    """`script`, with SOURCE in a synthesis answer replaced by the first open ledger line's id."""
+
+    def answer(step: str, request: JudgmentRequest) -> Any:
+        found = script(step, request)
+        if step != "synthesis" or not isinstance(found, dict):
+            return found
+        first = [request.payload["ledger"][0]["id"]]
+        edits = [
+            {**e, "sources": first} if e.get("sources") == SOURCE else e for e in found["edits"]
+        ]
+        return {**found, "edits": edits}
+
+    return answer
+
+
 GOOD_AND_FABRICATED = {
     "alpha.md": {
         "positive": [
@@ -224,6 +243,7 @@ class TestWrites:
                     "repo": "public",
                     "op": "add",
                     "text": "Quote sed replacements: & and \\1 are special.",
+                    "sources": SOURCE,  # the ledger line it rests on, filled in by cited()
                 },
                 {
                     "repo": "private",
@@ -235,7 +255,9 @@ class TestWrites:
             "summary": "Three edits.",
         }
         outcome = drive(
-            bp_home.home, bp_home.params(), FakeJudge(scripted(GOOD_AND_FABRICATED, synthesis))
+            bp_home.home,
+            bp_home.params(min_sessions=1),  # a new lesson from one session may be added
+            FakeJudge(cited(scripted(GOOD_AND_FABRICATED, synthesis))),
         )
         assert outcome.data["ok"], outcome.final.body
         for repo in (bp_home.public, bp_home.private):
@@ -285,9 +307,12 @@ class TestWrites:
         git(bp_home.public, "config", "filter.refuse.required", "true")
         (bp_home.public / ".git" / "info" / "attributes").write_text("* filter=refuse\n")
         bp_home.trace("alpha.md", ALPHA)
-        synthesis = {"edits": [{"repo": "public", "op": "add", "text": "x y z"}], "summary": ""}
+        edit = {"repo": "public", "op": "add", "text": "x y z", "sources": SOURCE}
+        synthesis = {"edits": [edit], "summary": ""}
         outcome = drive(
-            bp_home.home, bp_home.params(), FakeJudge(scripted(GOOD_AND_FABRICATED, synthesis))
+            bp_home.home,
+            bp_home.params(min_sessions=1),
+            FakeJudge(cited(scripted(GOOD_AND_FABRICATED, synthesis))),
         )
         assert outcome.data["ok"] is False and "refused by a test filter" in outcome.final.body
         for repo in (bp_home.public, bp_home.private):

@@ -114,3 +114,30 @@ test('add', () => assert.strictEqual(calc.add(2, 3), 5));
 test('sub', () => assert.strictEqual(calc.sub(2, 3), -1));
 """
 JS_FIX = "exports.add = (a, b) => a + b;\nexports.sub = (a, b) => a - b;\n"
+GAME_SPEC = """\
+<!doctype html>
+<html>
+<head><title>paddle</title></head>
+<body>
+<canvas id="game" width="160" height="120"></canvas>
+<script src="game.js"></script>
+<script>
+smoke("the game loop ran", () => window.frames >= 2);
+</script>
+</body>
+</html>
+"""
+GAME_FIX = """\
+const canvas = document.getElementById("game");
+const ctx = canvas.getContext("2d");
+window.frames = 0;
+function frame() {
+  window.frames += 1;
+  ctx.fillStyle = "#102030";
+  ctx.fillRect(0, 0, canvas.width, canvas.height);
+  ctx.fillStyle = "#ffcc00";
+  ctx.fillRect(10 + (window.frames % 100), 50, 20, 8);
+  requestAnimationFrame(frame);
+}
+requestAnimationFrame(frame);
+"""

@@ -137,7 +137,7 @@ def test_the_alias_is_never_a_real_folder(tmp_path: Path) -> None:
 def test_a_model_answer_is_written_only_inside_the_clone(tmp_path: Path, path: str) -> None:
     """An openai code seat's files: a path out of the clone (absolute, '..', .git, or through
     a link that leads out) refuses the whole answer, writing nothing."""
-    from agents.build.codeseat import FileChange, write_files
+    from agents.build.edits import CodeAnswer, FileChange, apply_answer
     from agents.roots import OutsideRoot
 
     clone_dir = tmp_path / "clone"
@@ -146,10 +146,10 @@ def test_a_model_answer_is_written_only_inside_the_clone(tmp_path: Path, path: s
     (clone_dir / "out").symlink_to(tmp_path / "elsewhere")
     files = [FileChange(path="calc.py", content="x = 1\n"), FileChange(path=path, content="bad\n")]
     with pytest.raises(OutsideRoot):
-        write_files(clone_dir, files)
+        apply_answer(clone_dir, CodeAnswer(files=files), set())
     assert not (clone_dir / "calc.py").exists()
     assert list((tmp_path / "elsewhere").iterdir()) == [] and not (tmp_path / "escaped.py").exists()
-    assert write_files(clone_dir, files[:1]) == ["calc.py"]
+    assert apply_answer(clone_dir, CodeAnswer(files=files[:1]), set()) == ["calc.py"]
 
 
 def test_an_alias_that_points_nowhere_says_how_to_point_it(tmp_path: Path) -> None:

@@ -19,6 +19,8 @@ import pytest
 
 from agents.build.fence import BWRAP, choose
 from tests.build.helpers import (
+    GAME_FIX,
+    GAME_SPEC,
     GO_FIX,
     GO_SPEC,
     JS_FIX,
@@ -107,6 +109,7 @@ def house(tmp_path_factory: pytest.TempPathFactory) -> Iterator[House]:
         ("py", "calc.py", PY_FIX),
         ("go", "calc.go", GO_FIX),
         ("js", "calc.js", JS_FIX),
+        ("web", "game.js", GAME_FIX),
     ):
         (solutions / lang).mkdir(parents=True)
         (solutions / lang / name).write_text(text)
@@ -116,7 +119,7 @@ def house(tmp_path_factory: pytest.TempPathFactory) -> Iterator[House]:
     )  # fmt: skip
     logs = base / "logs"  # the seats' logs, outside the clone: the default fence allows it
     logs.mkdir()
-    for lang in ("py", "go", "js"):
+    for lang in ("py", "go", "js", "web"):
         coder_seat(society.root, f"{lang}fix", "copy",
                    FAKE_CODER_SOLUTION=str(solutions / lang),
                    FAKE_CODER_LOG=str(logs / f"{lang}fix.log"))  # fmt: skip
@@ -156,6 +159,8 @@ def test_a_python_spec_goes_green_through_a_code_seat(house: House) -> None:
     assert "BUILD GREEN" in done.stdout and "tier pyfix" in done.stdout
     assert "step 2/4" in done.stderr and "iteration 1, tier pyfix: 2/2 passing" in done.stderr
     lines = house.thread_of(done)
+    # The run is titled by its problem, not by the ticket's first header ("build: PROBLEM").
+    assert lines[0]["body"] == "build: Adding two numbers gives nothing at all."
     report = _final(lines)
     assert {k: report[k] for k in ("kind", "green", "tier", "passing", "total")} == {
         "kind": "build-report", "green": True, "tier": "pyfix", "passing": 2, "total": 2,
@@ -211,6 +216,25 @@ def test_a_js_spec_goes_green(house: House) -> None:
     ), body  # fmt: skip
     assert (Path(report["clone"]) / "calc.js").read_text() == JS_FIX
     assert (folder / "calc.js").read_text() == ""
+
+
+def test_a_canvas_game_goes_green_through_jsdev_in_a_headless_browser(house: House) -> None:
+    """A `.test.html` page is routed to @jsdev; the stub its <script src> names leaves the
+    canvas blank (red), and the seat's game draws in headless Chromium (green)."""
+    folder = house.campaign("paddle", {"game.test.html": GAME_SPEC})
+    text = ticket(str(folder), f"{folder}/game.test.html", grinder="@jsdev", tiers="webfix")
+    body, report, lines = house.run(text, wait=240)
+    assert (report["green"], report["tier"], report["passing"], report["total"]) == (
+        True, "webfix", 2, 2,
+    ), body  # fmt: skip
+    checked = next(m for m in lines if m["from"] == "testdesigner")
+    assert (checked["data"]["passing"], checked["data"]["total"]) == (0, 2)  # blank: red
+    assert (
+        next(m for m in lines if m["type"] == "ask" and m["data"].get("key") == "grind")["to"]
+        == "@jsdev"
+    )
+    assert (Path(report["clone"]) / "game.js").read_text() == GAME_FIX
+    assert (folder / "game.js").read_text() == ""
 
 
 def test_a_stalled_floor_climbs_to_the_ceiling_and_a_misrouted_ticket_is_routed(
@@ -339,14 +363,10 @@ def _invalid(house: House, case: str) -> str:
 
 
 def test_invalid_tickets_dispatch_nothing_and_write_nothing(house: House) -> None:
-    """Each INVALID TICKET case ends the run at once: no ask to any step, no file written.
-    One goes through `bullpen build`, which exits 2."""
+    """Each INVALID TICKET case posted straight to the foreman ends the run at once: no ask
+    to any step, no file written."""
     before = sorted(house.builds.rglob("*"))
-    threads = {case: house.post(_invalid(house, case)) for case in INVALID if case != "home"}
-    done = house.build(_invalid(house, "home"))
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stdout.startswith("INVALID TICKET — REPO /home/someone/campaign lies under /home")
-    threads["home"] = done.stderr.split("build ", 1)[1].split()[0]
+    threads = {case: house.post(_invalid(house, case)) for case in INVALID}
     for case, thread in threads.items():
         final = wait_for(lambda t=thread: _final_of(house.thread(t)), 30, f"the {case} report")
         assert final["body"].startswith("INVALID TICKET — "), final["body"]
@@ -355,6 +375,27 @@ def test_invalid_tickets_dispatch_nothing_and_write_nothing(house: House) -> Non
         asks = [m for m in house.thread(thread) if m["from"] == "foreman" and m["type"] == "ask"]
         assert asks == [], case
     assert sorted(house.builds.rglob("*")) == before
+    assert not (house.builds / "never").exists()
+
+
+def test_bullpen_build_refuses_an_invalid_ticket_before_posting_anything(house: House) -> None:
+    """`bullpen build` checks the ticket as the foreman would: exit 2 with what is wrong, and
+    the room gains no line (no ask, no run); a tier naming no seat is one such ticket."""
+    spec = f"{house.builds}/never/tests/test_calc.py"
+    cases = {
+        "home": (_invalid(house, "home"), "REPO /home/someone/campaign lies under /home"),
+        "tiers": (ticket(f"{house.builds}/never", spec, tiers="pyfix,nosuchseat"),
+                  "tiers= names nosuchseat, which no [seats.<name>] table configures"),
+        "regression": (ticket(f"{house.builds}/never", spec, tiers="pyfix")
+                       .replace(", no regression.", "."), "no no-regression clause"),
+    }  # fmt: skip
+    for case, (text, says) in cases.items():
+        lines = len(house.society.lines())
+        done = house.build(text, wait=20)
+        assert done.returncode == 2, (case, done.stdout + done.stderr)
+        assert done.stdout.startswith("INVALID TICKET — ") and says in done.stdout, done.stdout
+        assert "nothing was posted" in done.stdout and "Traceback" not in done.stderr
+        assert len(house.society.lines()) == lines, case
     assert not (house.builds / "never").exists()
 
 

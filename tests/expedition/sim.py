@@ -228,6 +228,7 @@ class FakeClient:
         self.lines = list(lines)
         self.on_say = on_say or {}
         self.said: list[dict[str, Any]] = []
+        self.pinged: list[str] = []  # who was pinged before a run was posted
 
     async def __aenter__(self) -> FakeClient:
         return self
@@ -258,6 +259,14 @@ class FakeClient:
             thread=fields.get("thread"),
         )
         self.lines.append(posted)
+        if (fields.get("data") or {}).get("ping"):  # a listening lurker answers it at once
+            self.pinged.append(to)
+            pong = message(
+                seq + 1, to.lstrip("@"), "@avery", "reply", "pong",
+                in_reply_to=posted.id, thread=fields.get("thread"),
+            )  # fmt: skip
+            self.lines.append(pong)
+            return posted.to_dict()
         self.said.append({"to": to, "body": body, **fields})
         reaction = self.on_say.get(body)
         if reaction is not None:

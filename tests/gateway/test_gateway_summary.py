@@ -66,3 +66,18 @@ def test_the_summary_is_verified_and_matches_the_ledger(
     assert "OnCalendar=*-*-* 00:05:00 UTC" in (target / "bullpen-gateway-summary.timer").read_text()
     assert "bullpen-gateway-summary.timer" in units.stdout  # enabled with the rest
     assert verify_output(target, tmp_path) == ""
+
+
+def test_a_day_with_a_budget_set_but_no_callers_says_the_budget(
+    gw: GatewayHome, fake: StartFake
+) -> None:
+    """[gateway.budget] binds every caller; on a day nobody called, the summary still lists it
+    (0 used), rather than "no budget is set"."""
+    backend = fake(answer="ok")
+    gw.configure({"local": {"base_url": backend.base_url, "prefixes": ["fake"]}})
+    path = gw.society.root / "society.toml"
+    path.write_text(path.read_text() + "\n[gateway.budget]\ncalls_per_day = 150\n")
+    done = run_cli(gw.society.root, "gateway", "summary", "--day", "2001-01-01", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "caller:*:calls_per_day: 0 of 150 (ok)" in done.stdout
+    assert "no budget is set" not in done.stdout

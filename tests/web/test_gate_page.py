@@ -105,6 +105,15 @@ def test_the_gate_refuses_bad_answers_then_confirms_with_a_drop(site: Site) -> N
     section.find_element(By.CSS_SELECTOR, "a.gate-link").click()
     wait_for(lambda: driver.find_elements(By.ID, "gate-form"), 10, "the gate's form")
     report = driver.find_element(By.NAME, "report").get_attribute("value")
+    # The Dig Report is shown once, in its box; the run's news below leaves it out.
+    wait_for(
+        lambda: driver.execute_script("return document.getElementById('log').dataset.ready"),
+        10,
+        "the news",
+    )
+    news = driver.execute_script("return document.getElementById('lines').textContent")
+    assert "=== DIG REPORT ===" in driver.find_element(By.CSS_SELECTOR, "pre.report").text
+    assert "=== DIG REPORT ===" not in news
     boxes = {b.get_attribute("value"): b for b in driver.find_elements(By.NAME, "keep")}
     assert {"row_1", "row_2", "row_12"} <= set(boxes)
 

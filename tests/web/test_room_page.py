@@ -144,6 +144,22 @@ class TestRoomPage:
         row_with(site.driver, "window.pwned = 1")
         assert site.driver.execute_script("return window.pwned === undefined")
 
+    def test_the_first_lines_are_in_the_html_escaped_before_any_script_runs(
+        self, site: Site
+    ) -> None:
+        """The Room page's HTML holds its newest lines (a one-shot screenshot, or a browser with
+        scripts off, is not blank), escaped; the live stream then adds no second copy."""
+        body = "<script>window.pwned = 3</script> first paint"
+        stored = site.say(body)
+        with session_client(site.root) as client:
+            html = client.get(f"{site.base}/room").text
+        assert f'id="seq-{stored["seq"]}"' in html
+        assert "&lt;script&gt;window.pwned = 3&lt;/script&gt; first paint" in html
+        assert "<script>window.pwned" not in html
+        open_room(site)
+        assert sum("first paint" in text for text in rows(site.driver)) == 1
+        assert site.driver.execute_script("return window.pwned === undefined")
+
     def test_the_filters_of_tail_apply_to_the_backlog_and_live_lines(self, site: Site) -> None:
         """?from=…&type=… keeps only matching lines, before and after the page opened."""
         site.say("a chat line")

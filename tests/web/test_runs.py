@@ -76,3 +76,39 @@ def test_the_funnel_chart_draws_the_alarm_line_and_marks_a_rate_above_it() -> No
     assert 'class="alarm-line"' in calm and 'class="rate"' in calm
     assert 'class="rate alarm"' in alarmed and "drop rate 36.0% · alarm above 10%" in alarmed
     assert "<script" not in charts.tier_climb([{"tier": "<script>", "passing": 1, "total": 2}])
+
+
+def test_the_runs_page_writes_iterations_per_tier_as_words_not_a_dict() -> None:
+    """A build report's `iterations` ({'cheap': 2, 'strong': 1}) reads `cheap 2, strong 1`."""
+    from agents.web import pages
+
+    thread = build_thread()
+    thread[-1]["data"]["iterations"] = {"cheap": 2, "strong": 1}
+    run = build_run(thread, TRUSTED)
+    assert run is not None
+    html = pages.runs([run], "csrf")
+    assert "iterations: cheap 2, strong 1" in html
+    assert "{" not in html.split("<main>", 1)[1].split("</main>", 1)[0]
+
+
+def test_a_waiting_run_counts_on_from_its_start() -> None:
+    """An open run's duration is taken against now (and ticks in the page), not frozen at its
+    last line; a finished run keeps its own duration."""
+    from agents.web import pages
+
+    opened = build_thread()[:2]
+    run = build_run(opened, TRUSTED)
+    assert run is not None and run.state == "open"
+    html = pages.runs([run], "csrf")
+    assert 'data-since="2026-12-01T00:00:01.000Z"' in html
+    assert "1.0 s" not in html  # not frozen at its last line, a second after its start
+    done = build_run(build_thread(), TRUSTED)
+    assert done is not None and "data-since" not in pages.runs([done], "csrf")
+
+
+def test_a_message_page_has_a_way_back() -> None:
+    """ "No such run" (and every other message page) links back to the Runs page and the Room."""
+    from agents.web import pages
+
+    html = pages.message("No such run", "No expedition in the room has the thread exp-x.")
+    assert 'href="/runs"' in html and 'href="/room"' in html

@@ -70,8 +70,15 @@
     const chain = document.getElementById("chain");
     const older = document.getElementById("older");
     const query = log.dataset.query || "";
+    const skip = log.dataset.skip || ""; // a line the page already shows (the gate's report)
+    // Lines the server rendered into the page: the stream's backlog starts after them.
     let newest = 0;
     let oldest = null;
+    list.querySelectorAll("li[data-seq]").forEach(function (li) {
+      const seq = Number(li.dataset.seq);
+      newest = Math.max(newest, seq);
+      oldest = oldest === null ? seq : Math.min(oldest, seq);
+    });
     const es = new EventSource("/events" + (query ? "?" + query : ""));
     // The backlog goes into one fragment and into the page at once when the stream says
     // "ready": one layout for the first paint, not one per line.
@@ -79,6 +86,7 @@
     es.addEventListener("line", function (ev) {
       const line = JSON.parse(ev.data);
       if (line.seq <= newest) return;
+      if (skip && line.id === skip) return;
       newest = line.seq;
       if (oldest === null) oldest = line.seq;
       if (backlog) {
@@ -141,6 +149,15 @@
       }, 300);
     });
   }
+
+  // An open or waiting run's duration counts on, though no new line comes while it waits.
+  function tick() {
+    document.querySelectorAll(".took[data-since]").forEach(function (span) {
+      const s = Math.max(0, (Date.now() - Date.parse(span.dataset.since)) / 1000);
+      span.textContent = s < 1 ? Math.round(s * 1000) + " ms" : s.toFixed(1) + " s";
+    });
+  }
+  setInterval(tick, 1000);
 
   const log = document.getElementById("log");
   if (log) live(log);

@@ -1,0 +1,163 @@
+"""What a command does while it waits on a run: no silent waits, and a way out.
+
+`bullpen expedition`, `bullpen build` and `bullpen backpass` post one ask and then wait, for
+minutes or hours. So that the person at the terminal is never left guessing:
+
+- before posting, the nick asked must be listening: a ping (as `bullpen trust check`
+  sends) must come back within seconds, or the command stops and says what to start;
+- while it waits, a line every HEARTBEAT_S says which step runs and for how long;
+- Ctrl-C asks whether to cancel the run (`bullpen cancel`) or detach from it; with no
+  terminal it detaches and says how to cancel. Either way it exits 130.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import signal
+import sys
+import time
+from collections.abc import Awaitable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TextIO
+
+from room.errors import BullpenError
+
+if TYPE_CHECKING:
+    from room.client import RoomClient
+
+EXIT_INTERRUPTED = 130
+HEARTBEAT_S = 30.0
+PING_S = 15.0  # how long a listening nick may take to answer a ping
+CANCEL_PROMPT = "Ctrl-C: cancel the run {thread} [c], or detach and leave it running [d]? "
+
+
+class NotListening(BullpenError):
+    """The nick a command would ask does not answer a ping: nothing would ever reply."""
+
+
+async def require_listening(client: RoomClient, nick: str, timeout: float = PING_S) -> None:
+    """Ping `nick` (its lurker answers a ping itself); NotListening when no pong comes back."""
+    thread = f"ping-{secrets.token_hex(4)}"
+    stored = await client.say(f"@{nick}", "ping", type="ask", data={"ping": True}, thread=thread)
+    deadline = time.monotonic() + timeout
+    after = int(stored.get("seq", 0))
+    while time.monotonic() < deadline:
+        left = max(0.1, deadline - time.monotonic())
+        lines, after = await client.read(after, 100, thread=thread, wait=min(left, 5.0))
+        if any(
+            line.get("in_reply_to") == stored.get("id") and line.get("from") == nick
+            for line in lines
+        ):
+            return
+    raise NotListening(
+        f"@{nick} did not answer a ping within {timeout:g} s, so nothing would act on the "
+        f"run: its lurker is not running (or cannot reach the hub). Start it with `bullpen up` "
+        f"(or `systemctl --user start bullpen-lurker@{nick}`), check it with `bullpen trust "
+        "check`, then run this again. Nothing was started"
+    )
+
+
+def _ago(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _epoch(ts: Any) -> float | None:
+    try:
+        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class Heartbeat:
+    """Says, when nothing else was said for a while, which step of the run is running."""
+
+    def __init__(self, err: TextIO, foreman: str = "foreman", every: float = HEARTBEAT_S) -> None:
+        self.err = err
+        self.foreman = foreman
+        self.every = every
+        self.started = time.time()
+        self.quiet_since = time.monotonic()
+        self.asks: dict[str, tuple[str, str, float]] = {}  # id -> nick, first line, asked at
+
+    def seen(self, line: dict[str, Any]) -> None:
+        """Feed every line of the run's thread."""
+        if line.get("from") == self.foreman and line.get("type") == "ask":
+            body = str(line.get("body") or "").strip().splitlines()
+            at = _epoch(line.get("ts")) or time.time()
+            self.asks[str(line.get("id"))] = (str(line.get("to")), body[0][:80] if body else "", at)
+        elif line.get("type") == "reply":
+            self.asks.pop(str(line.get("in_reply_to") or ""), None)
+
+    def said(self) -> None:
+        """Something was printed: the next heartbeat is a full period away."""
+        self.quiet_since = time.monotonic()
+
+    def status(self) -> str:
+        now = time.time()
+        if not self.asks:
+            return f"… waiting on @{self.foreman} ({_ago(now - self.started)} since the start)"
+        running = sorted(self.asks.values(), key=lambda a: a[2])
+        nick, what, at = running[0]
+        more = f" (and {len(running) - 1} more)" if len(running) > 1 else ""
+        return f"… still running: {nick} {what} for {_ago(now - at)}{more}"
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(max(0.5, self.every - (time.monotonic() - self.quiet_since)))
+            if time.monotonic() - self.quiet_since >= self.every:
+                print(self.status(), file=self.err, flush=True)
+                self.said()
+
+
+async def interruptible(
+    waiting: Awaitable[int],
+    client: RoomClient,
+    thread: str,
+    err: TextIO,
+    *,
+    interactive: bool | None = None,
+) -> int:
+    """`waiting`'s exit code, or, on Ctrl-C, the operator's choice: cancel the run or detach."""
+    loop = asyncio.get_running_loop()
+    hit = asyncio.Event()
+    task = asyncio.ensure_future(waiting)
+    heard = asyncio.ensure_future(hit.wait())
+    try:
+        loop.add_signal_handler(signal.SIGINT, hit.set)
+    except (NotImplementedError, RuntimeError):  # not the main thread: no Ctrl-C to catch
+        heard.cancel()
+        return await task
+    try:
+        await asyncio.wait([task, heard], return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        heard.cancel()
+    if interactive is None:
+        interactive = sys.stdin.isatty()
+    answer = ""
+    if interactive:
+        print("", file=err)
+        with contextlib.suppress(EOFError):
+            answer = (await asyncio.to_thread(input, CANCEL_PROMPT.format(thread=thread))).strip()
+    if answer.lower() in ("c", "cancel"):
+        from agents.runtime.cancel import post_cancel
+
+        stored = await post_cancel(client, thread, "cancelled at the terminal (Ctrl-C)")
+        print(
+            f"cancel posted (seq {stored.get('seq')}): the foreman stops the run {thread}",
+            file=err,
+        )
+    else:
+        print(
+            f"detached: the run {thread} goes on in the room. Follow it with `bullpen tail "
+            f"--thread {thread}`; stop it with `bullpen cancel {thread}`",
+            file=err,
+        )
+    return EXIT_INTERRUPTED

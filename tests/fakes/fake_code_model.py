@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""A fake coding model behind the OpenAI chat-completions protocol: it fixes only what it sees.
+
+    python tests/fakes/fake_code_model.py --func total --wrong "price - discount" \
+        --right "price * (1 - discount)" [--log FILE] [--lesson WORDS]
+
+prints its port on the first line of stdout, then serves `POST …/chat/completions`
+on 127.0.0.1 until killed. Like a real model it has no access to the repository:
+everything it answers comes from the prompt. The request's `model` picks how it acts:
+
+  fix      find `def FUNC` in a file the prompt shows under FILES (`--- path` … `--- end of
+           path`), copy that function's text exactly as the SEARCH of one edit and answer it
+           with WRONG replaced by RIGHT. A prompt without the file's current text gets a
+           guess instead: the whole file written from memory, which the grind refuses.
+  sloppy   the first time, the same edit with its SEARCH re-indented (so it is not found);
+           once the prompt says the last answer was not applied, the exact one.
+  lesson   like fix, but only when the prompt carries the lesson text --lesson; otherwise
+           an edit that changes nothing useful (a comment).
+
+Every request is logged as one JSON line (model, prompt) to --log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FILE_BLOCK = re.compile(r"^--- (?P<path>\S+)\n(?P<text>.*?)\n--- end of (?P=path)$", re.M | re.S)
+
+
+def function_in(text: str, func: str) -> str | None:
+    """The text of `def func` up to the next top-level line, exactly as written."""
+    lines = text.split("\n")
+    for start, line in enumerate(lines):
+        if line.startswith(f"def {func}("):
+            end = start + 1
+            while end < len(lines) and (not lines[end].strip() or lines[end][:1] in " \t"):
+                end += 1
+            while end > start + 1 and not lines[end - 1].strip():
+                end -= 1
+            return "\n".join(lines[start:end])
+    return None
+
+
+def answer(prompt: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
+    for found in FILE_BLOCK.finditer(prompt):
+        body = function_in(found["text"], args.func)
+        if body is None or args.wrong not in body:
+            continue
+        fixed = body.replace(args.wrong, args.right)
+        if model == "sloppy" and "WAS NOT APPLIED" not in prompt:
+            return {"edits": [{"path": found["path"], "search": "  " + body, "replace": fixed}]}
+        if model == "lesson" and args.lesson not in prompt:
+            return {"edits": [{"path": found["path"], "search": body, "replace": "# ?\n" + body}]}
+        return {"edits": [{"path": found["path"], "search": body, "replace": fixed}]}
+    guess = f"def {args.func}(*args):\n    return {args.right}\n"  # from memory: blind
+    return {"files": [{"path": args.guess_path, "content": guess}]}
+
+
+def handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *rest: Any) -> None:  # quiet
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            prompt = str(body["messages"][-1]["content"])
+            model = str(body.get("model", "fix"))
+            if args.log:
+                with open(args.log, "a", encoding="utf-8") as log:
+                    log.write(json.dumps({"model": model, "prompt": prompt}) + "\n")
+            content = json.dumps(answer(prompt, model, args))
+            reply = {
+                "id": "fake",
+                "object": "chat.completion",
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--func", required=True)
+    parser.add_argument("--wrong", required=True)
+    parser.add_argument("--right", required=True)
+    parser.add_argument("--guess-path", default="fixed.py")
+    parser.add_argument("--lesson", default="")
+    parser.add_argument("--log")
+    args = parser.parse_args(argv)
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), handler(args))
+    print(server.server_address[1], flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""bench/quick.py runs every benchmark's --quick mode in CI: none may be left out of it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.quick import BENCHES, HELPERS
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def test_every_bench_is_run_by_quick() -> None:
+    """A bench/*.py with a main() that is not a helper program is in bench/quick.py's list."""
+    benches = {
+        path.stem
+        for path in BENCH.glob("*.py")
+        if path.stem not in HELPERS and re.search(r"^def main\(", path.read_text(), re.M)
+    }
+    assert benches == set(BENCHES), f"bench/quick.py's BENCHES differs: {benches ^ set(BENCHES)}"
+
+
+def test_every_listed_bench_has_a_quick_mode() -> None:
+    """Each listed bench takes --quick (argparse says so in its help), so CI can run it small."""
+    for name in BENCHES:
+        done = subprocess.run(
+            [sys.executable, str(BENCH / f"{name}.py"), "--help"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, f"bench/{name}.py --help failed:\n{done.stderr}"
+        assert "--quick" in done.stdout, f"bench/{name}.py has no --quick mode"
+
+
+def test_quick_refuses_an_unknown_name() -> None:
+    """A mistyped bench name is exit 2 with the names to choose from, not a silent pass."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "quick.py"), "rooom"], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert "unknown bench rooom" in done.stderr and "room" in done.stderr
