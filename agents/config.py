@@ -78,12 +78,15 @@ class HubConfig(_Strict):
     url: str | None = Field(default=None, description="how clients reach the strict listener")
     relaxed_url: str | None = None
     checkpoint_interval_s: float = Field(default=60.0, gt=0)
+    # The origin line of the room's signed tree checkpoints (docs/audit.md); default bullpen/<host>.
+    tlog_origin: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._/:-]{1,200}$")
     # Bounds against a flooding client (room/limits.py, docs/room.md "Limits"); 0 turns a rate off.
     head_timeout_s: float = Field(default=HubLimits.head_timeout_s, gt=0)
     body_timeout_s: float = Field(default=HubLimits.body_timeout_s, gt=0)
     idle_timeout_s: float = Field(default=HubLimits.idle_timeout_s, gt=0)
     max_connections: int = Field(default=HubLimits.max_connections, ge=16)
     read_max_bytes: int = Field(default=HubLimits.read_max_bytes, ge=64 * 1024)
+    cache_max_bytes: int = Field(default=HubLimits.cache_max_bytes, ge=1024 * 1024)
     unverified_nick_posts_per_s: float = Field(default=HubLimits.unverified_nick_posts_per_s, ge=0)
     unverified_nick_bytes_per_s: float = Field(default=HubLimits.unverified_nick_bytes_per_s, ge=0)
     unverified_total_posts_per_s: float = Field(

@@ -21,6 +21,14 @@ runs out of file descriptors and the operator's `bullpen say` cannot get in.
   idle sockets go first, so a fresh client that sends its request at once
   (the operator's `bullpen say`) always gets in.
 
+And one rule for broken input: bytes that are not HTTP, arriving after one
+or more whole requests on the same connection (pipelined), are answered
+400 only after every whole request before them was answered, in order.
+uvicorn closed the connection at once, so a post that was stored lost its
+200 and its poster could not know it landed (issue 23). Garbage inside a
+request still being read ends that request: it was never whole, nothing
+is stored.
+
 Nothing is logged per connection (a flood would flood the log); the counts
 are on `/health` under "connections".
 """
@@ -33,6 +41,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+import httptools
 import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -79,6 +88,7 @@ def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
     class Guarded(HttpToolsProtocol):
         _timer: asyncio.TimerHandle | None = None
         _counted = False
+        _broken = False  # bytes that are not HTTP came: answer what is whole, then 400
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -100,9 +110,36 @@ def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            if self._broken:
+                return  # the parser stopped at the garbage; nothing after it is read
             if self._timer is None and self in guard.idle:
                 self._arm(guard.head_timeout_s)  # the next request's head has begun
-            super().data_received(data)
+            self._unset_keepalive_if_required()
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserUpgrade:  # as uvicorn does (no websockets here)
+                if self._should_upgrade():
+                    self.handle_websocket_upgrade()
+                else:
+                    self._unsupported_upgrade_warning()
+            except httptools.HttpParserError:
+                self._refuse_after_answers()
+
+        def _refuse_after_answers(self) -> None:
+            """Garbage: 400 now, or once every whole request before it is answered."""
+            self._broken = True
+            self.flow.pause_reading()
+            cycle = self.cycle
+            if cycle is not None and cycle.more_body and not cycle.response_started:
+                # The garbage is inside this request: it was never whole and gets no answer.
+                queued = [item for item in self.pipeline if item[0] is cycle]
+                if queued:  # behind a request still being answered: the 400 follows that one
+                    self.pipeline.remove(queued[0])
+                    return
+            elif cycle is not None and not cycle.response_complete:
+                return  # whole and being answered (or queued): on_response_complete sends the 400
+            self._disarm()
+            self.send_400_response("Invalid HTTP request received.")
 
         def on_headers_complete(self) -> None:
             self._disarm()
@@ -115,9 +152,16 @@ def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
             super().on_message_complete()
 
         def on_response_complete(self) -> None:
+            queued = bool(self.pipeline)  # super() starts the next one, if any
             super().on_response_complete()
-            if not self.transport.is_closing():
-                guard.idle[self] = None  # uvicorn's keep-alive timeout watches it now
+            if self.transport.is_closing():
+                return
+            if self._broken:
+                if not queued:  # the last whole request is answered: now the garbage's 400
+                    self._unset_keepalive_if_required()
+                    self.send_400_response("Invalid HTTP request received.")
+                return
+            guard.idle[self] = None  # uvicorn's keep-alive timeout watches it now
 
         def _arm(self, seconds: float) -> None:
             self._disarm()

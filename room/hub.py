@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Iterator
@@ -36,7 +35,10 @@ from room.limits import HubLimits, Limits
 from room.log import Draft, Filter, RoomLog
 from room.message import check_nick, parse_request
 from room.openapi import MAX_AFTER, MAX_READ_SENDERS
+from room.params import int_param as _int_param
 from room.readbody import FIRST_PAGE_LINES, ReadAnswer
+from room.tlog import TransparencyLog
+from room.tlogapi import TlogEndpoints
 from trust.gate import Gate
 
 log = structlog.get_logger("room.hub")
@@ -57,6 +59,7 @@ class Hub:
         self.log = room_log
         self.gate = gate
         self.limits = limits  # room/limits.py: None bounds nothing (in-process tests)
+        self.tlog: TransparencyLog | None = None  # the Merkle tree and its checkpoints
         self.stopping = asyncio.Event()  # ends every long-poll at once on shutdown
 
     async def _wait_for_lines(self, after: int, timeout: float) -> bool:
@@ -94,6 +97,8 @@ class ListenerApp:
             "/health": ("GET", self.health),
             "/openapi.json": ("GET", self.schema),
         }
+        if hub.tlog is not None:  # /tlog/...: checkpoints and proofs (room/tlogapi.py)
+            self.routes.update(TlogEndpoints(hub.tlog).routes())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -111,7 +116,8 @@ class ListenerApp:
                 raise HTTPException(404)
             if scope["method"] != route[0]:
                 raise HTTPException(405, headers={"Allow": route[0]})
-            if not self.relaxed and route[1] == self.read:  # strict: reading needs the read token
+            reading = route[1] == self.read or scope["path"].startswith("/tlog/")
+            if not self.relaxed and reading:  # strict: reading needs the read token
                 self.hub.gate.check_reader(request.headers.get("authorization"))
             response = await route[1](request)
         except ClientDisconnect:  # nobody to answer: one line, not a traceback per hang-up
@@ -132,6 +138,13 @@ class ListenerApp:
             self.hub.limits.admit_unverified(post_request.post.from_, len(raw))
         via = self.hub.gate.admitted_via(post_request, self.relaxed, verified)
         stored = await self.hub.log.append(Draft(post_request.post, verified, via))
+        tlog = self.hub.tlog
+        if (
+            tlog is not None
+            and via is not None
+            and stored.sender in self.hub.gate.table.public_keys
+        ):
+            await tlog.cover(stored.seq)  # only the hub's signed word vouches for such a line
         return Response(stored.raw, media_type="application/json")
 
     async def read(self, request: Request) -> Response:
@@ -213,19 +226,6 @@ async def _body(request: Request) -> bytes:
 
 
 _READ_PARAMS = {"after", "limit", "wait", "thread", "to", "from", "verified"}
-_DIGITS = re.compile(r"[0-9]+")  # ASCII only: int() would also take "+5", " 5", "٥"
-
-
-def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
-    text = request.query_params.get(name)
-    if text is None:
-        return default
-    if not _DIGITS.fullmatch(text):
-        raise BadRequest(f"{name} must be a whole number, got {text[:40]!r}")
-    digits = text.lstrip("0") or "0"
-    if len(digits) > len(str(high)) or not low <= int(digits) <= high:
-        raise BadRequest(f"{name} must be between {low} and {high}, got {text[:40]}")
-    return int(digits)
 
 
 def _nick_param(text: str, name: str) -> str:

@@ -21,7 +21,6 @@ import bisect
 import errno
 import json
 import os
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -34,6 +33,7 @@ from room.chain import GENESIS, line_hash
 from room.errors import DurabilityError, RoomLocked
 from room.fileio import FileIO, fsync_dir
 from room.ids import IdClock
+from room.linecache import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, LineCache
 from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Stored, build_line
 from room.message import parse_line
 from room.reader import RoomFile, seq_of
@@ -81,7 +81,8 @@ class JsonlLog(RoomLog):
         before_sync: Sequence[Callable[[], None]] = (),  # synced before every batch
         io: FileIO | None = None,
         checkpoint: Checkpointed | None = None,
-        cache_lines: int = 8192,
+        cache_lines: int = DEFAULT_MAX_LINES,
+        cache_max_bytes: int = DEFAULT_MAX_BYTES,  # [hub] cache_max_bytes (room/linecache.py)
         thread_index_size: int = 1024,
     ) -> None:
         self.path = path
@@ -89,7 +90,7 @@ class JsonlLog(RoomLog):
         self._io = io or FileIO()
         self._checkpoint = checkpoint
         self._mark: durable.MarkWriter | None = None
-        self._cache: deque[_Cached] = deque(maxlen=cache_lines)
+        self._cache: LineCache[_Cached] = LineCache(cache_max_bytes, cache_lines)
         self._threads = ThreadIndex(thread_index_size)
         self._building: dict[str, asyncio.Future[tuple[list[int], int]]] = {}
         # The writer's own thread (the room's write and fsync, side files first): reads run
@@ -239,6 +240,8 @@ class JsonlLog(RoomLog):
             self._cache.append(_Cached(line))
             if line.thread is not None:
                 self._threads.stored(line.thread, line.seq)
+        if self.on_stored is not None:
+            self.on_stored(stored)
         self._wake_readers()
 
     def _fail(self, exc: BaseException, batch: list[tuple[Draft, asyncio.Future[Stored]]]) -> None:
@@ -284,7 +287,7 @@ class JsonlLog(RoomLog):
             return ReadResult([], head)
         if flt.thread is not None:
             return await self._read_thread(after, limit, flt, head, end)
-        if self._cache and after + 1 >= self._cache[0].seq:
+        if self._cache.holds_after(after):
             lines = []
             for entry in self._cache:
                 if entry.seq > after and flt.matches(
@@ -338,7 +341,8 @@ class JsonlLog(RoomLog):
         wanted = seqs[bisect.bisect_right(seqs, after) : bisect.bisect_right(seqs, head)]
         narrower = flt != Filter(thread=thread)
         lines: list[bytes] = []
-        older = bisect.bisect_left(wanted, self._cache[0].seq) if self._cache else len(wanted)
+        first = self._cache.first_seq
+        older = bisect.bisect_left(wanted, first) if first is not None else len(wanted)
         assert self._reader is not None
         if older:  # not in the cache: one pass over the file, off the event loop
             picked = await asyncio.to_thread(
@@ -363,7 +367,8 @@ class JsonlLog(RoomLog):
         """The seqs of `thread`'s lines, found by a scan (off the event loop) and indexed."""
         seqs = await asyncio.to_thread(self._thread_seqs, thread, end)
         # Lines appended while the scan ran are in the cache; add them before indexing.
-        if not self._cache or self._cache[0].seq <= head + 1:
+        first = self._cache.first_seq
+        if first is None or first <= head + 1:
             seqs += [c.seq for c in self._cache if c.seq > head and c.thread == thread]
             self._threads.put(thread, seqs)
             return seqs, self._head.seq
@@ -385,9 +390,7 @@ class JsonlLog(RoomLog):
             yield raw
 
     def _cached(self, seq: int) -> _Cached | None:
-        if self._cache and self._cache[0].seq <= seq <= self._cache[-1].seq:
-            return self._cache[seq - self._cache[0].seq]
-        return None
+        return self._cache.get(seq)
 
     async def close(self) -> None:
         self._closing = True

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from room.errors import PostRejected
+from room.linecache import DEFAULT_MAX_BYTES
 
 MAX_TRACKED_NICKS = 4096
 DISK_CHECK_INTERVAL_S = 0.5
@@ -38,6 +39,7 @@ class HubLimits:
     idle_timeout_s: float = 30.0  # a keep-alive connection idle longer is closed
     max_connections: int = 4096  # per listener
     read_max_bytes: int = 4 * 1024 * 1024  # one /read answer (always at least one line)
+    cache_max_bytes: int = DEFAULT_MAX_BYTES  # the newest lines kept in memory (room/linecache.py)
     unverified_nick_posts_per_s: float = 20.0
     unverified_nick_bytes_per_s: float = 1024 * 1024
     unverified_total_posts_per_s: float = 200.0

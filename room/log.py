@@ -203,3 +203,6 @@ class RoomLog(abc.ABC):
         return None
 
     on_fatal: Callable[[BaseException], None] | None = None
+    # Every line the room now holds, in seq order, as it is stored (the hub's Merkle tree,
+    # room/tlog.py): the JSONL writer after its fsync, the JetStream view as it follows.
+    on_stored: Callable[[list[Stored]], None] | None = None

@@ -106,6 +106,86 @@ def _errors(*codes: int) -> dict[str, Any]:
     return {str(code): _json(_ERROR, text[code]) for code in codes}
 
 
+_PROOF = {
+    "type": "object",
+    "required": ["proof"],
+    "properties": {"proof": {"type": "array", "items": {"type": "string", "format": "byte"}}},
+}
+
+
+def _whole(name: str, required: bool, text: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": required,
+        "schema": {"type": "integer", "minimum": 0},
+        "description": text,
+    }
+
+
+def _tlog_paths() -> dict[str, Any]:
+    """The Merkle tree's endpoints (room/tlogapi.py, docs/audit.md); all need the read token."""
+    reader: dict[str, Any] = {"security": [{"bearer": []}]}
+    proof = {"200": _json(_PROOF, "an RFC 9162 proof, base64 hashes"), **_errors(400, 401)}
+    return {
+        "/tlog/checkpoint": {
+            "get": {
+                **reader,
+                "responses": {
+                    "200": {
+                        "description": "the latest C2SP signed checkpoint, with cosignatures",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    **_errors(401),
+                },
+            }
+        },
+        "/tlog/proof/inclusion": {
+            "get": {
+                **reader,
+                "parameters": [
+                    _whole("seq", True, "the line"),
+                    _whole("size", False, "the tree size (default: the latest checkpoint's)"),
+                ],
+                "responses": proof,
+            }
+        },
+        "/tlog/proof/consistency": {
+            "get": {
+                **reader,
+                "parameters": [
+                    _whole("from", True, "the older tree size"),
+                    _whole("to", False, "the newer tree size (default: the latest checkpoint's)"),
+                ],
+                "responses": proof,
+            }
+        },
+        "/tlog/cosign": {
+            "post": {
+                **reader,
+                "requestBody": {
+                    "required": True,
+                    **_json(
+                        {
+                            "type": "object",
+                            "required": ["checkpoint", "witness_key"],
+                            "properties": {
+                                "checkpoint": {"type": "string"},
+                                "witness_key": {"type": "string"},
+                            },
+                        },
+                        "the current checkpoint with the witness's cosignature line",
+                    ),
+                },
+                "responses": {
+                    "200": _json({"type": "object"}, "kept"),
+                    **_errors(400, 401, 413),
+                },
+            }
+        },
+    }
+
+
 def schema(listener: str) -> dict[str, Any]:
     security: list[dict[str, list[str]]] = [{"bearer": []}] if listener == "relaxed" else []
     auth = (401,) if listener == "relaxed" else ()
@@ -191,5 +271,6 @@ def schema(listener: str) -> dict[str, Any]:
                     }
                 }
             },
+            **_tlog_paths(),
         },
     }

@@ -44,6 +44,7 @@ from room.fileio import FileIO, fsync_dir
 from room.log import Head
 from room.message import Message, parse_line
 from room.reader import RoomFile
+from room.tree import tree_dir
 
 log = structlog.get_logger("room.recovery")
 
@@ -112,6 +113,8 @@ class _Refusal:
         names = [mark_path(self.room)]
         if self.checkpoint is not None:
             names.append(self.checkpoint.path)
+        if tree_dir(self.room).exists():  # the tree and its signed note (rebuilt at start)
+            names.append(tree_dir(self.room))
         return " && ".join(
             f"mv {shlex.quote(str(p))} {shlex.quote(str(p) + '.old')}" for p in names
         )

@@ -31,6 +31,7 @@ from room.hub import Hub, Listener, bind, serve
 from room.jsonl import Checkpointed, JsonlLog
 from room.limits import HubLimits, Limits
 from room.log import RoomLog
+from room.tlog import Opened, TransparencyLog, default_origin, open_tlog
 from trust import checkpoint, hubkey
 from trust import table as trust_table
 from trust.gate import Gate
@@ -54,6 +55,7 @@ class HubSettings:
     engine: str = "jsonl"
     engine_options: dict[str, Any] = field(default_factory=dict)
     limits: HubLimits = field(default_factory=HubLimits)
+    tlog_origin: str | None = None  # the checkpoints' origin line (room/tlog.py default_origin)
 
 
 def build_log(
@@ -68,6 +70,7 @@ def build_log(
             before_sync=[nonces.flush],
             io=fileio.from_environment(),
             checkpoint=known,
+            cache_max_bytes=settings.limits.cache_max_bytes,
         )
         return room_log, nonces
     if settings.engine == "jetstream":
@@ -76,7 +79,8 @@ def build_log(
         from trust.streamnonces import StreamNonces
 
         settings.room.parent.mkdir(parents=True, exist_ok=True)  # the checkpoint lives there
-        stream_log = JetStreamLog(StreamSettings.from_options(settings.engine_options))
+        stream = StreamSettings.from_options(settings.engine_options)
+        stream_log = JetStreamLog(replace(stream, cache_max_bytes=settings.limits.cache_max_bytes))
         shared = StreamNonces()  # every hub on the stream sees every nonce
         stream_log.nonces = shared
         return stream_log, shared
@@ -92,13 +96,20 @@ def checkpoint_file(room: Path) -> Path:
 
 
 class Checkpointer:
-    """Signs the room's head now and then, and once more at shutdown."""
+    """Signs the room's head now and then, and once more at shutdown (and the tree's note)."""
 
-    def __init__(self, room: Path, room_log: RoomLog, key: Ed25519PrivateKey) -> None:
+    def __init__(
+        self,
+        room: Path,
+        room_log: RoomLog,
+        key: Ed25519PrivateKey,
+        tlog: TransparencyLog | None = None,
+    ) -> None:
         self.path = checkpoint_file(room)
         self._log = room_log
         self._key = key
         self._last_seq = -1
+        self.tlog = tlog
 
     def write(self) -> None:
         head = self._log.head
@@ -112,6 +123,8 @@ class Checkpointer:
             await asyncio.sleep(interval_s)
             try:
                 await asyncio.to_thread(self.write)
+                if self.tlog is not None:
+                    await self.tlog.sign()
             except OSError as exc:
                 log.warning("could not write a checkpoint", error=str(exc), path=str(self.path))
 
@@ -232,6 +245,31 @@ async def run_hub(settings: HubSettings) -> int:
             "the room was deliberately started over"
         )
         return EXIT_CONFIG
+    opened: Opened | None = None
+    try:
+        opened = await open_tlog(
+            settings.room,
+            room_log,
+            hub_key,
+            settings.tlog_origin or default_origin(),
+            lambda: trust.public_keys,
+            floor=known.seq if known is not None else 0,
+        )
+        problem = opened.problem
+    except (OSError, ValueError) as exc:
+        problem = f"the room's Merkle tree could not be opened or built ({exc})"
+    if problem is not None or opened is None:
+        await room_log.close()
+        nonces.close()
+        _say(
+            f"bullpen hub: {problem}. The hub will not start on it (nor sign it): run "
+            "`bullpen audit`, and restore the room from a backup (docs/audit.md)"
+        )
+        return EXIT_CONFIG
+    tlog = opened.tlog
+    room_log.on_stored = tlog.stored
+    if opened.rebuilt:
+        log.warning("rebuilt the room's Merkle tree from the room", lines=tlog.tree.size)
     for note in report.notes:
         _say(f"bullpen hub: {note}")
     if unverified is not None:
@@ -262,16 +300,21 @@ async def run_hub(settings: HubSettings) -> int:
         where = ", ".join(f"{item.name} {item.address}" for item in listeners)
         log.info("hub listening", **room_log.describe(), seq=report.head.seq, listeners=where)
 
-    checkpointer = Checkpointer(settings.room, room_log, hub_key)
+    checkpointer = Checkpointer(settings.room, room_log, hub_key, tlog)
     ticker = asyncio.create_task(checkpointer.every(settings.checkpoint_interval_s))
+    hub = Hub(room_log, gate, limits)
+    hub.tlog = tlog
     try:
-        await serve(Hub(room_log, gate, limits), listeners, on_ready=ready)
+        await _sign(tlog)  # a note for the room as it opened, before anyone asks for one
+        await serve(hub, listeners, on_ready=ready)
     finally:
         ticker.cancel()
         await room_log.close()
         nonces.close()
         if not fatal:
             checkpointer.write()
+            await _sign(tlog)
+        tlog.tree.close()
     if fatal:
         error = fatal[0]
         message = error.message if isinstance(error, DurabilityError) else str(error)
@@ -279,6 +322,13 @@ async def run_hub(settings: HubSettings) -> int:
         return EXIT_DISK
     log.info("hub stopped", seq=room_log.head.seq)
     return EXIT_OK
+
+
+async def _sign(tlog: TransparencyLog) -> None:
+    try:
+        await tlog.sign()
+    except OSError as exc:
+        log.warning("could not sign the tree's checkpoint note", error=str(exc))
 
 
 def _reread_trust(gate: Gate, started: TrustTable) -> None:

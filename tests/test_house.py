@@ -105,15 +105,22 @@ LAYERS: dict[str, tuple[str, ...]] = {
         *_HOME,
         "agents.runtime",
     ),
-    # the build pipeline: plugs into the foreman through the registry; it borrows the
-    # backpass's one git helper (agents/backpass/gitwork.py) rather than keep a second
+    # bullpen's one git (build, backpass, librarian) and the allow-list it checks repositories
+    # against: below every pipeline, above only the room's errors
+    "agents.gitguard": (),
+    "agents.safegit": ("room", "agents.gitguard"),
+    # the build pipeline: plugs into the foreman through the registry; it runs git through
+    # agents/safegit.py and reads where [backpass] puts the memory repositories (a guarded
+    # code seat may not write them) from the backpass's own config
     "agents.build": (
         *_HOME,
         "agents.runtime",
         "agents.foreman",
         "agents.roots",
         "agents.wording",
-        "agents.backpass.gitwork",
+        "agents.safegit",
+        "agents.backpass.config",
+        "agents.memory",  # the lessons a grinder is handed reach its code seat's prompt
     ),
     # the web view reads what the pipelines post and answers the gate through the
     # expedition's own functions; it shows each nick's lessons from shared memory
@@ -135,6 +142,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.memory",
         "agents.runtime",
         "agents.backpass",
+        "agents.packaged",  # the campaign-sandbox rules `bullpen init` ships, seeded once
     ),
 }
 

@@ -11,9 +11,15 @@ in trust.toml, so authorship is verifiable with no secret at all.
 
 A verified line of a nick that proves with its own key is one the hub could
 only have written with that nick's `sig` in it, or, through the relaxed
-listener, with `via: "relaxed"`; a line with neither was appended behind the
-hub's back. Lines a hub wrote before it kept that mark are vouched for only
-by a signed checkpoint that covers them (docs/room.md, "What an audit proves").
+listener, with `via: "relaxed"`. `via` is as forgeable as `verified`, so
+such an unsigned line counts only where the hub's own signed record covers
+it: the hub signs a tree checkpoint before it answers such a post (room/tlog.py),
+and a line no checkpoint covers was appended behind its back (docs/audit.md).
+
+With the tree's signed note (trust/note.py), the first `size` lines must
+hash, as RFC 9162's Merkle tree, to the root the hub signed: a line changed,
+dropped or inserted below it fails even where the chain was rewritten to
+match. The hub's own tree files, when given, name the first line that differs.
 """
 
 from __future__ import annotations
@@ -21,15 +27,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from room.chain import GENESIS, line_hash
 from room.message import Message, Signature, check_stored, parse_line
 from room.reader import RoomFile
-from trust import keys
+from trust import keys, merkle
 from trust.checkpoint import Checkpoint
+from trust.note import TreeHead
 from trust.proof import proof_bytes
+
+if TYPE_CHECKING:
+    from room.tree import Tree
 
 
 @dataclass
@@ -44,6 +55,7 @@ class AuditResult:
         0  # keyed nicks' verified lines with no sig and no via, all under the checkpoint
     )
     checkpoint_seq: int | None = None  # the seq the signed checkpoint vouches for
+    tree_size: int | None = None  # the lines the signed tree note covers (their root matched)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -61,22 +73,33 @@ class AuditResult:
         return f"FAILED at seq {self.bad_seq}: {self.reason}"
 
     @property
+    def covered(self) -> int:
+        """How many leading lines a signed checkpoint (JSON or tree note) vouches for."""
+        return max(self.checkpoint_seq or 0, self.tree_size or 0)
+
+    @property
     def beyond_checkpoint(self) -> int:
         """Lines after the last signed checkpoint: the chain alone speaks for them."""
-        return self.lines - (self.checkpoint_seq or 0)
+        return self.lines - self.covered
+
+    def tree_note(self) -> str | None:
+        """For stderr: what the tree's signed root vouched for."""
+        if not self.ok or self.tree_size is None:
+            return None
+        return f"tree: the first {self.tree_size} lines hash to the root the hub signed"
 
     def checkpoint_note(self) -> str | None:
         """For stderr: how much of the room no signed checkpoint covers."""
         if not self.ok:
             return None
-        if self.checkpoint_seq is None:
+        if self.checkpoint_seq is None and self.tree_size is None:
             return (
                 f"beyond the last checkpoint: {self.lines} lines (no signed checkpoint was "
                 "checked; the chain alone speaks for them)"
             )
         return (
             f"beyond the last checkpoint: {self.beyond_checkpoint} lines after seq "
-            f"{self.checkpoint_seq} (the chain alone speaks for them)"
+            f"{self.covered} (the chain alone speaks for them)"
         )
 
     def unmarked_note(self) -> str | None:
@@ -125,13 +148,8 @@ def _check_sig(message: Message, public_keys: dict[str, Ed25519PublicKey]) -> st
 
 
 def _unprovable(message: Message, public_keys: dict[str, Ed25519PublicKey]) -> bool:
-    """A keyed nick's verified line with nothing the hub would have admitted it on."""
-    return (
-        message.verified
-        and message.sig is None
-        and message.via is None
-        and message.from_ in public_keys
-    )
+    """A keyed nick's verified line that carries no signature: only the hub's word vouches."""
+    return message.verified and message.sig is None and message.from_ in public_keys
 
 
 def _continues_from(following: bytes | None, raw: bytes) -> bool:
@@ -155,6 +173,7 @@ def audit_lines(
     lines: Iterable[bytes],
     public_keys: dict[str, Ed25519PublicKey] | None = None,
     checkpoint: Checkpoint | None = None,
+    tree: TreeHead | None = None,
 ) -> AuditResult:
     """Check the lines in order; on failure name the first line that is not the original.
 
@@ -164,6 +183,8 @@ def audit_lines(
     checkpoint of that seq does.
     """
     result = AuditResult(checkpoint_seq=None if checkpoint is None else checkpoint.seq)
+    floor = max(0 if checkpoint is None else checkpoint.seq, 0 if tree is None else tree.size)
+    folding = merkle.Folding(0 if tree is None else tree.size)
     prev_hash, expected = GENESIS, 1
     prev_raw: bytes | None = None
     ids: set[str] = set()
@@ -233,16 +254,20 @@ def audit_lines(
                 return result.fail(message.seq, problem)
             result.signatures += 1
         if public_keys is not None and _unprovable(message, public_keys):
-            if checkpoint is None or message.seq > checkpoint.seq:
+            if message.seq > floor:
+                mark = "no via mark" if message.via is None else f"via: {message.via}"
                 return result.fail(
                     message.seq,
-                    f"it says {message.from_} posted it verified, with no sig and no via mark, "
-                    f"but {message.from_} proves with its own key (trust.toml): the hub admits "
-                    "such a post only with its signature, or through the relaxed listener, "
-                    "which marks the line via: relaxed. This line was forged or edited",
+                    f"it says {message.from_} posted it verified, with no sig ({mark}), but "
+                    f"{message.from_} proves with its own key (trust.toml), and no checkpoint "
+                    "the hub signed covers this line. The hub signs one before it answers such "
+                    "a post, so this line was forged or edited (a via mark is as easy to forge "
+                    "as verified), or the hub's checkpoint was not given (--checkpoint)",
                 )
-            result.unmarked += 1  # the checkpoint vouches the hub wrote it (checked below)
+            if message.via is None:
+                result.unmarked += 1  # the checkpoint vouches the hub wrote it (checked below)
         prev_hash = line_hash(raw)
+        folding.add(raw)
         expected += 1
         result.lines += 1
         if _covered(checkpoint, message.seq, raw) is False:
@@ -257,13 +282,46 @@ def audit_lines(
             f"the room ends at seq {result.lines}, but a checkpoint recorded seq {checkpoint.seq}: "
             "the tail was cut off",
         )
+    if tree is not None:
+        if result.lines < tree.size:
+            return result.fail(
+                result.lines + 1,
+                f"the room ends at seq {result.lines}, but the hub's signed tree holds "
+                f"{tree.size} lines: the tail was cut off",
+            )
+        if folding.root() != tree.root:
+            return result.fail(
+                tree.size,
+                f"the first {tree.size} lines do not hash to the root the hub signed: a line "
+                f"at or below seq {tree.size} was changed, dropped or inserted, and the chain "
+                "rewritten to hide it",
+            )
+        result.tree_size = tree.size
     return result
+
+
+def first_difference(lines: Iterable[bytes], stored: Tree, tree: TreeHead) -> int | None:
+    """The seq of the first line that is not the leaf the hub's own tree holds there.
+
+    Only when the stored tree is the one the hub signed (its root at the signed
+    size matches): then each of its leaves is the hash of the original line.
+    """
+    if stored.size < tree.size or stored.root(tree.size) != tree.root:
+        return None
+    for index, raw in enumerate(lines):
+        if index >= tree.size:
+            return None
+        if merkle.leaf_hash(raw) != stored.leaf(index):
+            return index + 1
+    return None
 
 
 def audit_file(
     path: Path,
     public_keys: dict[str, Ed25519PublicKey] | None = None,
     checkpoint: Checkpoint | None = None,
+    tree: TreeHead | None = None,
+    stored: Tree | None = None,
 ) -> AuditResult:
     whole = 0
 
@@ -275,7 +333,15 @@ def audit_file(
 
     with RoomFile(path) as room:
         end = room.size()
-        result = audit_lines(lines(room, end), public_keys, checkpoint)
+        result = audit_lines(lines(room, end), public_keys, checkpoint, tree)
+        if not result.ok and tree is not None and stored is not None:
+            seq = first_difference(lines(room, end), stored, tree)
+            if seq is not None and (result.bad_seq is None or seq < result.bad_seq):
+                result.fail(
+                    seq,
+                    "this line is not the one the hub's signed tree holds at this seq: it was "
+                    "changed, or a line before it was dropped or inserted",
+                )
     if result.ok and whole < end:
         return result.fail(
             result.lines + 1,

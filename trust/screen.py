@@ -15,9 +15,12 @@ commit, a PR body, and (at the hub) every incoming request. The set is
   text after it: PKCS#8, RSA, EC, OPENSSH, ENCRYPTED, PGP), the home's or not;
 - what this process registered with the log scrubber (a seat's API key).
 
-A value is matched raw and, for structured content, in the form the hub
-stores (JSON escapes decoded: `\\u0061` is `a`). Only values of at least
-MIN_SECRET bytes are screened: shorter ones would match honest text by chance.
+A value is matched in every form a copy of it takes (trust/pieces.py): in any
+case, with separators between its characters, cut in pieces of 16 characters
+or more (each half of it), and as hex or base64 of its bytes; and, for
+structured content, in the form the hub stores (JSON escapes decoded:
+`\\u0061` is `a`). Only values of at least MIN_SECRET bytes are screened:
+shorter ones would match honest text by chance.
 
 A hit raises SecretFound naming where the text came from and which kind of
 secret it held, never the secret or where in the text it was; the caller
@@ -36,6 +39,7 @@ from typing import Any
 
 from room import logs, strictjson
 from room.errors import SecretFound
+from trust.pieces import PIECE, RAW, TOKEN, WHOLE, PieceIndex, Secret, fold
 from trust.secretfiles import MIN_SECRET_BYTES
 from trust.table import TrustTable
 
@@ -51,86 +55,121 @@ PEM_BODY = re.compile(rb"[A-Za-z0-9+/]{16,}")
 PEM_LOOKAHEAD = 400
 PEM_BLOCK = "a PEM private key block"
 TOKEN_RUN = re.compile(rb"[A-Za-z0-9+/=_\-]+")
-_RUNS = bytes(0x78 if TOKEN_RUN.fullmatch(bytes([i])) else 0x20 for i in range(256))
+
+
+def _pem_body(pem: bytes) -> list[bytes]:
+    """A PEM's base64 body, joined and line by line."""
+    lines = [line.strip() for line in pem.splitlines()]
+    body_lines = [
+        line for line in lines if line and not line.startswith(b"-----") and b":" not in line
+    ]
+    return [b"".join(body_lines), *body_lines]
+
+
+def _raw_key(pem: bytes) -> bytes | None:
+    """The raw private key (when it is a key `cryptography` can read and export raw)."""
+    try:
+        from cryptography.hazmat.primitives import serialization
+
+        key = serialization.load_pem_private_key(pem, password=None)
+        return key.private_bytes(  # type: ignore[union-attr, no-any-return]
+            serialization.Encoding.Raw,
+            serialization.PrivateFormat.Raw,
+            serialization.NoEncryption(),
+        )
+    except (ValueError, TypeError, AttributeError):
+        return None  # not a key it can read (or not raw-exportable): the PEM body still counts
 
 
 def key_material(pem: bytes) -> list[bytes]:
     """What of a PEM private key must never leave: its base64 body, joined and line by
     line, and the raw key in hex and base64 (when it is a key `cryptography` can read)."""
-    lines = [line.strip() for line in pem.splitlines()]
-    body_lines = [
-        line for line in lines if line and not line.startswith(b"-----") and b":" not in line
-    ]
-    found = [b"".join(body_lines), *body_lines]
-    try:
-        from cryptography.hazmat.primitives import serialization
-
-        key = serialization.load_pem_private_key(pem, password=None)
-        raw = key.private_bytes(  # type: ignore[union-attr]
-            serialization.Encoding.Raw,
-            serialization.PrivateFormat.Raw,
-            serialization.NoEncryption(),
-        )
+    found = _pem_body(pem)
+    raw = _raw_key(pem)
+    if raw is not None:
         found += [raw.hex().encode(), raw.hex().upper().encode(), base64.b64encode(raw)]
         found.append(base64.urlsafe_b64encode(raw).rstrip(b"="))
-    except (ValueError, TypeError, AttributeError):
-        pass  # not a key it can read (or not raw-exportable): the PEM body still counts
     return found
 
 
-def _values(data: bytes) -> list[bytes]:
+def _kind(value: bytes) -> str:
+    """A token (high entropy: hex, base64) is found by its pieces; anything else whole."""
+    return TOKEN if TOKEN_RUN.fullmatch(value) else WHOLE
+
+
+def _values(data: bytes, what: str) -> list[Secret]:
     if b"PRIVATE KEY" in data:
-        return key_material(data)
+        # The body only whole (its first bytes are every such key's); the key's own bytes
+        # in every form and piece, which covers the key part of the body too.
+        found = [Secret(value, what, WHOLE) for value in _pem_body(data)]
+        raw = _raw_key(data)
+        return found + ([Secret(raw, what, RAW)] if raw is not None else [])
     whole = data.strip()
     if whole.startswith((b"ed25519:", b"ssh-", b"-----BEGIN PUBLIC KEY")):
         return []  # a public half kept beside its key is meant to be shown
     # Each word too, for a file of several tokens (`name token` lines), but only words as
     # long as a token must be (32 bytes), so a caller's name never becomes a needle.
-    return [whole, *(word for word in whole.split() if len(word) >= MIN_SECRET_BYTES)]
+    words = [word for word in whole.split() if len(word) >= MIN_SECRET_BYTES]
+    return [Secret(value, what, _kind(value)) for value in (whole, *words)]
 
 
 class Screen:
-    """A fixed secret set: (value, what it is) pairs, plus every PEM private key block."""
+    """A fixed secret set, found in any form a copy takes, plus every PEM private key block."""
 
-    def __init__(self, needles: tuple[tuple[bytes, str], ...] = ()) -> None:
-        self.needles = needles
-        # The hub screens every post: a value made of token characters only (hex, base64:
-        # all of bullpen's own) can be inside the text only if the text has a run of such
-        # characters at least as long; mapping every byte to "x" or " " (one C pass) and
-        # looking for that many x's rules it out for most prose at the cost of two scans.
-        self._token = tuple(item for item in needles if TOKEN_RUN.fullmatch(item[0]))
-        self._other = tuple(item for item in needles if not TOKEN_RUN.fullmatch(item[0]))
-        shortest = min((len(value) for value, _ in self._token), default=0)
-        self._run = b"x" * shortest if shortest else None
+    def __init__(self, secrets: tuple[Secret, ...] = ()) -> None:
+        self.secrets = secrets
+        self.needles = tuple((secret.value, secret.what) for secret in secrets)
+        # Every form and piece of a token or key (trust/pieces.py); anything else (a value
+        # with spaces, one too short once folded) is looked for whole, in any case.
+        whole = self._whole(secrets)
+        self._pieces = PieceIndex(secret for secret in secrets if secret not in whole)
+        self._exact = tuple((secret.value.lower(), secret.what) for secret in whole)
+
+    @staticmethod
+    def _whole(secrets: tuple[Secret, ...]) -> list[Secret]:
+        return [
+            secret
+            for secret in secrets
+            if secret.kind != RAW
+            and (not TOKEN_RUN.fullmatch(secret.value) or len(fold(secret.value)) < PIECE)
+        ]
 
     @classmethod
     def of(cls, named: Iterable[tuple[bytes | str | None, str]]) -> Screen:
-        """A screen for these values (`what` names each kind, e.g. "the shared secret")."""
-        seen: dict[bytes, str] = {}
-        for value, what in named:
-            if value is None:
-                continue
-            raw = value.encode("utf-8") if isinstance(value, str) else value
-            if len(raw) >= MIN_SECRET and raw not in seen:
-                seen[raw] = what
+        """A screen for these values (`what` names each kind, e.g. "the shared secret");
+        a token (letters, digits, `+/=_-`) is found by its pieces too, anything else whole."""
+        return cls.of_secrets(
+            Secret(raw, what, _kind(raw))
+            for value, what in named
+            if value is not None
+            for raw in [value.encode("utf-8") if isinstance(value, str) else value]
+        )
+
+    @classmethod
+    def of_secrets(cls, secrets: Iterable[Secret]) -> Screen:
+        seen: dict[bytes, Secret] = {}
+        for secret in secrets:
+            if len(secret.value) >= MIN_SECRET and secret.value not in seen:
+                seen[secret.value] = secret
         # Longest first: a key's joined body is named before one of its lines.
-        return cls(tuple(sorted(seen.items(), key=lambda item: -len(item[0]))))
+        return cls(tuple(sorted(seen.values(), key=lambda secret: -len(secret.value))))
 
     @classmethod
     def of_trust(cls, trust: TrustTable) -> Screen:
         """Every secret file of the home trust.toml describes (see the module docstring)."""
-        return cls.of(_values_of(_files(trust), _named(trust)))
+        return cls.of_secrets(_values_of(_files(trust), _named(trust)))
 
     def find(self, content: bytes | str) -> str | None:
         """Which kind of secret `content` holds, or None."""
         data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
-        for value, what in self._other:
-            if value in data:
-                return what
-        if self._run is not None and self._run in data.translate(_RUNS):
-            for value, what in self._token:
-                if value in data:
+        if self._exact:
+            lowered = data.lower()
+            for value, what in self._exact:
+                if value in lowered:
                     return what
+        found = self._pieces.find(data)
+        if found is not None:
+            return found
         if b"PRIVATE KEY" in data:
             for match in PEM_HEADER.finditer(data):
                 if PEM_BODY.search(data, match.end(), match.end() + PEM_LOOKAHEAD):
@@ -184,7 +223,7 @@ class HomeSecrets:
         files = _files(self.trust, self.secrets_dir)
         signature = (_signature(files), frozenset(logs.registered()))
         if signature != self._signature:
-            self._screen = Screen.of(_values_of(files, _named(self.trust)))
+            self._screen = Screen.of_secrets(_values_of(files, _named(self.trust)))
             self._signature = signature
         return self._screen
 
@@ -263,8 +302,8 @@ def _read(path: Path) -> bytes | None:
         os.close(fd)
 
 
-def _values_of(files: list[Path], named: dict[Path, str]) -> list[tuple[bytes | str | None, str]]:
-    out: list[tuple[bytes | str | None, str]] = []
+def _values_of(files: list[Path], named: dict[Path, str]) -> list[Secret]:
+    out: list[Secret] = []
     for path in files:
         data = _read(path)
         if data is None:
@@ -274,9 +313,14 @@ def _values_of(files: list[Path], named: dict[Path, str]) -> list[tuple[bytes | 
             if b"PRIVATE KEY" in data
             else f"a secret of the home ({path.name})"
         )
-        out += [(value, what) for value in _values(data)]
-    out += [(value, "a secret this process holds") for value in logs.registered()]
+        out += _values(data, what)
+    held = "a secret this process holds"
+    out += [Secret(value, held, _kind(value)) for value in map(_bytes, logs.registered())]
     return out
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value.encode("utf-8") if isinstance(value, str) else value
 
 
 def _signature(files: list[Path]) -> tuple[tuple[str, int, int, int], ...]:

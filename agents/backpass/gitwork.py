@@ -1,13 +1,13 @@
 """Plain `git` for the backpass: read at a commit, branch in a worktree, commit, clean up.
 
-Every call is `git -C <repo> …` with an explicit argv (never a shell), a
-clean environment (no inherited GIT_DIR and friends, no prompts) and a
-timeout. Nothing but the repository's own config shapes it: no system or
-global config (GIT_CONFIG_NOSYSTEM, GIT_CONFIG_GLOBAL=/dev/null), no hooks
-(core.hooksPath=/dev/null) and no fsmonitor daemon: an unattended backpass
-must not run programs a memory repository names (`git_argv`, `git_env`). A git that overruns is stopped by killing the process group of the
-one child this module started — never by a name or pattern: the hand run's
-`pkill -f` matched its own caller and killed the run.
+Every call is bullpen's one safe git (agents/safegit.py): an explicit argv
+(never a shell), a clean environment, no system or global config, no hooks,
+and a memory repository whose own config or attributes name a command (a
+filter driver, `gpg.program`, `core.fsmonitor`, …) refused by name before
+git runs (PlantedConfig): an unattended backpass must not run programs a
+memory repository names. A git that overruns is stopped by killing the
+process group of the one child it started — never by a name or pattern: the
+hand run's `pkill -f` matched its own caller and killed the run.
 
 Safety rules, enforced here rather than hoped for:
 - the main worktree's checked-out branch and files are never touched: work
@@ -24,17 +24,15 @@ Safety rules, enforced here rather than hoped for:
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from room.errors import StepFailed
+from agents.safegit import GitError, PlantedConfig, git, git_argv, git_env
 from trust.screen import HomeSecrets, Screen
 
 __all__ = [
     "GitError",
+    "PlantedConfig",
     "RepoInfo",
     "Worktree",
     "add_worktree",
@@ -49,90 +47,6 @@ __all__ = [
     "repos_from",
     "show_file",
 ]
-
-GIT_TIMEOUT_S = 120.0
-IDENTITY = ("-c", "user.name=bullpen", "-c", "user.email=bullpen@localhost")
-# On the command line, so they win over anything the repository's own config says.
-QUIET = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
-_GIT_ENV_DROP = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-)
-
-
-class GitError(StepFailed):
-    """A git command failed or a safety rule refused it; the message says which and why."""
-
-    code = "git"
-
-
-def git_env() -> dict[str, str]:
-    """The environment every bullpen git runs in: ours, minus git's, plus no config but the repo's."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in _GIT_ENV_DROP and not k.startswith("GIT_CONFIG")
-    }
-    env.update(
-        {
-            "GIT_TERMINAL_PROMPT": "0",
-            "LC_ALL": "C",
-            "GIT_OPTIONAL_LOCKS": "0",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-        }
-    )
-    return env
-
-
-def git_argv(repo: Path, *args: str, identity: bool = False) -> list[str]:
-    """`git -C repo` with hooks and fsmonitor off (and the bullpen identity if asked)."""
-    return ["git", "-C", str(repo), *QUIET, *(IDENTITY if identity else ()), *args]
-
-
-def git(
-    repo: Path,
-    *args: str,
-    check: bool = True,
-    identity: bool = False,
-    timeout: float = GIT_TIMEOUT_S,
-) -> tuple[int, bytes, str]:
-    """Run `git -C repo args…`; return (exit code, stdout bytes, stderr text)."""
-    argv = git_argv(repo, *args, identity=identity)
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=git_env(),
-            start_new_session=True,  # its own process group: the one we may kill
-        )
-    except FileNotFoundError:
-        raise GitError("git is not installed or not on PATH; install git") from None
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        # The child is not reaped yet, so its pid (and group id) cannot have been reused.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise GitError(
-            f"`git {' '.join(args)}` in {repo} ran over {timeout:.0f} s and was stopped; "
-            "check the repository (a hook or a lock waiting?) and run again"
-        ) from None
-    error = err.decode("utf-8", "replace").strip()
-    if check and proc.returncode != 0:
-        raise GitError(
-            f"`git {' '.join(args)}` in {repo} failed (exit {proc.returncode}): {error[:800]}"
-        )
-    return proc.returncode, out, error
 
 
 def _text(repo: Path, *args: str) -> str:

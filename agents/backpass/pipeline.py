@@ -122,7 +122,7 @@ class Backpass:
         funnel.traces_deferred = int(ld.get("deferred", 0))
         funnel.unchanged = [str(u) for u in ld.get("unchanged") or []]
         funnel.unchanged_count = int(ld.get("unchanged_count", len(funnel.unchanged)))
-        funnel.seat_choice = dict(params.seat_choice)
+        funnel.seat_choice = {str(role): how for role, how in params.seat_choice.items()}
         notes = self._notes(ld)
         if not funnel.traces_found:
             body = "\n".join([f"no traces in {params.traces}: {WHAT_IS_A_TRACE}", *notes])
@@ -223,12 +223,12 @@ class Backpass:
             notes.append(f"branch {repo:<13}{branch.get('branch')} ({commits}, unpushed)")
         if sd.get("pr_body"):
             notes.append(f"{'PR body':<20}{sd['pr_body']}")
-        extra = {
+        final_extra: dict[str, Any] = {
             "branches": sd.get("branches") or {},
             "pr_body": sd.get("pr_body"),
             "state_updated": sd.get("state_updated", 0),
         }
-        report = self._final(run, funnel.render(failed, notes), funnel, failed, extra)
+        report = self._final(run, funnel.render(failed, notes), funnel, failed, final_extra)
         if funnel.synthesis_refused:  # the gateway's budget said no: the run did not finish
             report.data.update(ok=False, error=f"synthesis skipped: {funnel.synthesis_refused}")
         return [report]

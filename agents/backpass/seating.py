@@ -72,14 +72,14 @@ async def judge(
     schema: type[BaseModel],
 ) -> Judgment[Any]:
     """ctx.judge for `role`, asking the run's chosen seat when it chose one."""
-    seat = params.seats.get(role)
+    seat = params.seats.get(role)  # type: ignore[call-overload]  # role: a SeatRole name
     if seat:  # the lurker's judge (StepServices.judge) takes a run's seat
-        return await ctx.judge(role, request, schema, seat=seat)
+        return await ctx.judge(role, request, schema, seat=seat)  # type: ignore[call-arg]
     return await ctx.judge(role, request, schema)
 
 
 def _seat_name(home: Home, params: RunParams, nick: str, role: str) -> str:
-    chosen = params.seats.get(role)
+    chosen = params.seats.get(role)  # type: ignore[call-overload]  # role: a SeatRole name
     nick_config = home.society.nicks.get(nick)
     return str(chosen or getattr(nick_config, "seat", None) or role)
 

@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agents.backpass.gitwork import git
 from agents.build.config import BuildConfig
 from agents.build.repomap import script_sources
 from agents.build.routing import Language
 from agents.build.ticket import system_reason
 from agents.roots import Roots
+from agents.safegit import clone as git_clone
+from agents.safegit import git
 from room.errors import StepFailed
 
 __all__ = ["Prepared", "clone", "infer_targets", "point_alias", "prepare", "resolve_repo"]
@@ -214,5 +215,5 @@ def clone(config: BuildConfig, build_dir: Path) -> Path:
     """A throwaway clone `<root>/grind-<UTC ts>/` of the build dir's HEAD, not hardlinked."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     target = Path(os.path.realpath(config.root)) / f"grind-{stamp}"
-    git(build_dir.parent, "clone", "-q", "--no-hardlinks", str(build_dir), str(target))
+    git_clone(build_dir, target)
     return target

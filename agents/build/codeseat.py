@@ -9,10 +9,12 @@ at its `timeout_s`. Where the grind's fence is bwrap it runs in a sandbox
 (agents/build/fence.py) with the network shared, since a coding agent must
 reach its model. `[build] seat_fence = "guarded"` (the default) leaves the
 filesystem as the user has it but hides the home's secrets and keeps the
-build root read-only except the clone; "strict" makes everything read-only
-but the clone, a scratch TMPDIR and the seat's `writable` paths, and hides
-the whole home. Its environment is the grinder's with every BULLPEN_*
-variable and anything pointing at or holding a secret left out.
+build root and every place of the bullpen (agents/build/homeplaces.py: the
+home, the room, the memory repositories) read-only except the clone;
+"strict" makes everything read-only but the clone, a scratch TMPDIR and the
+seat's `writable` paths, and hides the whole home. Its environment is the
+grinder's with every BULLPEN_* variable and anything pointing at or holding a
+secret left out.
 
 An `openai` seat (a model server, directly or through the gateway) answers
 search/replace edits and whole files (agents/build/edits.py) against what
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from agents.build.config import BuildConfig
 from agents.build.edits import CodeAnswer, EditRefused, apply_answer
 from agents.build.fence import BWRAP, FenceLimits, run_fenced
+from agents.build.homeplaces import bullpen_places
 from agents.build.runs import Workspace
 from agents.build.ticket import OS_TREES, SHARED_AREAS
 from agents.roots import OutsideRoot, secret_places
@@ -238,7 +241,7 @@ async def _cmd_turn(
             resource_limits=False,  # the operator's program, not model-written code
             stdin=prompt.encode(),
             open_base=not strict,
-            readonly=[] if strict else [build.root_path.resolve()],
+            readonly=[] if strict else [build.root_path.resolve(), *bullpen_places(home)],
         )
     finally:
         if scratch is not None:

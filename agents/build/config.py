@@ -56,7 +56,12 @@ class BuildConfig(BaseModel):
     memory_mb: int = Field(default=4096, ge=64)
     cpu_s: int = Field(default=300, ge=1)
     file_size_mb: int = Field(default=256, ge=1)
-    processes: int = Field(default=4096, ge=16)
+    processes: int = Field(
+        default=4096, ge=16, description="processes and threads of one test run, root included"
+    )
+    disk_mb: int = Field(
+        default=2048, ge=1, description="bytes one test run may add to the clone and its cache"
+    )
     node_path: str = Field(default="/usr/lib/node_modules", description="NODE_PATH for node")
     runners: dict[str, list[str]] = Field(
         default_factory=dict, description="a language's runner command, e.g. go = ['go', 'test']"

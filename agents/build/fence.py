@@ -2,11 +2,15 @@
 
 Every run gets a time limit and its own process group (killed whole, by the
 group id this module created), resource limits (address space, CPU time,
-file size, processes, no core dumps), an environment built from nothing
+file size, processes, no core dumps), its own pids cgroup where the kernel
+offers one (the process bound that holds for root, agents/build/bounds.py),
+a bound on the total bytes it may add to its writable places (watched, the
+run killed past it), an environment built from nothing
 (no bullpen secret or token, no API key: only PATH, HOME, the locale, TMPDIR
 and the runner's own variables), and, where bubblewrap works, a sandbox in
 which the whole filesystem is read-only except the clone and the grind's
-cache, the bullpen home is hidden, and there is no network.
+cache, the bullpen home is hidden, /dev is read-only but a small /dev/shm
+(SHM_MB), and there is no network.
 
 A `cmd` code seat (agents/build/codeseat.py) runs through the same
 `run_fenced`, with the network shared (a coding agent must reach its model)
@@ -34,6 +38,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from agents.build.bounds import MB, PidsCgroup, disk_used, open_pids, watch_disk
 from agents.runtime.procgroup import feed, read_tail
 
 __all__ = ["BWRAP", "RLIMITS", "FenceLimits", "Fenced", "bwrap_works", "choose", "run_fenced"]
@@ -41,6 +46,7 @@ __all__ = ["BWRAP", "RLIMITS", "FenceLimits", "Fenced", "bwrap_works", "choose",
 BWRAP, RLIMITS = "bwrap", "rlimits"
 OUTPUT_KEEP = 64 * 1024  # the tail of a run's output that is kept
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+SHM_MB = 64  # the test run's /dev/shm, a tmpfs of this size (the rest of /dev is read-only)
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class FenceLimits:
     cpu_s: int = 300
     file_size_mb: int = 256
     processes: int = 4096
+    disk_mb: int = 2048  # what one run may add to its writable places, all files together
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,7 @@ class Fenced:
     timed_out: bool
     fence: str
     elapsed_s: float
+    overran: str | None = None  # a bound the run broke and was killed for, said for a person
 
 
 def _bwrap_argv(
@@ -70,15 +78,20 @@ def _bwrap_argv(
     network: bool = False,
     open_base: bool = False,
     readonly: Sequence[Path] = (),
+    shm_mb: int | None = None,
 ) -> list[str]:
     """The filesystem read-only (or, with `open_base`, as the user has it but `readonly`),
-    `hidden` places empty (a folder) or blank (a file), `writable` places bound read-write.
+    `hidden` places empty (a folder) or blank (a file), `writable` places bound read-write;
+    with `shm_mb`, /dev read-only but a /dev/shm of that size (a test run's: a tmpfs is
+    memory no rlimit counts).
 
     The writable binds come after the tmpfs over each hidden folder, so a writable
     place that contained a hidden one would show it again: callers refuse that
     (agents/build/codeseat.py checks a seat's `writable`)."""
     argv = ["bwrap", "--bind" if open_base else "--ro-bind", "/", "/"]
     argv += ["--dev", "/dev", "--proc", "/proc"]
+    if shm_mb is not None:
+        argv += ["--size", str(shm_mb * MB), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     for place in readonly:
         if place.exists():
             argv += ["--ro-bind", str(place), str(place)]
@@ -105,7 +118,7 @@ def bwrap_works() -> bool:
     with tempfile.TemporaryDirectory(prefix="bullpen-fence-") as folder:
         place = Path(folder)
         trials = (
-            _bwrap_argv(place, [place], []),
+            _bwrap_argv(place, [place], [], shm_mb=SHM_MB),
             _bwrap_argv(place, [place], [], network=True, open_base=True),
         )
         for number, sandbox in enumerate(trials):
@@ -151,8 +164,10 @@ def clean_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
     }
 
 
-def _limiter(limits: FenceLimits):  # type: ignore[no-untyped-def]
+def _limiter(limits: FenceLimits, pids: PidsCgroup | None):  # type: ignore[no-untyped-def]
     def apply() -> None:
+        if pids is not None:
+            pids.join()  # before exec: every process the run makes counts against its bound
         mb = 1024 * 1024
         for which, value in (
             (resource.RLIMIT_AS, limits.memory_mb * mb),
@@ -185,11 +200,38 @@ async def run_fenced(
     """Run `argv` in `cwd` behind the fence; never raises for what the program does.
 
     Only `fence == BWRAP` adds the sandbox (with `network`, the host's network is
-    shared); `resource_limits` applies `limits` but the time limit, which always holds."""
+    shared); `resource_limits` applies `limits` (the rlimits, the pids cgroup, the bytes
+    the run may add to `writable`, a small read-only /dev) but the time limit, which
+    always holds."""
     command = list(argv)
     if fence == BWRAP:
-        command = [*_bwrap_argv(cwd, writable, hidden, network, open_base, readonly), *command]
+        shm = SHM_MB if resource_limits else None
+        sandbox = _bwrap_argv(cwd, writable, hidden, network, open_base, readonly, shm)
+        command = [*sandbox, *command]
+    pids = open_pids(limits.processes) if resource_limits else None
+    try:
+        return await _run(
+            argv[0], command, cwd, writable, env, limits, fence, stdin, resource_limits, pids
+        )
+    finally:
+        if pids is not None:
+            await asyncio.to_thread(pids.close)  # whatever is left in it, escaped or not
+
+
+async def _run(
+    name: str,
+    command: list[str],
+    cwd: Path,
+    writable: Sequence[Path],
+    env: dict[str, str],
+    limits: FenceLimits,
+    fence: str,
+    stdin: bytes | None,
+    resource_limits: bool,
+    pids: PidsCgroup | None,
+) -> Fenced:
     started = time.monotonic()
+    start_bytes = await asyncio.to_thread(disk_used, writable) if resource_limits else 0
     try:
         process = await asyncio.create_subprocess_exec(
             *command,
@@ -199,24 +241,35 @@ async def run_fenced(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,  # its own process group, killed whole
-            preexec_fn=_limiter(limits) if resource_limits else None,
+            preexec_fn=_limiter(limits, pids) if resource_limits else None,
         )
-    except OSError as exc:
-        return Fenced(127, f"cannot start {argv[0]}: {exc.strerror or exc}", False, fence, 0.0)
+    except (OSError, subprocess.SubprocessError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        return Fenced(127, f"cannot start {name}: {why}", False, fence, 0.0)
     assert process.stdout is not None
     reader = asyncio.ensure_future(read_tail(process.stdout, OUTPUT_KEEP))
     feeder = asyncio.ensure_future(feed(process.stdin, stdin or b""))
+
+    def kill() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    watcher = (
+        asyncio.ensure_future(watch_disk(writable, start_bytes, limits.disk_mb, kill))
+        if resource_limits
+        else None
+    )
     timed_out = False
     try:
         await asyncio.wait_for(process.wait(), limits.timeout_s)
     except TimeoutError:
         timed_out = True
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)  # leave nothing behind, finished or not
+        kill()  # leave nothing behind, finished or not
         if process.returncode is None:
             await process.wait()
         feeder.cancel()  # a program that never read its stdin is not waited for
+    added = await _stop_watch(watcher, writable, start_bytes)
     try:
         output = await asyncio.wait_for(reader, 5)
     except TimeoutError:  # a grandchild outside the group holds the pipe: stop reading
@@ -225,10 +278,38 @@ async def run_fenced(
     text = output.decode("utf-8", "replace")
     if timed_out:
         text += f"\n[killed: the run overran its {limits.timeout_s:g} s limit]"
+    overran = None
+    if added is not None and added > limits.disk_mb * MB:
+        overran = (
+            f"the run wrote {added / MB:.0f} MB into {', '.join(str(p) for p in writable)}, "
+            f"more than [build] disk_mb = {limits.disk_mb} allows in one run, and was killed"
+        )
+        text += f"\n[killed: {overran}]"
+    refused = pids.refused() if pids is not None else 0
+    if refused:
+        text += (
+            f"\n[the run hit its bound of {limits.processes} processes ([build] processes): "
+            f"{refused} forks were refused]"
+        )
     return Fenced(
-        None if timed_out else process.returncode,
+        None if timed_out or overran else process.returncode,
         text,
         timed_out,
         fence,
         time.monotonic() - started,
+        overran,
     )
+
+
+async def _stop_watch(
+    watcher: asyncio.Future[int] | None, writable: Sequence[Path], start: int
+) -> int | None:
+    """The bytes the run added: what the watcher killed it at, else measured now."""
+    if watcher is None:
+        return None
+    if watcher.done() and not watcher.cancelled():
+        return watcher.result()
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
+    return await asyncio.to_thread(disk_used, writable) - start

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents.backpass.gitwork import git
 from agents.build.codeseat import NO_CODE_SEAT, check_code_seat, code_seat_kind, take_turn
 from agents.build.config import BuildConfig
 from agents.build.routing import Language
 from agents.build.runs import SpecRun, Workspace, run_spec
 from agents.build.seatturn import Carried, own_change, turn_prompt
+from agents.safegit import PlantedConfig, check_repo, clone_redirect, defuse, git
 from agents.seats.tally import Tally
 from room.errors import StepFailed
 
@@ -108,6 +108,26 @@ def _commit(clone: Path, message: str) -> list[str]:
     return changed
 
 
+def _guard(job: GrindJob, by: str) -> None:
+    """After anything fenced touched the clone, its git metadata is untrusted input: a clone
+    whose config or attributes name a command ends the grind red (StepFailed) with a flag
+    naming what was planted, and its `.git` is moved aside so no git, ours or a reviewer's,
+    runs it. Every git call checks again (agents/safegit.py); this one names who planted it."""
+    clone = job.space.folder
+    redirect = clone_redirect(clone)
+    if redirect is not None:
+        raise StepFailed(f"the clone's {redirect} (by {by}); nothing was run")
+    try:
+        check_repo(clone)
+    except PlantedConfig as exc:
+        moved = defuse(clone)
+        raise StepFailed(
+            f"the clone's {exc.planted.what} (planted by {by}, in {exc.planted.place}); "
+            f"nothing was run. The clone's .git was moved to {moved.name} so no git runs "
+            "there by accident: read it, do not run git in it"
+        ) from None
+
+
 def _broke_rule(job: GrindJob, spec_digest: str | None, tier: str) -> str | None:
     """Why the seat's turn broke a rule of the grind, or None."""
     clone, spec = job.space.folder, job.space.folder / job.spec_relative
@@ -134,6 +154,7 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
     """Climb the ladder from the clone's first run until green, the top, or the clock."""
     seats, skipped = ladder(job.home, job.tiers, job.config)
     result = GrindResult(False, None, first.passing, first.total, skipped=skipped)
+    _guard(job, "the code under test")
     if first.green:
         result.green = True
         return result
@@ -169,10 +190,12 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                 tally = Tally(**result.model)
                 tally.add(turn.judgment)
                 result.model = tally.data()
+            _guard(job, f"code seat {tier}")
             broken = _broke_rule(job, spec_digest, tier)
             changed = _commit(job.space.folder, f"grind: tier {tier}, iteration {number}")
             carried = Carried(own_change(job.space.folder, changed), turn.refused, result.lessons)
             last = await run_spec(job.config, job.language, job.space, job.spec_relative, spec_text)
+            _guard(job, "the code under test")
             result.iterations[tier] = result.iterations.get(tier, 0) + 1
             result.passing, result.total = last.passing, last.total
             problem = broken or turn.problem

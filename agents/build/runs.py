@@ -19,6 +19,7 @@ from pathlib import Path
 from agents.build.config import BuildConfig
 from agents.build.fence import FenceLimits, clean_env, run_fenced
 from agents.build.routing import Language
+from room.errors import StepFailed
 
 __all__ = ["SpecRun", "Workspace", "run_spec", "syntax_problem"]
 
@@ -56,6 +57,7 @@ def _limits(
         cpu_s=config.cpu_s,
         file_size_mb=config.file_size_mb,
         processes=config.processes,
+        disk_mb=config.disk_mb,
     )
 
 
@@ -124,7 +126,9 @@ async def run_spec(
     spec_relative: str,
     spec_text: str,
 ) -> SpecRun:
-    """Run the spec behind the fence and count what the runner says."""
+    """Run the spec behind the fence and count what the runner says; StepFailed when the run
+    broke a bound it was killed for (more bytes than [build] disk_mb): a red flag, not a
+    count."""
     cwd, spec = _place(language, space, spec_relative)
     template = config.runners.get(language.name) or list(language.runner)
     argv = _argv(template, spec)
@@ -137,6 +141,11 @@ async def run_spec(
         fence=space.fence,
         hidden=space.hidden,
     )
+    if done.overran:
+        raise StepFailed(
+            f"the code under test broke a bound of its fence: {done.overran}; the clone "
+            f"{space.folder} holds what it wrote (remove it when read)"
+        )
     counts = language.counts(done.output)
     static = language.tests_in(spec_text)
     if done.returncode == 0 and counts.total is not None:

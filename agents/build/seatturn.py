@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents.backpass.gitwork import git
 from agents.build.codeseat import Shown
 from agents.build.prompts import CodeContext, code_prompt
 from agents.build.repomap import view_repo
+from agents.safegit import git
 
 if TYPE_CHECKING:
     from agents.memory.lessons import Lesson

@@ -19,7 +19,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agents.backpass.gitwork import git
 from agents.build.builddir import clone, point_alias, prepare, resolve_repo
 from agents.build.codeseat import CODE_TOKENS, code_seat_kind
 from agents.build.config import BuildConfig
@@ -32,6 +31,8 @@ from agents.build.routing import Language, by_name, route
 from agents.build.runs import SpecRun, Workspace, run_spec, syntax_problem
 from agents.roots import OutsideRoot, Roots
 from agents.runtime.step import JudgmentRequest, Reply, StepContext
+from agents.safegit import clone as git_clone
+from agents.safegit import git
 from room.errors import ConfigError, SeatError, SecretFound, StepFailed
 from room.message import Message
 
@@ -153,7 +154,7 @@ async def design_spec(message: Message, ctx: StepContext) -> Reply:
     text = Roots.single("build", real).read_text("build", real / spec, "the spec")
     folder = Path(tempfile.mkdtemp(prefix="spec-check-", dir=os.path.realpath(config.root)))
     shutil.rmtree(folder)
-    git(real.parent, "clone", "-q", "--no-hardlinks", str(real), str(folder))
+    git_clone(real, folder)
     space = _space(config, ctx, folder)
     try:
         problem = await syntax_problem(config, language, space, spec)

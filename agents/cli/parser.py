@@ -164,6 +164,55 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-signatures", action="store_true", help="do not verify per-nick signatures")
 
     p = add(
+        "verify",
+        "agents.cli.verify:cmd_verify",
+        "check the hub's signed checkpoint, a line's inclusion, a tree's consistency, or a "
+        "proof bundle, with only the hub's verifier key (docs/audit.md)",
+    )
+    p.add_argument("bundle", nargs="?", help="a proof bundle (from --export) to check")
+    p.add_argument("--checkpoint", help="a signed checkpoint note (default: the hub's latest)")
+    p.add_argument("--line", help="a file holding one room line: check it is in the tree")
+    p.add_argument("--seq", type=_at_least_one, help="check line SEQ is in the tree")
+    p.add_argument("--since", help="an older checkpoint note: check the new tree extends it")
+    p.add_argument(
+        "--export", type=_at_least_one, metavar="SEQ", help="write line SEQ's proof bundle"
+    )
+    p.add_argument("--out", help="the file --export writes (default: stdout)")
+    p.add_argument("--key", help="the hub's verifier key (default: this home's hub)")
+    p.add_argument(
+        "--witness",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="require a valid cosignature of this witness's verifier key (repeatable)",
+    )
+    p.add_argument("--room", help="take proofs and lines from this room file, not the hub")
+
+    p = add(
+        "witness",
+        "agents.cli.witness:cmd_witness",
+        "cosign a hub's checkpoints after checking each extends the last (docs/audit.md)",
+    )
+    p.add_argument("--hub", help="the hub's strict URL (default: this home's)")
+    p.add_argument("--hub-key", help="the hub's verifier key (default: this home's hub)")
+    p.add_argument(
+        "--read-token-file", help="the file holding the hub's read token (default: this home's)"
+    )
+    p.add_argument("--name", help="this witness's key name (default: witness/<host>)")
+    p.add_argument(
+        "--key-file", help="this witness's Ed25519 key, made on first run (default: in the home)"
+    )
+    p.add_argument("--state", help="the witness's state file (default: in the home)")
+    p.add_argument(
+        "--interval", type=_seconds, default=10.0, help="seconds between polls of the hub"
+    )
+    p.add_argument("--once", action="store_true", help="poll once and exit (0: cosigned)")
+    p.add_argument(
+        "--as", dest="as_nick", default="witness", help="the nick that reports a refused hub"
+    )
+    p.add_argument("--show-key", action="store_true", help="print this witness's verifier key")
+
+    p = add(
         "export",
         "agents.cli.stream:cmd_export",
         "write this home's JetStream room to a room.jsonl file (exact line bytes)",
@@ -237,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
         "i.e. ~/.config/systemd/user)",
     )
     p.add_argument("--nicks", nargs="+", help="only these nicks (default: all configured)")
+    p.add_argument(
+        "--witness", action="store_true", help="also write bullpen-witness.service (docs/audit.md)"
+    )
 
     p = add(
         "gateway",
@@ -292,8 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "action",
-        choices=["check", "promote", "demote"],
-        help="check: every nick's trust, end to end; promote, demote: change one nick's privilege",
+        choices=["check", "promote", "demote", "verifier-key"],
+        help="check: every nick's trust, end to end; promote, demote: change one nick's "
+        "privilege; verifier-key: print the key that checks the hub's signed checkpoints",
     )
     p.add_argument("nick", nargs="?", help="promote, demote: the nick")
     p.add_argument(

@@ -134,6 +134,10 @@ def cmd_trust(args: argparse.Namespace) -> int:
     """`bullpen trust check`, or `promote|demote NICK`."""
     if args.action == "check":
         return check.cmd_trust(args)
+    if args.action == "verifier-key":
+        from agents.cli.verify import cmd_verifier_key
+
+        return cmd_verifier_key(args)
     if not args.nick:
         raise UsageError(
             f"bullpen trust {args.action} needs the nick: bullpen trust {args.action} NICK"

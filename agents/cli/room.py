@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents.cli.auditing import err, load_checkpoint, report_audit
+from agents.cli.auditing import audit_with_checkpoints, err
 from agents.config import parse_address
 from agents.home import Home
 from room import render, strictjson
@@ -26,7 +26,6 @@ from room.message import check_nick, normalize_to
 from room.reader import RoomFile
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
 from trust import keys
-from trust.audit import audit_file
 
 if TYPE_CHECKING:
     from room.service import HubSettings
@@ -45,6 +44,7 @@ def hub_settings(home: Home) -> HubSettings:
         engine=home.society.room.engine,
         engine_options=home.society.room.engine_options(home.path),
         limits=hub.limits(),
+        tlog_origin=hub.tlog_origin,
     )
 
 
@@ -263,18 +263,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         err(f"cannot audit {path}: it is a folder, not a room file; pass the path of a room.jsonl")
         return 1
     public_keys = table.public_keys if table is not None and not args.no_signatures else None
-    checkpoint = None
-    checkpoint_path = Path(args.checkpoint) if args.checkpoint else None
-    from room.service import checkpoint_file
-
-    if checkpoint_path is None and args.path is None and checkpoint_file(path).exists():
-        checkpoint_path = checkpoint_file(path)
-    if checkpoint_path is not None:
-        trusted = table.hub_public_key if table is not None else None
-        checkpoint = load_checkpoint(checkpoint_path, trusted, given=args.checkpoint is not None)
-        if checkpoint is None:
-            return 1
-    return report_audit(audit_file(path, public_keys, checkpoint), checkpoint)
+    return audit_with_checkpoints(
+        path, args.checkpoint, table, public_keys, beside=path if args.path is None else None
+    )
 
 
 def cmd_keys(args: argparse.Namespace) -> int:

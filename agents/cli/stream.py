@@ -28,7 +28,7 @@ from pathlib import Path
 import nats.errors
 from nats.aio.client import Client as NATS
 
-from agents.cli.auditing import load_checkpoint, report_audit
+from agents.cli.auditing import audit_with_checkpoints
 from agents.home import Home
 from room.chain import GENESIS, line_hash
 from room.errors import ConfigError, LogError, RoomCorrupt, UsageError
@@ -271,20 +271,8 @@ def cmd_audit_stream(args: argparse.Namespace) -> int:
     settings = stream_settings(home)
     table = home.trust if home.trust_file.exists() else None
     public_keys = table.public_keys if table is not None and not args.no_signatures else None
-    from room.service import checkpoint_file
-
-    checkpoint_path = Path(args.checkpoint) if args.checkpoint else None
-    if checkpoint_path is None and checkpoint_file(home.room_path).exists():
-        checkpoint_path = checkpoint_file(home.room_path)
-    checkpoint = None
-    if checkpoint_path is not None:
-        trusted = table.hub_public_key if table is not None else None
-        checkpoint = load_checkpoint(checkpoint_path, trusted, given=args.checkpoint is not None)
-        if checkpoint is None:
-            return 1
     with tempfile.TemporaryDirectory(prefix="bullpen-audit-") as tmp:
         copy = Path(tmp) / "room.jsonl"
         asyncio.run(export_stream(settings, copy, client="bullpen-audit"))
-        result = audit_file(copy, public_keys, checkpoint)
-    print(f"stream {settings.stream} on {', '.join(settings.servers)}", file=sys.stderr)
-    return report_audit(result, checkpoint)
+        print(f"stream {settings.stream} on {', '.join(settings.servers)}", file=sys.stderr)
+        return audit_with_checkpoints(copy, args.checkpoint, table, public_keys, home.room_path)

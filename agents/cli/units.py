@@ -43,6 +43,7 @@ TEMPLATES = (
 
 GATEWAY_UNIT = "bullpen-gateway.service"  # only for a home with a [gateway] section
 WEB_UNIT = "bullpen-web.service"  # only for a home with a [web] section
+WITNESS_UNIT = "bullpen-witness.service"  # only with `bullpen units install --witness`
 GATEWAY_UNITS = (GATEWAY_UNIT, "bullpen-gateway-summary.service", "bullpen-gateway-summary.timer")
 
 # Where PrivateTmp=yes gives a service an empty folder of its own.
@@ -212,10 +213,13 @@ def build_dropins(home: Home) -> dict[str, str]:
     return found
 
 
-def install(home: Home, target: Path, plan: UnitPlan | None = None) -> list[Path]:
+def install(
+    home: Home, target: Path, plan: UnitPlan | None = None, *, witness: bool = False
+) -> list[Path]:
     plan = plan or plan_units(home)
     wanted = [*TEMPLATES, *(GATEWAY_UNITS if home.has_gateway else ())]
     wanted += [WEB_UNIT] if home.society.web is not None else []
+    wanted += [WITNESS_UNIT] if witness else []
     rendered = {
         name: render(home, name, plan) for name in wanted if (_template_dir() / name).exists()
     }
@@ -285,6 +289,14 @@ def commands(target: Path, written: list[Path], nicks: list[str], user: str) -> 
         f"loginctl enable-linger {shlex.quote(user)}",
         "# watch the logs:",
         "journalctl --user -u 'bullpen-*' -f",
+        *(
+            [
+                "# a witness cosigning the hub's checkpoints (docs/audit.md), if wanted here:",
+                f"systemctl --user enable --now {WITNESS_UNIT}",
+            ]
+            if WITNESS_UNIT in names
+            else []
+        ),
     ]
 
 
@@ -300,7 +312,7 @@ def cmd_units(args: argparse.Namespace) -> int:
         )
     target = Path(args.dir).expanduser().absolute() if args.dir else user_search_path()[0]
     plan = plan_units(home)
-    written = install(home, target, plan)
+    written = install(home, target, plan, witness=getattr(args, "witness", False))
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     if plan.under_tmp:

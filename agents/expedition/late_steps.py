@@ -129,7 +129,7 @@ def assemble_brief(message: Message, ctx: StepContext) -> Reply:
             return Reply(prompt, {"written": False, "voice_anchor": MISSING, "prompt": prompt})
         excerpts = [e for e in excerpts if e.get("id") != ANCHOR_ID and e["file"] != entry["file"]]
         excerpts.append(entry)
-        anchor = VoiceAnchor(str(entry["file"]), int(entry["first_person"]))
+        anchor: VoiceAnchor | None = VoiceAnchor(str(entry["file"]), int(entry["first_person"]))
     else:
         anchor = find_voice_anchor(excerpts, tell_of(config), config.voice_anchor_paragraphs)
     if anchor is None and needs_anchor(voice):

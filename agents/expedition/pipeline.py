@@ -249,7 +249,7 @@ class Expedition:
         if run.report(key) is None:
             groups = len(batches(candidates, limits["batch_size"]))
             scored = [run.reply(f"{round_key('score', r)}/{i}") for i in range(1, groups + 1)]
-            found = Dig(
+            dig = Dig(
                 direct_hits=direct,
                 deep_cuts=deep,
                 excerpts=excerpts,
@@ -261,7 +261,7 @@ class Expedition:
                 redirect=context.get("redirect"),
                 model=tally_of([termed, *(dict(m.data or {}) for m in scored if m), picked]),
             )
-            raise _Now([Report(key, found.text(), {"round": r, **found.data()})])
+            raise _Now([Report(key, dig.text(), {"round": r, **dig.data()})])
         return {
             "direct": direct,
             "deep": deep,
@@ -339,7 +339,7 @@ class Expedition:
                 )
             elif decision.redirect and redirected + 1 >= MAX_ROUNDS:
                 problem = f"this run has been redirected {redirected} times; start a new expedition"
-            if problem is None:
+            if problem is None and decision is not None:
                 return decision
             unclear.append(
                 Report(

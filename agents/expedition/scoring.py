@@ -110,9 +110,10 @@ def merge(
             scored[str(score["id"])] = score
     merged: list[tuple[int, int, int, dict[str, Any]]] = []
     for order, candidate in enumerate(candidates):
-        score = scored.get(str(candidate["id"]))
-        if score is None:
+        found = scored.get(str(candidate["id"]))
+        if found is None:
             raise ValueError(f"candidate {candidate['id']} was never scored")
+        score = found
         row = {**candidate, "embodies": int(score["embodies"]), "why": str(score["why"])}
         merged.append((-row["embodies"], -int(candidate.get("prescore", 0)), order, row))
     merged.sort(key=lambda item: item[:3])

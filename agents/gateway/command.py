@@ -93,7 +93,7 @@ async def run_gateway(home: Home) -> int:
         sock.close()
         _say(f"bullpen gateway: cannot open the ledger {path} ({exc.strerror or exc})")
         return EXIT_DISK
-    gateway = Gateway(config, tokens, ledger, budgets)
+    gateway = Gateway(config, tokens, ledger, budgets, home.screen)
     serving = Serving()
 
     def ready() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
@@ -22,6 +23,7 @@ import httptools
 __all__ = ["Pool", "UpstreamResponse"]
 
 _READ = 65536
+MAX_LINE = 4 * 1024 * 1024  # one server-sent event line; a backend's endless line is cut off
 
 
 class _Conn:
@@ -62,9 +64,15 @@ class UpstreamResponse:
     def on_message_complete(self) -> None:
         self._complete = True
 
-    async def _feed(self) -> bool:
-        """Read once from the connection; False at EOF."""
-        data = await self._conn.reader.read(_READ)
+    async def _feed(self, deadline: float | None = None) -> bool:
+        """Read once from the connection; False at EOF; TimeoutError past `deadline`."""
+        if deadline is None:
+            data = await self._conn.reader.read(_READ)
+        else:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            data = await asyncio.wait_for(self._conn.reader.read(_READ), left)
         if not data:  # EOF: a close-delimited body (no length, not chunked) ends here
             return False
         self._parser.feed_data(data)
@@ -79,7 +87,8 @@ class UpstreamResponse:
     def is_success(self) -> bool:
         return 200 <= self.status_code < 300
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self, deadline: float | None = None) -> AsyncIterator[bytes]:
+        """The body as it arrives; TimeoutError once `deadline` (time.monotonic) has passed."""
         while True:
             if self._pieces:
                 pieces, self._pieces = self._pieces, []
@@ -87,7 +96,7 @@ class UpstreamResponse:
                     yield piece
             if self._complete:
                 return
-            if not await self._feed():
+            if not await self._feed(deadline):
                 if self._pieces:
                     continue
                 return
@@ -97,11 +106,13 @@ class UpstreamResponse:
         await self.aclose()
         return body
 
-    async def lines(self) -> AsyncIterator[str]:
+    async def lines(self, deadline: float | None = None) -> AsyncIterator[str]:
         rest = b""
-        async for piece in self.chunks():
+        async for piece in self.chunks(deadline):
             rest += piece
             *whole, rest = rest.split(b"\n")
+            if len(rest) > MAX_LINE:
+                raise ConnectionError(f"the backend sent a line of over {MAX_LINE} bytes")
             for line in whole:
                 yield line.rstrip(b"\r").decode("utf-8", "replace")
         if rest:

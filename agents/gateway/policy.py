@@ -39,7 +39,7 @@ class Policy:
         """Add the stop strings and cap max_tokens in `body`; return every stop to enforce."""
         asked = body.get("stop")
         own = [asked] if isinstance(asked, str) else [s for s in asked or [] if isinstance(s, str)]
-        stops = tuple(dict.fromkeys([*own, *self.stop]))
+        stops = tuple(dict.fromkeys(s for s in [*own, *self.stop] if s))  # "" would cut all
         if stops:
             body["stop"] = list(stops)
         if self.max_tokens is not None:

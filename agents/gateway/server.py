@@ -1,14 +1,18 @@
 """The gateway's ASGI app: OpenAI-compatible, every call routed, policed, counted, written down.
 
-    POST /v1/chat/completions   routed by model prefix; `stream: true` passed on as SSE
-    GET  /v1/models             the union of the backends' models
+    POST /v1/chat/completions   routed by listed id or model prefix; `stream: true` as SSE
+    GET  /v1/models             the union of the backends' models (each id routes)
     GET  /v1/budget?model=M     would a call for M be admitted now (counts nothing)
     GET  /health                liveness, the backends, and the flags counted so far
 
-Every request but /health carries a caller token (401 without one). Every
-failure is a JSON answer in the OpenAI shape, `{"error": {"type", "message",
-...}}`, that never holds a token or a key. Routing by a dict lookup, as in
-room/hub.py, keeps the gateway's own cost per call low.
+Every request but /health carries a caller token (401 without one). A
+request's body is read strictly (body.py: every bad body is a 4xx) and
+screened for the home's secrets (trust/screen.py: a prompt holding one is
+refused, 400, and never sent). Every failure is a JSON answer in the OpenAI
+shape, `{"error": {"type", "message", ...}}`, that never holds a token or
+a key, with `x-should-retry: false` where a retry cannot help. What a
+backend sends back is masked and cut (answer.py). Routing by a dict
+lookup, as in room/hub.py, keeps the gateway's own cost per call low.
 """
 
 from __future__ import annotations
@@ -28,34 +32,42 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from agents.gateway.budgets import Budgets, Ticket
+from agents.gateway.answer import StreamPolice, police_whole
+from agents.gateway.body import read_body
+from agents.gateway.budgets import OVER_BUDGET, SECRET_REFUSED, Budgets, Ticket
+from agents.gateway.catalog import Catalog
 from agents.gateway.config import GatewayConfig
 from agents.gateway.http1 import Pool, UpstreamResponse
 from agents.gateway.ledger import Ledger, now_stamp
+from agents.gateway.masking import mask_body
 from agents.gateway.policy import Policy, Scanner
 from agents.gateway.routing import Route, Router
+from agents.gateway.screening import RequestScreen
 from agents.gateway.tokens import CallerTokens
-from agents.gateway.upstream import backend_key, open_call
-from room.errors import BullpenError
+from agents.gateway.upstream import NO_RETRY, backend_key, open_call
+from room import strictjson
+from room.errors import BullpenError, SecretFound
+from trust.screen import HomeSecrets
 
 log = structlog.get_logger("agents.gateway")
 
-MAX_BODY = 8 * 1024 * 1024
 FLAGS_HEADER = "x-gateway-flags"
+DEADLINE = "DEADLINE"  # a stream cut at the request's deadline
+# A backend's own hints on a 4xx it sent, passed on with it (its 429 may be worth a retry).
+RETRY_HEADERS = frozenset({"retry-after", "retry-after-ms", "x-should-retry"})
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-class BadRequest(BullpenError):
-    code = "bad_request"
-    status = 400
-
-
 def error_response(exc: BullpenError, status: int) -> JSONResponse:
-    """The OpenAI error shape, with bullpen's details (budget, used, resets_at...) beside."""
+    """The OpenAI error shape, with bullpen's details (budget, used, resets_at...) beside,
+    and the error's retry hints (`x-should-retry`, `retry-after`) as headers."""
     details = exc.to_dict()
     details.pop("error", None)
-    return JSONResponse({"error": {"type": exc.code, "code": exc.code, **details}}, status)
+    headers = getattr(exc, "headers", None)
+    return JSONResponse(
+        {"error": {"type": exc.code, "code": exc.code, **details}}, status, headers=headers
+    )
 
 
 def estimate_tokens(text: str) -> int:
@@ -74,6 +86,10 @@ def _prompt_text(body: dict[str, Any]) -> str:
     return "".join(part for part in parts if isinstance(part, str))
 
 
+def _a_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53
+
+
 class Call:
     """One chat completion in progress: what the ledger line will say."""
 
@@ -88,10 +104,11 @@ class Call:
         self.flags: list[str] = []
 
     def usage(self, usage: object) -> None:
+        """Take the backend's counts; one that is not a whole number >= 0 is estimated instead."""
         if isinstance(usage, dict):
-            if isinstance(usage.get("prompt_tokens"), int):
+            if _a_count(usage.get("prompt_tokens")):
                 self.tokens_in = usage["prompt_tokens"]
-            if isinstance(usage.get("completion_tokens"), int):
+            if _a_count(usage.get("completion_tokens")):
                 self.tokens_out = usage["completion_tokens"]
 
     def entry(self) -> dict[str, Any]:
@@ -122,7 +139,12 @@ class Gateway:
     """What every request shares: the router, policies, tokens, budgets, ledger and client."""
 
     def __init__(
-        self, config: GatewayConfig, tokens: CallerTokens, ledger: Ledger, budgets: Budgets
+        self,
+        config: GatewayConfig,
+        tokens: CallerTokens,
+        ledger: Ledger,
+        budgets: Budgets,
+        secrets: HomeSecrets,
     ) -> None:
         self.config = config
         self.router = Router(config.backends)
@@ -130,12 +152,14 @@ class Gateway:
         self.tokens = tokens
         self.ledger = ledger
         self.budgets = budgets
+        self.screen = RequestScreen(secrets)  # no request carries a home secret to a backend
         self.counted: Counter[str] = Counter()
         self.pool = Pool()  # the hot path: chat completions
         self.client = httpx.AsyncClient(  # the rest: /v1/models
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
             timeout=httpx.Timeout(config.deadline_s),
         )
+        self.catalog = Catalog(config, self.router, self.client)
         self.routes: dict[str, tuple[str, Endpoint]] = {
             "/v1/chat/completions": ("POST", self.chat),
             "/v1/models": ("GET", self.models),
@@ -188,7 +212,7 @@ class Gateway:
     async def budget(self, request: Request) -> Response:
         """The budget hook (seed 004): ask before an expensive call; 200 with room, else 429."""
         caller = self.tokens.caller(request.headers.get("authorization"))
-        route = self.router.route(request.query_params.get("model"))
+        route = await self.catalog.route(request.query_params.get("model"))
         refusal = self.budgets.refusal(caller, route.backend)
         if refusal is not None:
             return error_response(refusal, 429)
@@ -196,53 +220,33 @@ class Gateway:
 
     async def models(self, request: Request) -> Response:
         self.tokens.caller(request.headers.get("authorization"))
-
-        async def listed(name: str) -> list[dict[str, Any]]:
-            config = self.config.backends[name]
-            route = Route(name, config, "")
-            headers = {}
-            try:
-                key = backend_key(route)
-                if key:
-                    headers["Authorization"] = f"Bearer {key}"
-                answer = await self.client.get(
-                    config.base_url + "/models", headers=headers, timeout=5.0
-                )
-                data = answer.json().get("data", []) if answer.is_success else []
-            except (BullpenError, httpx.HTTPError, ValueError, AttributeError):
-                data = []
-            found = []
-            for item in data if isinstance(data, list) else []:
-                model = item.get("id") if isinstance(item, dict) else None
-                if not isinstance(model, str):
-                    continue
-                if config.strip_prefix:
-                    model = config.prefixes[0] + model
-                found.append({"id": model, "object": "model", "owned_by": name})
-            if not found:  # what it serves, by prefix, when it cannot list them
-                found = [{"id": p, "object": "model", "owned_by": name} for p in config.prefixes]
-            return found
-
-        lists = await asyncio.gather(*(listed(name) for name in sorted(self.config.backends)))
-        return JSONResponse({"object": "list", "data": [m for found in lists for m in found]})
+        return JSONResponse({"object": "list", "data": await self.catalog.models()})
 
     async def chat(self, request: Request) -> Response:
         caller = self.tokens.caller(request.headers.get("authorization"))
-        body = await _json_body(request)
+        body = await read_body(request)
         model = body.get("model")
-        route = self.router.route(model)
+        route = await self.catalog.route(model)
         call = Call(caller, str(model), route, body)
+        try:
+            self.screen.check_json(body, "the request to the gateway")
+        except SecretFound as exc:
+            if self.screen.screen().find(call.model) is not None:
+                call.model = "(withheld: it held a secret)"  # the ledger never holds one
+            call.status, call.tokens_in, call.tokens_out = 400, 0, 0
+            call.flags.append(SECRET_REFUSED)
+            await self.ledger.record(call.entry())
+            raise exc from None
         try:
             ticket = self.budgets.admit(caller, route.backend)
         except BullpenError as exc:
             call.status, call.tokens_in, call.tokens_out = 429, 0, 0
-            call.flags.append("OVER_BUDGET")
+            call.flags.append(OVER_BUDGET)
             await self.ledger.record(call.entry())
             raise exc from None
         policy = self.policies[route.backend]
         stops = policy.apply(body)
         body["model"] = route.model
-        scanner = policy.scanner(stops)
         deadline = time.monotonic() + min(self.config.deadline_s, route.config.timeout_s)
         try:
             upstream = await open_call(
@@ -257,9 +261,12 @@ class Gateway:
             call.status = getattr(exc, "status", 502)
             await self._end(call, ticket)
             raise
+        key = backend_key(route)  # read once already by open_call: it is set
+        secrets = (key,) if key else ()
         if body.get("stream") is True and upstream.status_code < 400:
+            police = StreamPolice(lambda: policy.scanner(stops), secrets, body.get("n") or 1)
             return StreamingResponse(
-                self._stream(upstream, call, ticket, scanner),
+                self._stream(upstream, call, ticket, police, deadline),
                 media_type="text/event-stream",
                 headers={"cache-control": "no-cache"},
             )
@@ -270,119 +277,152 @@ class Gateway:
             call.status = 502
             await self._end(call, ticket)
             raise BadGateway(
-                f"the backend {route.backend} did not finish its answer before the deadline"
+                f"the backend {route.backend} did not finish its answer before the deadline",
+                backend=route.backend,
             ) from None
         finally:
             await upstream.aclose()
         call.status = upstream.status_code
         if upstream.status_code >= 400:
             await self._end(call, ticket)
-            return Response(raw, status_code=upstream.status_code, media_type="application/json")
-        answer = self._police(raw, call, scanner)
-        await self._end(call, ticket)
+            return Response(
+                mask_body(raw, secrets),
+                status_code=upstream.status_code,
+                media_type="application/json",
+                headers={k: v for k, v in upstream.headers.items() if k in RETRY_HEADERS},
+            )
+        try:
+            answer = self._police(raw, call, lambda: policy.scanner(stops), secrets)
+        finally:
+            await self._end(call, ticket)
         headers = {FLAGS_HEADER: ",".join(call.flags)} if call.flags else None
-        return JSONResponse(answer, headers=headers)
+        return Response(answer, media_type="application/json", headers=headers)
 
     # -- the answer ---------------------------------------------------------
 
-    def _police(self, raw: bytes, call: Call, scanner: Scanner) -> dict[str, Any]:
+    def _police(
+        self, raw: bytes, call: Call, make: Callable[[], Scanner], secrets: tuple[str, ...]
+    ) -> bytes:
+        """The backend's whole answer, masked and cut, as the bytes to send; BadGateway (502)
+        for a body that is not a JSON object with a list of choices, or cannot be sent on
+        (NaN, nesting too deep to walk)."""
+        backend = call.route.backend
         try:
-            answer = json.loads(raw)
+            answer = strictjson.loads(raw)  # at most 32 deep: every walk below is bounded
+            if not isinstance(answer, dict) or not isinstance(answer.get("choices", []), list):
+                raise ValueError("not a chat completion")
+            call.usage(answer.get("usage"))
+            answer, texts, flags = police_whole(answer, make, secrets)
+            call.answer_chars += texts
+            call.flags += flags
+            if call.flags:
+                answer["gateway_flags"] = sorted(set(call.flags))
+            return json.dumps(
+                answer, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+            ).encode()
         except ValueError:
+            call.status = 502
             raise BadGateway(
-                f"the backend {call.route.backend} answered with a body that is not JSON"
+                f"the backend {backend} answered with a body that is not a chat completion "
+                "the gateway can pass on (not JSON, not an object with a list of choices, "
+                "NaN, or nested too deep)",
+                backend=backend,
             ) from None
-        if not isinstance(answer, dict):
-            raise BadGateway(f"the backend {call.route.backend} answered with a non-object")
-        call.usage(answer.get("usage"))
-        for choice in answer.get("choices") or []:
-            message = choice.get("message") if isinstance(choice, dict) else None
-            content = message.get("content") if isinstance(message, dict) else None
-            if isinstance(content, str):
-                cutter = Scanner(scanner.stops, scanner.markers)
-                message["content"] = cutter.cut(content)
-                call.answer_chars.append(message["content"])
-                if cutter.found is not None:
-                    choice["finish_reason"] = "stop"
-                    call.flags += cutter.flags
-        if call.flags:
-            answer["gateway_flags"] = sorted(set(call.flags))
-        return answer
 
     async def _stream(
-        self, upstream: UpstreamResponse, call: Call, ticket: Ticket, scanner: Scanner
+        self,
+        upstream: UpstreamResponse,
+        call: Call,
+        ticket: Ticket,
+        police: StreamPolice,
+        deadline: float,
     ) -> AsyncIterator[bytes]:
         last: dict[str, Any] = {}
+        usage_chunk: dict[str, Any] | None = None
+        problem: str | None = None
         try:
-            async for line in upstream.lines():
+            async for line in upstream.lines(deadline):
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
                 if data == "[DONE]":
                     break
                 try:
-                    chunk = json.loads(data)
-                except ValueError:
+                    chunk = strictjson.loads(data)
+                except ValueError:  # not JSON, NaN, nested too deep: nothing to pass on
                     continue
                 if not isinstance(chunk, dict):
                     continue
                 call.usage(chunk.get("usage"))
-                last = chunk
-                for choice in chunk.get("choices") or []:
-                    if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                        continue
-                    delta = choice.get("delta")
-                    content = delta.get("content") if isinstance(delta, dict) else None
-                    if isinstance(content, str):
-                        delta["content"] = scanner.feed(content)
-                        if scanner.done:
-                            choice["finish_reason"] = "stop"
-                    if choice.get("finish_reason") and isinstance(delta, dict):
-                        delta["content"] = (delta.get("content") or "") + scanner.finish()
-                    if isinstance(delta, dict) and isinstance(delta.get("content"), str):
-                        call.answer_chars.append(delta["content"])
-                yield b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
-                if scanner.done:
+                out = police.chunk(chunk)
+                if out is None:
+                    continue
+                last = out
+                if not out.get("choices") and isinstance(out.get("usage"), dict):
+                    usage_chunk = out  # sent last, after the flags, as OpenAI orders them
+                else:
+                    yield _sse(out)
+                if police.done:
                     break
-            rest = scanner.finish()
-            if rest:
-                call.answer_chars.append(rest)
-                yield _sse(_extra_chunk(last, {"content": rest}, None))
-        except (OSError, httptools.HttpParserError, asyncio.CancelledError) as exc:
-            call.status = 499 if isinstance(exc, asyncio.CancelledError) else 502
+            for index, rest in police.rest():
+                yield _sse(_extra_chunk(last, index, {"content": rest}, None))
+        except TimeoutError:
+            call.status = 504
+            call.flags.append(DEADLINE)
+            seconds = min(self.config.deadline_s, call.route.config.timeout_s)
+            problem = (
+                f"the backend {call.route.backend} was still streaming at the request's "
+                f"deadline ({seconds:g} s: [gateway] deadline_s, or the backend's timeout_s); "
+                "the answer was cut there"
+            )
+        except (OSError, httptools.HttpParserError):
+            call.status = 502
+            problem = f"the backend {call.route.backend} broke off its answer"
+        except asyncio.CancelledError:
+            call.status = 499
             raise
         finally:
             await upstream.aclose()
-            call.flags += scanner.flags
+            call.answer_chars += police.texts
+            call.flags += police.flags
             await self._end(call, ticket)
-        if call.flags:
-            extra = _extra_chunk(last, {}, "stop" if scanner.found else None)
+        if problem is not None:
+            code = "deadline" if call.status == 504 else "backend_failed"
+            yield _sse({"error": {"type": code, "code": code, "message": problem}})
+        elif call.flags:
+            extra = _extra_chunk(last, 0, {}, None)
             extra["gateway_flags"] = sorted(set(call.flags))
             yield _sse(extra)
+        if usage_chunk is not None and problem is None:
+            if call.flags:
+                usage_chunk["gateway_flags"] = sorted(set(call.flags))
+            yield _sse(usage_chunk)
         yield b"data: [DONE]\n\n"
 
     async def _end(self, call: Call, ticket: Ticket) -> None:
-        """Count the call's tokens, write its ledger line (durably), count its flags."""
-        self.budgets.release(ticket, call.tokens)
+        """Charge the call to the budgets, write its ledger line (durably), count its flags."""
+        entry = call.entry()
+        self.budgets.release(ticket, entry)
         for flag in set(call.flags):
             self.counted[flag] += 1
-        entry = call.entry()
         if call.flags:
             log.warning("gateway.flagged", **{k: entry[k] for k in ("caller", "model", "flags")})
         await asyncio.shield(self.ledger.record(entry))
 
 
 def _sse(chunk: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
+    return b"data: " + json.dumps(chunk, ensure_ascii=False, allow_nan=False).encode() + b"\n\n"
 
 
-def _extra_chunk(last: dict[str, Any], delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+def _extra_chunk(
+    last: dict[str, Any], index: int, delta: dict[str, Any], finish: str | None
+) -> dict[str, Any]:
     return {
         "id": last.get("id", "gateway"),
         "object": "chat.completion.chunk",
         "created": last.get("created", int(time.time())),
         "model": last.get("model", ""),
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
     }
 
 
@@ -399,23 +439,4 @@ class MethodNotAllowed(BullpenError):
 class BadGateway(BullpenError):
     code = "backend_failed"
     status = 502
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY:
-        raise BadRequest(f"the request body is over {MAX_BODY} bytes")
-    raw = b""
-    async for piece in request.stream():
-        raw += piece
-        if len(raw) > MAX_BODY:
-            raise BadRequest(f"the request body is over {MAX_BODY} bytes")
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        raise BadRequest(
-            "the request body is not JSON; send a chat-completions object with model and messages"
-        ) from None
-    if not isinstance(body, dict):
-        raise BadRequest("the request body must be a JSON object with model and messages")
-    return body
+    headers = NO_RETRY

@@ -18,13 +18,17 @@ from typing import Any
 import httptools
 
 from agents.gateway.http1 import Pool, UpstreamResponse
+from agents.gateway.masking import mask_text
 from agents.gateway.routing import Route
 from room.errors import BullpenError, ConfigError
 from room.logs import register_secret
 
-__all__ = ["BackendFailed", "backend_key", "open_call"]
+__all__ = ["NO_RETRY", "BackendFailed", "backend_key", "open_call"]
 
 EXCERPT = 200
+# The gateway has retried already, within the request's deadline: an OpenAI client's own
+# retries (the SDKs make 2 by default) would only multiply the calls to a failing backend.
+NO_RETRY = {"x-should-retry": "false"}
 
 
 class BackendFailed(BullpenError):
@@ -32,6 +36,7 @@ class BackendFailed(BullpenError):
 
     code = "backend_failed"
     status = 502
+    headers = NO_RETRY
 
 
 def backend_key(route: Route) -> str | None:
@@ -51,7 +56,7 @@ def backend_key(route: Route) -> str | None:
 
 
 def _mask(text: str, key: str | None) -> str:
-    flat = " ".join((text.replace(key, "***") if key else text).split())
+    flat = " ".join(mask_text(text, (key,) if key else ()).split())
     return flat if len(flat) <= EXCERPT else flat[:EXCERPT] + "…"
 
 

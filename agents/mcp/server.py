@@ -36,7 +36,10 @@ from trust.proof import SecretSigner, Signer
 log = structlog.get_logger("agents.mcp.server")
 
 READ_LIMIT = 1000  # the hub's own bound on one read
-MAX_WAIT_S = 60.0  # the hub's own bound on a long-poll
+# A long-poll must end before the client gives up on the call: the TypeScript MCP SDK's
+# default request timeout is 60 s (the MCP Inspector's too), the hub's own bound. 50 s
+# leaves room for the hub's answer to travel; a client wanting longer calls again.
+MAX_WAIT_S = 50.0
 THREAD_LIMIT = 5000  # lines room_thread returns at most; room_read pages past that
 
 MessageType = Literal["ask", "chat", "ack", "reply", "system"]

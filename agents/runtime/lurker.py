@@ -35,6 +35,7 @@ from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost, screened
 from agents.runtime.refused import Refusal, Refusals, is_refusal, lurker_client
 from agents.runtime.services import StepServices
 from agents.runtime.step import Reply, StepContext
+from agents.runtime.stepcancel import CancellableSteps
 from agents.runtime.wake import is_ping, orchestrator_problem, refusal, wake_set
 from room import logs, pidlock
 from room.client import RoomClient, read_file
@@ -47,7 +48,6 @@ from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG = 0, 1, 78
 MAX_BACKOFF_S = 10.0
-CANCEL_WATCH_AFTER_S = 1.0  # a step still running this long starts watching for a cancel
 
 
 def failure_body(nick: str, reason: str) -> str:
@@ -77,12 +77,11 @@ class Lurker:
         self.cursor = Cursor(self.state / "cursor")
         self.log = structlog.get_logger("agents.runtime.lurker").bind(nick=nick)
         self.client: RoomClient = lurker_client(home, nick, self.config.relaxed, self.log)
+        self.steps = CancellableSteps(nick, self.client, self.trusted, self.log)
         self.answered: set[str] = set()
         self._stop = asyncio.Event()
         self._slots = asyncio.Semaphore(self.config.concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
-        self._running: dict[str, asyncio.Future[Outcome]] = {}  # ask id -> its handler's run
-        self._cancelled: set[str] = set()  # ask ids whose run was cancelled mid-step
         self._pending: dict[int, Position] = {}
         self._last = Position(0)
         self.refusals = Refusals(home, nick, self.config.relaxed, self.client, self.log, self.state)
@@ -284,7 +283,7 @@ class Lurker:
         if message.seq in self._pending:  # redelivered while still being handled
             return
         if is_cancel(message):  # its run was cancelled: stop the step, never run the handler
-            self._cancel_step(str(message.in_reply_to or ""), message.seq)
+            self.steps.cancel(str(message.in_reply_to or ""), message.seq)
             self._last = position
             return
         if message.id in self.answered:
@@ -299,63 +298,6 @@ class Lurker:
         task = asyncio.create_task(self._handle(message, position))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    def _cancel_step(self, ask_id: str, seq: int) -> None:
-        work = self._running.get(ask_id)
-        if work is None or work.done():
-            self.log.info("cancel for a step not running here", seq=seq, ask=ask_id)
-            return
-        self.log.info("cancelling a step: its run was cancelled", seq=seq, ask=ask_id)
-        self._cancelled.add(ask_id)
-        work.cancel()
-
-    async def _watch_for_cancel(self, message: Message) -> None:
-        """While a step runs, watch its thread for the foreman's cancel of it.
-
-        The follow loop cannot see the notice while every slot is busy (it waits for one
-        before reading on), so a step that runs for more than a moment looks for itself."""
-        await asyncio.sleep(CANCEL_WATCH_AFTER_S)
-        after, delay = message.seq, 0.2
-        while True:
-            try:
-                lines, after = await self.client.read(
-                    after, 100, thread=message.thread, to=f"@{self.nick}", wait=25.0
-                )
-            except HubUnavailable:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, MAX_BACKOFF_S)
-                continue
-            for line in lines:
-                notice = Message.model_validate(line)
-                if (
-                    notice.verified
-                    and notice.from_ in self.trusted
-                    and is_cancel(notice)
-                    and notice.in_reply_to == message.id
-                ):
-                    self._cancel_step(message.id, notice.seq)
-                    return
-
-    async def _run_step(self, message: Message, ctx: StepContext) -> Outcome:
-        """The handler's outcome, or a cancelled flag when the run is cancelled meanwhile."""
-        work = asyncio.ensure_future(self.handler.run(message, ctx, self.config.timeout_s))
-        self._running[message.id] = work
-        watcher = (
-            asyncio.create_task(self._watch_for_cancel(message))
-            if message.type == "ask" and message.thread
-            else None
-        )
-        try:
-            return await work
-        except asyncio.CancelledError:
-            if message.id not in self._cancelled or not work.cancelled():
-                raise  # the lurker is stopping: the ask stays before the cursor
-            return Failure("the run was cancelled; the step was stopped", {"cancelled": True})
-        finally:
-            self._running.pop(message.id, None)
-            self._cancelled.discard(message.id)
-            if watcher is not None:
-                watcher.cancel()
 
     def _safe(self) -> Position:
         """The furthest position with nothing before it still being handled."""
@@ -373,7 +315,9 @@ class Lurker:
                 outcome: Outcome = Reply("pong", {"pong": True, "nick": self.nick})
             else:
                 ctx, told = wake_lessons.for_wake(self.ctx, self.lessons, message, log)
-                outcome = await self._run_step(message, ctx)
+                outcome = await self.steps.run(
+                    message, self.handler.run(message, ctx, self.config.timeout_s)
+                )
                 outcome = wake_lessons.named(outcome, told)
             handled_ms = round((time.monotonic() - started) * 1000, 2)
             await self._deliver(message, outcome)

@@ -51,7 +51,6 @@ LURKING = b'"event": "lurking"'  # the log line with which a lurker says it is l
 WEB_LISTENING = b'"event": "web listening"'  # and the web view, once it holds its port
 READY_S = 60.0  # how long "lurkers up" waits for every lurker to say so
 RESTART_HUB_SIGNAL = signal.SIGUSR1  # `bullpen trust promote` asks for a hub restart with it
-EXIT_INTERRUPTED = 130  # stopped by Ctrl-C (or SIGTERM) before everything was up
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
@@ -179,16 +178,11 @@ class Supervisor:
         status("stopping during start-up, as asked: stopping what was started")
         await self._stop_everything()
         status("stopped before everything was up; nothing is left running")
-        return EXIT_INTERRUPTED
+        return 130  # as a shell reports Ctrl-C
 
     async def _stop_everything(self) -> None:
-        if self.web is not None:
-            await self._terminate([self.web])
-        await self._terminate(self.lurkers)
-        if self.gateway is not None:
-            await self._terminate([self.gateway])
-        if self.hub is not None:
-            await self._terminate([self.hub])
+        for last in ([self.web], self.lurkers, [self.gateway], [self.hub]):  # in this order
+            await self._terminate([c for c in last if c is not None])
 
     async def _hub_ready(self) -> bool:
         assert self.hub is not None and self.hub.proc is not None
@@ -249,8 +243,8 @@ class Supervisor:
         exited = asyncio.ensure_future(web.proc.wait())
         ready = asyncio.ensure_future(web.ready.wait())
         await asyncio.wait([exited, ready], timeout=HUB_START_S, return_when="FIRST_COMPLETED")
-        exited.cancel()
-        ready.cancel()
+        for waiting in (exited, ready):
+            waiting.cancel()
         await asyncio.gather(exited, ready, return_exceptions=True)
         if web.ready.is_set():
             address = self.home.society.web.base_url()  # type: ignore[union-attr]

@@ -189,7 +189,7 @@ def build_run(
             run.answers.append(message)
         if data.get("kind") == "grind-iteration":
             run.iterations.append(data)
-        step = by_id.get(str(message.get("in_reply_to") or ""))
-        if step is not None and kind == "reply" and sender == step.nick and step.reply is None:
-            step.reply = message
+        asked = by_id.get(str(message.get("in_reply_to") or ""))
+        if asked is not None and kind == "reply" and sender == asked.nick and asked.reply is None:
+            asked.reply = message
     return run

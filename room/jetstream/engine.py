@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import nats.errors
@@ -104,6 +105,14 @@ class JetStreamLog(RoomLog):
     @property
     def head(self) -> Head:
         return self._view.head
+
+    @property
+    def on_stored(self) -> Callable[[list[Stored]], None] | None:  # type: ignore[override]
+        return self._view.on_stored
+
+    @on_stored.setter
+    def on_stored(self, hook: Callable[[list[Stored]], None] | None) -> None:
+        self._view.on_stored = hook
 
     @property
     def chain_breaks(self) -> int:

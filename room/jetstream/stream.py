@@ -33,6 +33,7 @@ from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from room.chain import GENESIS, line_hash
 from room.errors import BullpenError, ConfigError, LogError
+from room.linecache import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from room.log import Head
 from room.message import Message, parse_line
 
@@ -78,7 +79,8 @@ class StreamSettings:
     # write error: last msgid mismatch") when that guard trips in a cluster, so a
     # room with several hubs must keep 1 (the tests found it; docs/scaling.md).
     pipeline: int = 1
-    cache_lines: int = 8192
+    cache_lines: int = DEFAULT_MAX_LINES
+    cache_max_bytes: int = DEFAULT_MAX_BYTES  # the hub sets it from [hub] cache_max_bytes
     thread_index_size: int = 1024
 
     def __post_init__(self) -> None:

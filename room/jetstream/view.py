@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +27,7 @@ from nats.js.client import JetStreamContext
 from room.chain import GENESIS, line_hash
 from room.errors import DurabilityError
 from room.jetstream.stream import StreamSettings, room_line, scan, why_not_a_line
+from room.linecache import LineCache
 from room.log import Filter, Head, ReadResult, Stored
 from room.message import Message
 
@@ -59,12 +60,13 @@ class StreamView:
         self._wake = wake
         self._js: JetStreamContext | None = None
         self._follower: Any = None
-        self._cache: deque[_Line] = deque(maxlen=settings.cache_lines)
+        self._cache: LineCache[_Line] = LineCache(settings.cache_max_bytes, settings.cache_lines)
         self._threads: OrderedDict[str, list[int]] = OrderedDict()
         self.head = Head(0, GENESIS)  # what this hub has seen, in order, with nothing missing
         self._confirm: dict[int, list[asyncio.Future[None]]] = {}
         self._last_change = time.monotonic()
         self.chain_breaks = 0
+        self.on_stored: Callable[[list[Stored]], None] | None = None  # RoomLog.on_stored
 
     @property
     def js(self) -> JetStreamContext:
@@ -123,6 +125,8 @@ class StreamView:
             self._threads[line.thread].append(seq)
         self.head = Head(seq, line_hash(raw))
         self._last_change = time.monotonic()
+        if self.on_stored is not None:
+            self.on_stored([line.stored()])
         for waiting in [s for s in self._confirm if s <= seq]:
             for future in self._confirm.pop(waiting):
                 if not future.done():
@@ -171,9 +175,7 @@ class StreamView:
     # -- reading ---------------------------------------------------------------
 
     def cached(self, seq: int) -> _Line | None:
-        if self._cache and self._cache[0].seq <= seq <= self._cache[-1].seq:
-            return self._cache[seq - self._cache[0].seq]
-        return None
+        return self._cache.get(seq)
 
     async def read(self, after: int, limit: int, flt: Filter) -> ReadResult:
         head = self.head.seq
@@ -181,7 +183,7 @@ class StreamView:
             return ReadResult([], head)
         if flt.thread is not None:
             return await self._read_thread(after, limit, flt, head)
-        if self._cache and after + 1 >= self._cache[0].seq:
+        if self._cache.holds_after(after):
             lines = []
             for entry in self._cache:
                 if entry.seq > head:

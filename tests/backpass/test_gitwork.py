@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from agents.backpass.gitwork import (
     GitError,
+    PlantedConfig,
     Worktree,
     add_worktree,
     commit,
@@ -148,19 +150,26 @@ class TestTimeout:
     def test_overrun_kills_only_the_process_group_it_started(
         self, tmp_path: Path, repo: Path
     ) -> None:
-        """A hanging clean filter is killed with its git; a look-alike process elsewhere survives."""
-        pid_file = tmp_path / "filter.pid"
-        # Hooks never run (see TestIsolation), so a repository's own filter does the hanging.
-        tgit(repo, "config", "filter.hang.clean", f"echo $$ > {pid_file}; exec sleep 300")
-        (repo / ".git" / "info").mkdir(exist_ok=True)
-        (repo / ".git" / "info" / "attributes").write_text("memory.md filter=hang\n")
-        bystander = subprocess.Popen(["sleep", "300"])  # same command line as the filter's
+        """A git that hangs is killed with its process group; a look-alike elsewhere survives.
+
+        A repository's own filter may not run at all (TestIsolation), so the hang is a
+        named pipe no one writes: git blocks reading it."""
+        fifo = tmp_path / f"never-written-{os.getpid()}"
+        os.mkfifo(fifo)
+        bystander = subprocess.Popen(["sleep", "300"])
         try:
-            (repo / "memory.md").write_text("- changed\n")
             with pytest.raises(GitError, match="ran over 2 s and was stopped"):
-                git(repo, "add", "memory.md", timeout=2)
-            hook_pid = int(pid_file.read_text())
-            wait_for(lambda: not _alive(hook_pid), timeout=10, what="the filter to be killed")
+                git(repo, "hash-object", str(fifo), timeout=2)
+
+            def hanging() -> list[str]:
+                found = []
+                for entry in Path("/proc").iterdir():
+                    with contextlib.suppress(OSError):
+                        if str(fifo).encode() in (entry / "cmdline").read_bytes():
+                            found.append(entry.name)
+                return [pid for pid in found if _alive(int(pid))]
+
+            wait_for(lambda: not hanging(), timeout=10, what="the hanging git to be killed")
             assert bystander.poll() is None
         finally:
             bystander.kill()  # by the exact child we started, never by a pattern
@@ -171,7 +180,8 @@ class TestIsolation:
     def test_hooks_fsmonitor_and_outside_config_are_off(
         self, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """A pre-commit hook, an fsmonitor program and system/global/env config do nothing."""
+        """A pre-commit hook and system/global/env config do nothing; an fsmonitor program the
+        repository's own config names is refused by name before git runs."""
         marker = tmp_path / "ran"
         script = f'#!/bin/sh\necho "$0" >> {marker}\n'
         hook = repo / ".git" / "hooks" / "pre-commit"
@@ -180,7 +190,6 @@ class TestIsolation:
         monitor = tmp_path / "fsmonitor"
         monitor.write_text(script)
         monitor.chmod(0o755)
-        tgit(repo, "config", "core.fsmonitor", str(monitor))
         signer = tmp_path / "gpg"
         signer.write_text(script + "exit 1\n")
         signer.chmod(0o755)
@@ -199,3 +208,10 @@ class TestIsolation:
         git(repo, "status")
         assert not marker.exists(), marker.read_text()
         release(worktree)
+        tgit(repo, "config", "core.fsmonitor", str(monitor))
+        (repo / "memory.md").write_text("- changed again\n")
+        with pytest.raises(
+            PlantedConfig, match=r"git config sets core\.fsmonitor \(in \.git/config\)"
+        ):
+            git(repo, "status")
+        assert not marker.exists(), marker.read_text()

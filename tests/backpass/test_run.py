@@ -295,17 +295,13 @@ class TestWrites:
         assert sessions == {"alpha.md", "beta.jsonl"}
 
     def test_git_failure_leaves_nothing_behind(self, bp_home: BackpassHome) -> None:
-        """When a commit fails, the run fails, its worktrees and branches are gone, and the state is not written."""
-        # Hooks never run (gitwork.py), so the failure comes from a required clean filter.
-        git(
-            bp_home.public,
-            "config",
-            "filter.refuse.clean",
-            "echo 'refused by a test filter' >&2; exit 1",
-        )
-        git(bp_home.public, "config", "filter.refuse.smudge", "cat")
-        git(bp_home.public, "config", "filter.refuse.required", "true")
-        (bp_home.public / ".git" / "info" / "attributes").write_text("* filter=refuse\n")
+        """When a git step fails after the private branch was made and committed, the run
+        fails, its worktrees and branches are gone, and the state is not written."""
+        # A repository's own filters and hooks never run (agents/safegit.py), so the failure
+        # is a lock someone else holds on the public branch the run is about to make.
+        locks = bp_home.public / ".git" / "refs" / "heads" / "memory-backpass"
+        locks.mkdir(parents=True)
+        (locks / f"{DAY}.lock").write_text("held by a test\n")
         bp_home.trace("alpha.md", ALPHA)
         edit = {"repo": "public", "op": "add", "text": "x y z", "sources": SOURCE}
         synthesis = {"edits": [edit], "summary": ""}
@@ -314,7 +310,10 @@ class TestWrites:
             bp_home.params(min_sessions=1),
             FakeJudge(cited(scripted(GOOD_AND_FABRICATED, synthesis))),
         )
-        assert outcome.data["ok"] is False and "refused by a test filter" in outcome.final.body
+        body = outcome.final.body
+        assert (
+            outcome.data["ok"] is False and "`git worktree add --quiet -b memory-backpass/" in body
+        )
         for repo in (bp_home.public, bp_home.private):
             assert git(repo, "branch", "--list", "memory-backpass/*") == ""
             assert len(git(repo, "worktree", "list").splitlines()) == 1

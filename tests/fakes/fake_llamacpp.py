@@ -26,7 +26,17 @@ The behaviour (defaults first):
     fail: 0, fail_status: 503   the next `fail` chat requests get this status
     status: null                every chat request gets this status (a dead backend)
     echo_auth: false            true: a failure's body quotes the Authorization header
+    quote_key: false            true: the answer itself ends by quoting the caller's key
+    usage_value: null           an object sent as `usage` instead of the real counts
+    forever: false              true: a stream never ends (a chunk every 20 ms)
+    answers: null               with n > 1: each choice's text (else `answer` for all)
+    raw: null                   a 200 whose body is this text (a malformed answer)
     model: "fake-model"
+
+A stream ends as llama-server's does: the usage rides on the last chunk,
+or, when the request asks `stream_options.include_usage`, comes after it in
+a chunk of its own with no choices. With `n` > 1 the choices' chunks are
+interleaved (choice 0, 1, 0, 1...), as vLLM sends them.
 
 Stdlib only, so it starts fast; threads, HTTP/1.1 keep-alive.
 """
@@ -66,6 +76,11 @@ DEFAULTS: dict[str, Any] = {
     "fail_status": 503,
     "status": None,
     "echo_auth": False,
+    "quote_key": False,
+    "usage_value": None,
+    "forever": False,
+    "answers": None,
+    "raw": None,
     "model": "fake-model",
 }
 _PIECES = re.compile(r"[A-Za-z]+|_[A-Za-z]+|.", re.S)
@@ -175,17 +190,37 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                     message += f" for {headers.get('authorization', '')}"
                 self._send(int(status), {"error": {"code": status, "message": message}})
                 return
-            text = str(behave["answer"])
+            if behave["raw"] is not None:
+                self._send(200, str(behave["raw"]).encode())
+                return
+            n = body.get("n") if isinstance(body.get("n"), int) else 1
+            texts = [str(t) for t in behave["answers"] or [behave["answer"]] * n][: max(1, n)]
+            if behave["quote_key"]:
+                key = headers.get("authorization", "").removeprefix("Bearer ")
+                texts = [f"{t} (your key is {key})" for t in texts]
             stops = body.get("stop") or []
             if behave["honour_stop"]:
-                for stop in [stops] if isinstance(stops, str) else stops:
-                    if stop in text:
-                        text = text[: text.index(stop)]
-            usage = {"prompt_tokens": 7, "completion_tokens": max(1, len(text) // 4)}
+                for i, text in enumerate(texts):
+                    for stop in [stops] if isinstance(stops, str) else stops:
+                        if stop in text:
+                            text = text[: text.index(stop)]
+                    texts[i] = text
+            text = texts[0]
+            usage: Any = {"prompt_tokens": 7, "completion_tokens": max(1, len(text) // 4)}
             usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+            if behave["usage_value"] is not None:
+                usage = behave["usage_value"]
             model = body.get("model", behave["model"])
             if body.get("stream"):
-                self._stream(text, model, usage if behave["usage"] else None, int(behave["chunk"]))
+                options = body.get("stream_options") or {}
+                self._stream(
+                    texts,
+                    model,
+                    usage if behave["usage"] else None,
+                    int(behave["chunk"]),
+                    own_chunk=isinstance(options, dict) and options.get("include_usage") is True,
+                    forever=bool(behave["forever"]),
+                )
                 return
             answer: dict[str, Any] = {
                 "id": "chatcmpl-fake",
@@ -194,40 +229,63 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                 "model": model,
                 "choices": [
                     {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
+                        "index": index,
+                        "message": {"role": "assistant", "content": choice},
                         "finish_reason": "stop",
                     }
+                    for index, choice in enumerate(texts)
                 ],
             }
             if behave["usage"]:
                 answer["usage"] = usage
             self._send(200, answer)
 
-        def _stream(self, text: str, model: str, usage: Any, size: int) -> None:
+        def _stream(
+            self,
+            texts: list[str],
+            model: str,
+            usage: Any,
+            size: int,
+            own_chunk: bool,
+            forever: bool,
+        ) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
             self.end_headers()
-            pieces = [text[i : i + size] for i in range(0, len(text), max(1, size))]
+            size = max(1, size)
+            split = [[t[i : i + size] for i in range(0, len(t), size)] or [""] for t in texts]
             base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model}
+
+            def send(chunk: dict[str, Any]) -> None:
+                self.wfile.write(b"data: " + json.dumps({**base, **chunk}).encode() + b"\n\n")
+                self.wfile.flush()
+
             try:
-                for i, piece in enumerate(pieces):
-                    last = i == len(pieces) - 1
-                    chunk = {
-                        **base,
-                        "choices": [
-                            {
-                                "index": 0,
-                                "delta": {"content": piece},
-                                "finish_reason": "stop" if last else None,
-                            }
-                        ],
-                    }
-                    if last and usage:
-                        chunk["usage"] = usage
-                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                    self.wfile.flush()
+                if forever:
+                    while True:
+                        send({"choices": [{"index": 0, "delta": {"content": "more "}}]})
+                        time.sleep(0.02)
+                rounds = max(len(pieces) for pieces in split)
+                for at in range(rounds):
+                    for index, pieces in enumerate(split):  # interleaved, choice by choice
+                        if at >= len(pieces):
+                            continue
+                        last = at == len(pieces) - 1
+                        chunk: dict[str, Any] = {
+                            "choices": [
+                                {
+                                    "index": index,
+                                    "delta": {"content": pieces[at]},
+                                    "finish_reason": "stop" if last else None,
+                                }
+                            ]
+                        }
+                        if last and usage and not own_chunk and index == len(split) - 1:
+                            chunk["usage"] = usage
+                        send(chunk)
+                if usage and own_chunk:
+                    send({"choices": [], "usage": usage})
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):

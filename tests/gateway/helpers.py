@@ -102,17 +102,35 @@ class GatewayHome:
         return issue(self.society.home, nick).read_text().strip()
 
     def healthy(self) -> bool:
+        """Our gateway answers /health (not another program that took the port meanwhile)."""
         try:
-            return httpx.get(f"{self.url}/health", timeout=1).status_code == 200
-        except httpx.HTTPError:
+            answer = httpx.get(f"{self.url}/health", timeout=1)
+            return answer.status_code == 200 and answer.json().get("service") == "bullpen-gateway"
+        except (httpx.HTTPError, ValueError, AttributeError):
             return False
 
-    def start(self) -> Proc:
-        self.proc = self.society.spawn("gateway", "gateway")
-        proc = self.proc
-        wait_for(lambda: self.healthy() or not proc.alive(), 20, "the gateway to answer /health")
+    def start(self, env: dict[str, str] | None = None) -> Proc:
+        """Start the gateway; when another program took its port meanwhile (this machine is
+        shared, and a restart leaves the port free for a moment), move to a new one."""
+        for _ in range(3):
+            self.proc = self.society.spawn("gateway", "gateway", env=env)
+            proc = self.proc
+
+            def up(proc: Proc = proc) -> bool:
+                return self.healthy() or not proc.alive()
+
+            wait_for(up, 20, "the gateway to answer /health")
+            if proc.alive() or "cannot listen" not in proc.output():
+                break
+            self._move()
         assert proc.alive(), f"the gateway exited:\n{proc.output()}"
         return proc
+
+    def _move(self) -> None:
+        path = self.society.root / "society.toml"
+        old = f'listen = "127.0.0.1:{self.port}"'
+        self.port = free_port()
+        path.write_text(path.read_text().replace(old, f'listen = "127.0.0.1:{self.port}"'))
 
     def chat(self, token: str | None, model: str, **body: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {token}"} if token else {}

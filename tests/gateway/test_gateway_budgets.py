@@ -93,6 +93,8 @@ def test_in_flight_budget(gw: GatewayHome, fake: StartFake) -> None:
     worker.join(10)
     assert second.status_code == 429
     assert second.json()["error"]["budget"] == "caller:operator:in_flight"
+    assert second.headers["x-should-retry"] == "true"  # a call ending makes room: worth a retry
+    assert second.headers["retry-after"] == "1"
     assert first == [200]
 
 

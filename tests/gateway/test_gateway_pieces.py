@@ -93,3 +93,64 @@ def test_seat_table_via_gateway_rules(table: dict[str, str], message: str) -> No
     with pytest.raises(ConfigError, match=message):
         build_seats({"score": table})
     assert "score" in build_seats({"score": {"kind": "openai", "model": "m", "via": "gateway"}})
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 100])
+def test_stream_mask_catches_a_key_split_at_any_boundary(size: int) -> None:
+    """However a quoted key is chunked, it comes out as ***, and plain text is not held back."""
+    from agents.gateway.masking import StreamMask
+
+    key = "sk-abcdefghijklmnop"
+    text = f"the key is {key}, and s then sk- alone"
+    mask = StreamMask((key,))
+    out = "".join(mask.feed(text[i : i + size]) for i in range(0, len(text), size))
+    assert out + mask.finish() == "the key is ***, and s then sk- alone"
+    assert StreamMask((key,)).feed("hello ") == "hello "
+
+
+def test_mask_body_finds_a_key_spelt_with_json_escapes() -> None:
+    """A backend's JSON error quoting its key as \\u escapes is masked after parsing."""
+    from agents.gateway.masking import mask_body
+
+    raw = b'{"error": {"message": "bad key \\u0073k-abcdefghijklmnop"}}'
+    assert b"abcdefghijklmnop" not in mask_body(raw, ("sk-abcdefghijklmnop",))
+    assert mask_body(b"plain sk-abcdefghijklmnop", ("sk-abcdefghijklmnop",)) == b"plain ***"
+
+
+def test_charge_is_one_rule_for_live_and_restore() -> None:
+    """Refusals and 502s count as no call; negative or odd token counts count as 0."""
+    from agents.gateway.budgets import charge
+
+    assert charge({"status": 429, "flags": ["OVER_BUDGET"], "tokens_in": 9}) is None
+    assert charge({"status": 400, "flags": ["SECRET_REFUSED"]}) is None
+    assert charge({"status": 502, "flags": [], "tokens_in": 50}) is None
+    assert charge({"status": 200, "tokens_in": -(10**9), "tokens_out": 5}) == 5
+    assert charge({"status": 200, "tokens_in": "7", "tokens_out": True}) == 0
+    assert charge({"status": 504, "flags": ["DEADLINE"], "tokens_in": 3, "tokens_out": 4}) == 7
+
+
+def test_listed_ids_route_exactly_and_case_sensitively() -> None:
+    """An id a backend listed goes to it as listed, unless another backend's prefix claims it;
+    another case of it is unknown."""
+    backends = {
+        "llama": BackendConfig(base_url="http://a/v1", prefixes=["smol"]),
+        "vllm": BackendConfig(base_url="http://b/v1", prefixes=["Org/"]),
+        "zeta": BackendConfig(base_url="http://c/v1", prefixes=["zeta"]),
+    }
+    router = Router(backends)
+    kept = router.learn(
+        {
+            "llama": {"models/x.gguf": "models/x.gguf", "Org/stolen": "Org/stolen"},
+            "zeta": {"models/x.gguf": "models/x.gguf", "zeta-1": "zeta-1"},
+        }
+    )
+    assert kept == {"llama": ["models/x.gguf"], "zeta": ["zeta-1"]}
+    route = router.route("models/x.gguf")
+    assert (route.backend, route.model) == ("llama", "models/x.gguf")
+    assert router.route("Org/stolen").backend == "vllm"  # the operator's prefix wins
+    router.learn({"zeta": {}})  # one backend's new list leaves the others' as they were
+    assert router.route("models/x.gguf").backend == "llama"
+    with pytest.raises(UnknownModel, match="case-sensitive"):
+        router.route("SMOL-7b")
+    with pytest.raises(UnknownModel):
+        router.route("MODELS/X.GGUF")

@@ -137,6 +137,21 @@ class TestInMemory:
 
         asyncio.run(scenario())
 
+    def test_the_long_poll_ends_before_the_clients_timeout(self, room: Society) -> None:
+        """room_read's `wait` is capped at 50 s, under the TypeScript SDK's 60 s request timeout."""
+
+        async def scenario() -> None:
+            async with in_memory(room.root, "operator") as client:
+                listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+                wait = listed["room_read"].input_schema["properties"]["wait"]
+                assert wait["maximum"] == 50
+                started = time.monotonic()
+                message = failed(await client.call_tool("room_read", {"wait": 55}))
+                assert "wait" in message
+                assert time.monotonic() - started < 10  # refused at once, not after 55 s
+
+        asyncio.run(scenario())
+
     def test_an_unreachable_hub_is_a_tool_error(self, society: Society) -> None:
         """With no hub running, a read fails as a tool error that says to start the hub."""
 

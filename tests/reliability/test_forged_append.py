@@ -2,8 +2,8 @@
 
 A real hub stores a signed post and a relaxed post of a nick that proves
 with its own key, then stops (writing its checkpoint). A forger appends a
-chained line claiming that nick, `verified: true` and no `sig`: the audit
-names its seq. Lines a hub from before the `via` mark wrote stay auditable
+chained line claiming that nick, `verified: true` and no `sig` (with or
+without `via: "relaxed"`): the audit names its seq. Lines a hub from before the `via` mark wrote stay auditable
 while a signed checkpoint covers them (docs/room.md).
 """
 
@@ -105,18 +105,17 @@ def test_forged_unsigned_line_fails_naming_its_seq(stopped: Society, tmp_path: P
     assert done.returncode == 1 and done.stdout.startswith("FAILED at seq 3:"), done.stdout
 
 
-def test_forged_mark_is_counted_beyond_the_checkpoint(stopped: Society, tmp_path: Path) -> None:
-    """A forger who adds the relaxed mark passes, but the audit reports the line as unvouched."""
+def test_forged_mark_fails_beyond_the_checkpoint(stopped: Society, tmp_path: Path) -> None:
+    """A forger who adds the relaxed mark fails too: `via` is as forgeable as `verified`."""
     room = tmp_path / "room.jsonl"
     room.write_bytes(stopped.room.read_bytes())
-    _append_forged(room, via="relaxed")
+    seq = _append_forged(room, via="relaxed")
     trust = stopped.home.trust
     mark = checkpoints.load(stopped.room.with_name("room.jsonl.checkpoint"), trust.hub_public_key)
     result = audit_file(room, trust.public_keys, mark)
-    assert result.ok and result.beyond_checkpoint == 1
-    assert result.checkpoint_note() == (
-        "beyond the last checkpoint: 1 lines after seq 2 (the chain alone speaks for them)"
-    )
+    assert not result.ok and result.bad_seq == seq == 3
+    assert "(via: relaxed)" in (result.reason or "")
+    assert "no checkpoint the hub signed covers this line" in (result.reason or "")
 
 
 def test_old_unmarked_lines_pass_under_the_checkpoint(stopped: Society, tmp_path: Path) -> None:

@@ -493,4 +493,5 @@ class TestRead:
     def test_openapi_schema_is_served(self, hubbed: Society) -> None:
         """The hub describes itself at /openapi.json."""
         schema = httpx.get(f"{hubbed.strict_url}/openapi.json").json()
-        assert set(schema["paths"]) == {"/say", "/read", "/health"}
+        tlog = {"/tlog/checkpoint", "/tlog/proof/inclusion", "/tlog/proof/consistency"}
+        assert set(schema["paths"]) == {"/say", "/read", "/health", "/tlog/cosign", *tlog}
