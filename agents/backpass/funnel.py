@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agents.seats.tally import Tally
 from agents.wording import counted
 
 __all__ = ["Funnel", "seat_label"]
@@ -49,6 +50,7 @@ class Funnel:
     edits_private: int = 0
     seats: dict[str, dict[str, int]] = field(default_factory=dict)  # role -> seat -> calls
     fallbacks: int = 0
+    model: dict[str, Any] = field(default_factory=dict)  # Tally.data(): rescues, gates missed
     synthesis: str = ""  # "called", or why it was skipped
     synthesis_refused: str = ""  # the gateway's budget said no: the run fails
     drop_warn_rate: float = 0.10
@@ -68,6 +70,9 @@ class Funnel:
         counts[label] = counts.get(label, 0) + 1
         if provenance.get("fallback_used"):
             self.fallbacks += 1
+        tally = Tally(**self.model)
+        tally.add(provenance)
+        self.model = tally.data()
 
     @property
     def prunes(self) -> int:
@@ -145,6 +150,8 @@ class Funnel:
         for role, chosen in sorted(self.seat_choice.items()):
             lines.append(f"{'chosen ' + role:<20}{chosen}")
         lines.append(f"{'fallbacks':<20}{self.fallbacks}")
+        if self.model:
+            lines.append(f"{'model answers':<20}{Tally(**self.model).line()}")
         lines += list(notes)
         lines += self.warnings()
         failed = list(failed) or self.failed_traces

@@ -145,6 +145,7 @@ class Backpass:
         failed: list[dict[str, Any]] = list(qd.get("failed") or [])
         funnel.seats = {role: dict(seats) for role, seats in (qd.get("seats") or {}).items()}
         funnel.fallbacks = int(qd.get("fallbacks", 0))
+        funnel.model = dict(qd.get("model") or {})
         quotes = run.reply("quotes")
         if quotes is None:
             return []
@@ -287,6 +288,7 @@ class Backpass:
             "failed": failed,
             "seats": tally.seats,
             "fallbacks": tally.fallbacks,
+            "model": tally.model,
         }
         return [
             Ask(

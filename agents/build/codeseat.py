@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from agents.home import Home
 
 __all__ = [
+    "CODE_TOKENS",
     "SEAT_UNFENCED",
     "CodeTurn",
     "Shown",
@@ -60,6 +61,9 @@ __all__ = [
     "take_turn",
 ]
 
+# The most tokens a code or spec answer may take (JudgmentRequest.max_tokens): files are
+# long, but a model that runs on must still stop before its seat's timeout.
+CODE_TOKENS = 4096
 SEAT_UNFENCED = "none"  # the seat fence under [build] fence = "rlimits": it runs as it is
 SEAT_STRICT = "bwrap-strict"  # bwrap with [build] seat_fence = "strict"; "bwrap" is guarded
 READ_ONLY = "Read-only file system"  # what a write the fence refused fails with
@@ -81,6 +85,7 @@ class CodeTurn:
     fatal: bool = False  # the grind must stop (the seat broke a rule), not just climb
     fence: str | None = None  # what fenced the program a cmd seat ran; None: none ran
     refused: str | None = None  # why an openai seat's answer did not apply: its next input
+    judgment: dict[str, Any] | None = None  # an openai seat's provenance (attempts, misses)
 
 
 def code_seat_kind(home: Home, name: str) -> str:
@@ -278,16 +283,20 @@ async def _openai_turn(
         gateway = GatewayAccess(home.gateway_url(), home.gateway_token_file(nick))
     judge = make_judge(build_seats(home.society.seats, gateway), {"code": name}, home.screen)
     try:
-        judgment = await judge("code", JudgmentRequest("code", prompt), CodeAnswer)
+        request = JudgmentRequest("code", prompt, max_tokens=CODE_TOKENS)
+        judgment = await judge("code", request, CodeAnswer)
     except SeatError as exc:
         return CodeTurn(False, f"code seat {name}: {exc.message}")
+    said = judgment.provenance()
     try:
         apply_answer(clone, judgment.answer, shown.files, shown.protected)
     except OutsideRoot as exc:
-        return CodeTurn(False, f"code seat {name} wrote outside the clone: {exc.message}", True)
+        problem = f"code seat {name} wrote outside the clone: {exc.message}"
+        return CodeTurn(False, problem, True, judgment=said)
     except EditRefused as exc:
-        return CodeTurn(False, f"code seat {name}: {exc.message}", refused=exc.message)
-    return CodeTurn(True)
+        problem = f"code seat {name}: {exc.message}"
+        return CodeTurn(False, problem, refused=exc.message, judgment=said)
+    return CodeTurn(True, judgment=said)
 
 
 @dataclass(frozen=True)

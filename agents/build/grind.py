@@ -29,6 +29,7 @@ from agents.build.routing import Language
 from agents.build.runs import SpecRun, Workspace, run_spec
 from agents.build.seatturn import Carried, own_change, turn_prompt
 from agents.safegit import PlantedConfig, check_repo, clone_redirect, defuse, git
+from agents.seats.tally import Tally
 from room.errors import StepFailed
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class GrindResult:
     skipped: list[str] = field(default_factory=list)  # local tiers, which write no code
     seat_fence: dict[str, str] = field(default_factory=dict)  # tier -> what fenced its program
     lessons: list[str] = field(default_factory=list)  # ids a code seat's prompt carried
+    model: dict[str, Any] = field(default_factory=dict)  # Tally.data() of the openai code seats
 
 
 def ladder(
@@ -184,6 +186,10 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
             )
             if turn.fence:
                 result.seat_fence[tier] = turn.fence
+            if turn.judgment:
+                tally = Tally(**result.model)
+                tally.add(turn.judgment)
+                result.model = tally.data()
             _guard(job, f"code seat {tier}")
             broken = _broke_rule(job, spec_digest, tier)
             changed = _commit(job.space.folder, f"grind: tier {tier}, iteration {number}")
@@ -204,6 +210,7 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                     "green": last.green,
                     "fence": last.fence,
                     **({"seat_fence": turn.fence} if turn.fence else {}),
+                    **({"judgment": turn.judgment} if turn.judgment else {}),
                     **({"problem": problem} if problem else {}),
                 },
                 last.output,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.seats.tally import Tally
+
 __all__ = ["failed_report", "grind_report", "report_data"]
 
 
@@ -64,6 +66,8 @@ def grind_report(grind: dict[str, Any], routed: str | None) -> tuple[str, dict[s
     seat_fence = {str(k): str(v) for k, v in (grind.get("seat_fence") or {}).items()}
     if seat_fence:  # only seats that ran a program here (an openai seat's files are written)
         lines.append("seat fence: " + ", ".join(f"{t} {f}" for t, f in seat_fence.items()))
+    if grind.get("model"):  # an openai code seat's answers: attempts, rescues, misses
+        lines.append(f"model answers: {Tally(**grind['model']).line()}")
     lines.append(f"clone (the artifact): {grind.get('clone')}")
     lines.append(f"baseline (the diff boundary): {grind.get('baseline')}")
     if routed:

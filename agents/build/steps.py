@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.build.builddir import clone, point_alias, prepare, resolve_repo
-from agents.build.codeseat import code_seat_kind
+from agents.build.codeseat import CODE_TOKENS, code_seat_kind
 from agents.build.config import BuildConfig
 from agents.build.edits import CodeAnswer, EditRefused, apply_answer
 from agents.build.fence import choose
@@ -121,7 +121,7 @@ async def _write_spec(
         )
     targets = [str(t) for t in data.get("targets") or []]
     view = view_repo(real, spec, "", targets, config.prompt_tokens)
-    request = JudgmentRequest("testdesign", testdesign_prompt(data, view))
+    request = JudgmentRequest("testdesign", testdesign_prompt(data, view), max_tokens=CODE_TOKENS)
     try:
         judgment = await ctx.judge(seat, request, CodeAnswer)
     except SeatError as exc:
@@ -269,6 +269,7 @@ async def grind_spec(message: Message, ctx: StepContext) -> Reply:
             "diff_stat": diff,
             "fence": space.fence,
             "seat_fence": result.seat_fence,
+            "model": result.model,
             "language": language.name,
             "lessons": result.lessons,  # the ids a code seat was shown, not only handed over
         },

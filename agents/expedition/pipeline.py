@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from agents.expedition.config import ExpeditionConfig
 from agents.expedition.context import searched_terms, with_redirects
-from agents.expedition.report import Decision, Dig, is_dropped, parse_answer, unknown_drops
+from agents.expedition.report import (
+    Decision,
+    Dig,
+    is_dropped,
+    parse_answer,
+    tally_of,
+    unknown_drops,
+)
 from agents.expedition.scoring import batches, merge
 from agents.expedition.scotoma import chosen, top_rows
 from agents.foreman.pipeline import Action, Ask, Report, Run
@@ -137,10 +144,19 @@ class Expedition:
         body = f"[STEP_{number} FAILED — {failure_reason(run.reply(key))}]"
         if flags:
             body += "\nFlags: " + " ".join(flags)
+        model = tally_of(dict(m.data or {}) for m in run.messages if m.in_reply_to)
+        if model.answers or model.missed:
+            body += f"\nModel: {model.line()}"
         return Report(
             "failed",
             body,
-            {"outcome": "failed", "step": number, "failed_key": key, "flags": flags},
+            {
+                "outcome": "failed",
+                "step": number,
+                "failed_key": key,
+                "flags": flags,
+                "model": model.data(),
+            },
             final=True,
         )
 
@@ -231,16 +247,19 @@ class Expedition:
         excerpts = list(cut.get("excerpts") or [])
         key = round_key(DIG_REPORT, r)
         if run.report(key) is None:
+            groups = len(batches(candidates, limits["batch_size"]))
+            scored = [run.reply(f"{round_key('score', r)}/{i}") for i in range(1, groups + 1)]
             dig = Dig(
                 direct_hits=direct,
                 deep_cuts=deep,
                 excerpts=excerpts,
                 terms=terms,
                 scored=len(merged),
-                batches=len(batches(candidates, limits["batch_size"])),
+                batches=groups,
                 pass4_empty=bool(picked.get("pass4_empty")),
                 flags=flags,
                 redirect=context.get("redirect"),
+                model=tally_of([termed, *(dict(m.data or {}) for m in scored if m), picked]),
             )
             raise _Now([Report(key, dig.text(), {"round": r, **dig.data()})])
         return {

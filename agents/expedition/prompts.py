@@ -27,6 +27,13 @@ SCOTOMA_SCHEMA = {
 }
 
 
+# The most tokens each answer can need (JudgmentRequest.max_tokens): a seat asks for no
+# more, so a weak model that runs on stops long before its seat's timeout.
+TERMS_TOKENS = 400  # twelve short terms are about 150
+SCORE_TOKENS_PER_ROW, SCORE_TOKENS_BASE = 60, 60  # an id, a digit, twelve words: about 40
+SCOTOMA_TOKENS_PER_ROW, SCOTOMA_TOKENS_BASE = 10, 300  # two one-line cuts, the hits' ids
+
+
 def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=1)
 
@@ -70,7 +77,10 @@ def termgen_request(
         lines += ["Do not reuse these terms: " + "; ".join(avoid)]
     payload = {**inputs, "avoid": list(avoid), "kb": context.get("kb")}
     return JudgmentRequest(
-        "termgen", _prompt("termgen", lines, inputs, TERMS_SCHEMA, guidance), payload
+        "termgen",
+        _prompt("termgen", lines, inputs, TERMS_SCHEMA, guidance),
+        payload,
+        max_tokens=TERMS_TOKENS,
     )
 
 
@@ -98,7 +108,10 @@ def score_request(
     ]
     payload = {**inputs, "keyword": keyword, "focus": focus, "redirects": list(redirects)}
     return JudgmentRequest(
-        "score", _prompt("score", lines, inputs, SCORES_SCHEMA, guidance), payload
+        "score",
+        _prompt("score", lines, inputs, SCORES_SCHEMA, guidance),
+        payload,
+        max_tokens=SCORE_TOKENS_BASE + SCORE_TOKENS_PER_ROW * len(pairs),
     )
 
 
@@ -125,5 +138,8 @@ def scotoma_request(
     ]
     payload = {**inputs, "terms": list(terms)}
     return JudgmentRequest(
-        "scotoma", _prompt("scotoma", lines, inputs, SCOTOMA_SCHEMA, guidance), payload
+        "scotoma",
+        _prompt("scotoma", lines, inputs, SCOTOMA_SCHEMA, guidance),
+        payload,
+        max_tokens=SCOTOMA_TOKENS_BASE + SCOTOMA_TOKENS_PER_ROW * len(shown),
     )

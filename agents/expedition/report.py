@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.expedition.scotoma import PASS4_EMPTY_LINE
+from agents.seats.tally import Tally
 from agents.wording import counted
 
 REPORT_OPEN = "=== DIG REPORT ==="
@@ -43,6 +44,7 @@ class Dig:
     pass4_empty: bool
     flags: Sequence[str] = ()
     redirect: str | None = None
+    model: Tally | None = None  # the round's model answers, misses and rescues counted
 
     @property
     def voice_anchors(self) -> list[dict[str, Any]]:
@@ -76,6 +78,8 @@ class Dig:
             f"Searched: [{', '.join(self.terms)}] · {counted(self.scored, 'summary', 'summaries')} "
             f"scored across {counted(self.batches, 'batch', 'batches')}"
         )
+        if self.model is not None:
+            lines.append(f"Model: {self.model.line()}")
         if self.redirect:
             lines.append(f"Redirected: {self.redirect}")
         if self.flags:
@@ -98,7 +102,21 @@ class Dig:
             "batches": self.batches,
             "pass4_empty": self.pass4_empty,
             "flags": list(self.flags),
+            **({"model": self.model.data()} if self.model is not None else {}),
         }
+
+
+def tally_of(datas: Iterable[dict[str, Any]]) -> Tally:
+    """Model answers counted from steps' reply data: each judgment (termgen's list, a score
+    batch's or the scotoma's one) and the terms gate's misses."""
+    tally = Tally()
+    for data in datas:
+        tally.add_all(data.get("judgments") or [])
+        tally.add(data.get("judgment"))
+        missed = [str(gate) for gate in data.get("gates_missed") or []]
+        for number, gate in enumerate(missed):
+            tally.miss(gate, rescued=number == 0 and bool(data.get("gate_rescued")))
+    return tally
 
 
 @dataclass(frozen=True)

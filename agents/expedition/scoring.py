@@ -50,6 +50,18 @@ class ScoresAnswer(BaseModel):
 
     scores: list[Score]
 
+    @classmethod
+    def sent_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        """What a schema-constraining server is sent (agents/seats/answerschema.py): one
+        score per id of the batch, only its ids, a short why; the validators still judge."""
+        score = schema["$defs"]["Score"]["properties"]
+        score["why"]["maxLength"] = 120
+        if cls.expected_ids:
+            scores = schema["properties"]["scores"]
+            scores["minItems"] = scores["maxItems"] = len(cls.expected_ids)
+            score["id"]["enum"] = list(cls.expected_ids)
+        return schema
+
     @model_validator(mode="after")
     def _every_id_once(self) -> ScoresAnswer:
         if not self.expected_ids:

@@ -44,6 +44,19 @@ class ScotomaAnswer(BaseModel):
     direct_hits: list[str]
     pass4_empty: bool
 
+    @classmethod
+    def sent_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        """What a schema-constraining server is sent (agents/seats/answerschema.py): only the
+        ids of the rows shown, a one-line connection; the validators still judge."""
+        cut = schema["$defs"]["DeepCut"]["properties"]
+        cut["connection"]["maxLength"] = 300
+        if cls.allowed_ids:
+            cut["id"]["enum"] = list(cls.allowed_ids)
+            hits = schema["properties"]["direct_hits"]
+            hits["items"]["enum"] = list(cls.allowed_ids)
+            hits["maxItems"] = len(cls.allowed_ids)
+        return schema
+
     @model_validator(mode="after")
     def _consistent(self) -> ScotomaAnswer:
         cut_ids = [cut.id for cut in self.deep_cuts]

@@ -208,6 +208,9 @@ async def gen_terms(message: Message, ctx: StepContext) -> Reply:
             "seat": judgments[-1].seat,
             "fallback_used": judgments[-1].fallback_used,
             "judgments": [j.provenance() for j in judgments],
+            # The gate's misses, counted in the run's report: the first answer's, the retry's.
+            "gates_missed": checked.missed() + (retried.missed() if retried else []),
+            "gate_rescued": bool(retried and retried.ok),
         },
     )
 

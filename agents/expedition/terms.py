@@ -28,7 +28,15 @@ class TermsAnswer(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    terms: list[str] = Field(max_length=100)
+    # What a schema-constraining server is sent: ten to twelve short terms (the gate judges).
+    terms: list[str] = Field(
+        max_length=100,
+        json_schema_extra={
+            "minItems": MIN_TERMS,
+            "maxItems": MAX_TERMS,
+            "items": {"type": "string", "maxLength": 40},
+        },
+    )
 
 
 def anchor_words(keyword: str, title: str, phrases: Iterable[str] = ()) -> set[str]:
@@ -72,6 +80,15 @@ class TermCheck:
     @property
     def ok(self) -> bool:
         return self.count_ok and self.fanout_ok
+
+    def missed(self) -> list[str]:
+        """The gates this answer missed, as a run's report counts them (agents/seats/tally.py)."""
+        gates = []
+        if not self.count_ok:
+            gates.append(f"{MIN_TERMS} to {MAX_TERMS} terms")
+        if not self.fanout_ok:
+            gates.append(f"{MIN_FANOUT} terms fan out")
+        return gates
 
     def problems(self) -> str:
         """What to tell the model on its second try."""

@@ -7,6 +7,9 @@ problems, and they need different fixes:
   a family it was not trained on — a Mistral GGUF (bos `<s>`, eos `</s>`)
   carrying a ChatML template. Read from llama.cpp's `GET /props`
   (`chat_template`, `bos_token`, `eos_token`). Fix: --chat-template-file.
+  A server started with one of llama.cpp's built-in templates
+  (`--chat-template llama2`) reports only the bare name there, so the
+  check knows those names and the family each belongs to.
 * a **generation artifact** (model behaviour): the marker is not a special
   token in this vocabulary (llama.cpp's `POST /tokenize` with
   `with_pieces` gives six pieces, `<` `|` `im` `_end` `|` `>`), so the
@@ -29,7 +32,7 @@ from agents.gateway.routing import Route
 from agents.gateway.upstream import backend_key
 from room.errors import BullpenError
 
-__all__ = ["Verdict", "check_backend", "template_family", "token_family"]
+__all__ = ["Verdict", "builtin_name", "check_backend", "template_family", "token_family"]
 
 OK, NOTE, PROBLEM, UNCHECKED = "ok", "note", "PROBLEM", "unchecked"
 
@@ -46,11 +49,90 @@ _FAMILY_MARKERS = {
     "Gemma": ("<end_of_turn>",),
     "Mistral": ("[INST]", "</s>"),
 }
+# llama.cpp's built-in chat templates (src/llama-chat.cpp, LLM_CHAT_TEMPLATES, as vendored
+# by llama-cpp-python 0.3.36): `--chat-template NAME` makes GET /props report the bare NAME.
+# Llama 2's and Mistral's templates share the [INST] markers and the <s> </s> tokens, so
+# they are one family here, named Mistral as above.
+_BUILTIN_FAMILIES = {
+    "chatml": "ChatML",
+    "llama3": "Llama 3",
+    "gemma": "Gemma",
+    **dict.fromkeys(
+        (
+            "llama2",
+            "llama2-sys",
+            "llama2-sys-bos",
+            "llama2-sys-strip",
+            "mistral-v1",
+            "mistral-v3",
+            "mistral-v3-tekken",
+            "mistral-v7",
+            "mistral-v7-tekken",
+        ),
+        "Mistral",
+    ),
+}
+# The other built-in names: known to be templates, of families this check does not compare.
+_BUILTIN_OTHERS = frozenset(
+    [
+        "phi3",
+        "phi4",
+        "falcon3",
+        "zephyr",
+        "monarch",
+        "orion",
+        "openchat",
+        "vicuna",
+        "vicuna-orca",
+        "deepseek",
+        "deepseek2",
+        "deepseek3",
+        "deepseek-ocr",
+        "command-r",
+        "chatglm3",
+        "chatglm4",
+        "glmedge",
+        "minicpm",
+        "exaone3",
+        "exaone4",
+        "exaone-moe",
+        "rwkv-world",
+        "granite",
+        "granite-4.0",
+        "granite-4.1",
+        "gigachat",
+        "megrez",
+        "yandex",
+        "bailing",
+        "bailing-think",
+        "bailing2",
+        "llama4",
+        "smolvlm",
+        "hunyuan-moe",
+        "gpt-oss",
+        "hunyuan-dense",
+        "hunyuan-vl",
+        "kimi-k2",
+        "seed_oss",
+        "grok-2",
+        "pangu-embedded",
+        "solar-open",
+    ]
+)
 # Families whose template may fairly sit on another's tokens (Qwen: ChatML on its own bos/eos).
 _COMPATIBLE = {("ChatML", "Qwen")}
 
 
+def builtin_name(template: str) -> str | None:
+    """The llama.cpp built-in template `template` names, when it is a bare name, not a text."""
+    name = template.strip()
+    return name if name in _BUILTIN_FAMILIES or name in _BUILTIN_OTHERS else None
+
+
 def template_family(template: str) -> str | None:
+    builtin = builtin_name(template)
+    if builtin is not None:
+        return _BUILTIN_FAMILIES.get(builtin)
     for family, signs in _TEMPLATE_SIGNS:
         if any(sign in template for sign in signs):
             return family
@@ -151,25 +233,29 @@ def _read_props(verdict: Verdict, status: int, props: Any) -> str | None:
         verdict.add(UNCHECKED, "GET /props gives no chat_template: the template is unknown")
         return None
     family = template_family(template)
+    builtin = builtin_name(template)
     bos, eos = props.get("bos_token"), props.get("eos_token")
     tokens = token_family(
         bos if isinstance(bos, str) else None, eos if isinstance(eos, str) else None
     )
     shown = f"bos/eos {bos} {eos}" if isinstance(bos, str) and isinstance(eos, str) else "bos/eos"
+    which = f"a {family} template" + (f" (llama.cpp's built-in {builtin!r})" if builtin else "")
     if family is None:
-        verdict.add(NOTE, f"the chat template is of no family this check knows ({shown})")
+        said = f"llama.cpp's built-in {builtin!r} template" if builtin else "the chat template"
+        verdict.add(NOTE, f"{said} is of no family this check knows ({shown})")
     elif tokens is None:
-        verdict.add(
-            NOTE, f"a {family} template; {shown} name no family this check knows, so not compared"
-        )
+        verdict.add(NOTE, f"{which}; {shown} name no family this check knows, so not compared")
     elif family == tokens or (family, tokens) in _COMPATIBLE:
-        verdict.add(OK, f"a {family} template with {shown}: they match")
+        verdict.add(OK, f"{which} with {shown}: they match")
     else:
-        verdict.add(
-            PROBLEM,
-            f"template mismatch: {tokens} {shown} with a {family} template — supply the right "
-            "template with --chat-template-file (do not trust a GGUF's embedded template)",
+        fix = (
+            f"start the server without --chat-template {builtin}, or give it this model's "
+            "own template with --chat-template-file"
+            if builtin
+            else "supply the right template with --chat-template-file (do not trust a GGUF's "
+            "embedded template)"
         )
+        verdict.add(PROBLEM, f"template mismatch: {tokens} {shown} with {which} — {fix}")
     return family
 
 

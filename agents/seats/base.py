@@ -12,10 +12,20 @@ the seat and says what to check; the judge counts it as a failed attempt.
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from typing import ClassVar
 
 from agents.seats.request import JudgmentRequest
 from room.errors import SeatError
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A seat's raw answer, and how the server was asked to hold it to the schema
+    ("json_schema", "json_object", "prompt"; None for a seat that sends no such thing)."""
+
+    text: str
+    structured: str | None = None
 
 
 class Seat(abc.ABC):
@@ -30,6 +40,10 @@ class Seat(abc.ABC):
     @abc.abstractmethod
     async def complete(self, request: JudgmentRequest) -> str:
         """The raw completion text for `request.prompt`, or SeatError."""
+
+    async def answer(self, request: JudgmentRequest) -> Completion:
+        """The completion with how it was constrained; a kind that constrains overrides it."""
+        return Completion(await self.complete(request))
 
     def fail(self, reason: str) -> SeatError:
         """A SeatError naming this seat; `reason` alone is kept for the judge's summary."""

@@ -11,6 +11,12 @@ what each one did wrong; the caller posts it as the step's FAILED flag.
 No answer is ever made up and no seat stands in for another unannounced:
 the Judgment names the seat that answered.
 
+The step's schema travels with the request (agents/seats/answerschema.py),
+so a seat that can have a server hold its decoding to it sends it; the
+Judgment says how the answer was held ("structured") and why each failed
+attempt before it failed ("misses"), so a retry that rescued a step is
+counted, not hidden.
+
 Every prompt passes the home's screen (trust/screen.py) right before it goes
 to a seat, retries included: a prompt holding a secret or a private key is
 SecretFound (a StepFailed: the step's FAILED flag) and no seat sees it.
@@ -24,6 +30,7 @@ from collections.abc import Mapping
 
 import structlog
 
+from agents.seats.answerschema import answer_schema
 from agents.seats.base import Seat
 from agents.seats.jsonanswer import AnswerRejected, validate_answer
 from agents.seats.registry import SeatRegistry
@@ -73,7 +80,10 @@ class SeatJudge:
     ) -> Judgment[AnswerT]:
         first = self.seat_for(role)
         chain = self.registry.chain(first.name)
+        if request.answer_schema is None:
+            request = dataclasses.replace(request, answer_schema=answer_schema(schema))
         failures: list[str] = []
+        misses: list[str] = []
         attempts = 0
         for position, seat in enumerate(chain):
             prompt_request = request
@@ -85,8 +95,8 @@ class SeatJudge:
                     prompt_request.prompt, f"the prompt of step {request.step!r} for {seat}"
                 )
                 try:
-                    text = await seat.complete(prompt_request)
-                    answer = validate_answer(text, schema)
+                    completion = await seat.answer(prompt_request)
+                    answer = validate_answer(completion.text, schema)
                 except SeatError as exc:
                     error = str(exc.details.get("reason", exc.message))
                     if exc.details.get("final"):  # the gateway said no: nothing else is asked
@@ -112,7 +122,10 @@ class SeatJudge:
                         role=role,
                         fallback_used=position > 0,
                         attempts=attempts,
+                        structured=completion.structured,
+                        misses=tuple(misses),
                     )
+                misses.append(f"{seat.name}: {error}")
                 self._log(role, request, seat, try_number, attempts, started, error)
             label = f"seat '{seat.name}'" if position == 0 else f"fallback '{seat.name}'"
             failures.append(f"{label} ({seat.kind}) after {ATTEMPTS_PER_SEAT} attempts: {error}")

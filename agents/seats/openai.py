@@ -12,9 +12,21 @@ bearer; the lurker says where both are. When the gateway refuses the call
 for a budget (429), the failure is final: no retry, no fallback seat, and
 never a direct call around the gateway.
 
-`json_mode = "auto"` asks for `response_format = {"type": "json_object"}`;
-a server that answers 400 (or 422) mentioning response_format is asked once
-more without it, and the seat remembers not to send it again.
+The step's schema is sent as `response_format = {"type": "json_schema",
+...,"strict": true}`, which OpenAI, vLLM, Ollama and llama.cpp (as a grammar)
+all accept, so even a weak model answers in shape. With `json_mode =
+"auto"` a server that refuses it (HTTP 400 or 422) is asked once more with
+`{"type": "json_object"}`, then once with the prompt alone; `json_mode =
+true` never drops to the prompt alone, `false` sends no response_format.
+What worked is remembered per server and model for the life of the process
+(STRUCTURED_MEMORY): the lurker is long-lived, so a refusing server costs one
+extra request per restart, and nothing goes stale when the server is
+upgraded. A step-down is remembered only once the lower mode answered, so a
+400 for another cause (a prompt over the context) does not demote the
+server. The reply's data says which mode answered ("structured").
+
+A step's `max_tokens` (what its answer can need) is sent, lowered to the
+table's `max_tokens` when that is smaller.
 """
 
 from __future__ import annotations
@@ -28,7 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import structlog
 
-from agents.seats.base import Seat
+from agents.seats.base import Completion, Seat
 from agents.seats.request import JudgmentRequest
 from room.errors import SeatError, SecretFileError
 from room.logs import register_secret
@@ -40,6 +52,15 @@ if TYPE_CHECKING:
 log = structlog.get_logger("agents.seats")
 
 EXCERPT = 300  # characters of a server's body quoted in an error
+JSON_SCHEMA, JSON_OBJECT, PROMPT = "json_schema", "json_object", "prompt"
+LADDER = (JSON_SCHEMA, JSON_OBJECT, PROMPT)  # strongest first
+REFUSED = (400, 422)  # what a server answers to a response_format it does not take
+# ... and what its body then mentions: a 400 for anything else (a prompt over the context)
+# is the seat's error, not a reason to step down.
+_REFUSAL_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar")
+
+# (chat-completions URL, model) -> the strongest mode that server answered; see the docstring.
+STRUCTURED_MEMORY: dict[tuple[str, str], str] = {}
 
 
 def redact_url(url: str) -> str:
@@ -62,8 +83,24 @@ class OpenAISeat(Seat):
         base = self.gateway.url if self.gateway else (config.base_url or "")
         self.url = base.rstrip("/") + "/chat/completions"
         self.shown_url = redact_url(self.url)
-        # None: not yet known; False: the server refused response_format once.
-        self.json_mode_works: bool | None = None
+
+    @property
+    def remembered(self) -> str | None:
+        """The mode this server and model last answered with after a step-down, if any."""
+        return STRUCTURED_MEMORY.get((self.url, self.config.model))
+
+    def ladder(self, request: JudgmentRequest) -> list[str]:
+        """The modes to try for `request`, strongest first (see the module docstring)."""
+        mode = self.config.json_mode
+        if mode is False:
+            return [PROMPT]
+        modes = [m for m in LADDER if m != JSON_SCHEMA or request.answer_schema is not None]
+        if mode is True:
+            modes.remove(PROMPT)
+        known = self.remembered
+        if known in modes:
+            modes = modes[modes.index(known) :]
+        return modes
 
     def _key(self) -> str | None:
         if self.config.via == "gateway":
@@ -96,7 +133,7 @@ class OpenAISeat(Seat):
         register_secret(token)
         return token
 
-    def _body(self, request: JudgmentRequest, json_mode: bool) -> dict[str, Any]:
+    def _body(self, request: JudgmentRequest, mode: str) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": [{"role": "user", "content": request.prompt}],
@@ -106,45 +143,56 @@ class OpenAISeat(Seat):
             body["stop"] = list(self.config.stop)
         if self.config.temperature is not None:
             body["temperature"] = self.config.temperature
-        if self.config.max_tokens is not None:
-            body["max_tokens"] = self.config.max_tokens
-        if json_mode:
-            body["response_format"] = {"type": "json_object"}
+        bound = self._max_tokens(request)
+        if bound is not None:
+            body["max_tokens"] = bound
+        if mode == JSON_SCHEMA and request.answer_schema is not None:
+            body["response_format"] = {
+                "type": JSON_SCHEMA,
+                "json_schema": {
+                    "name": request.answer_schema.name,
+                    "schema": request.answer_schema.schema,
+                    "strict": True,
+                },
+            }
+        elif mode == JSON_OBJECT:
+            body["response_format"] = {"type": JSON_OBJECT}
         return body
 
-    def _wants_json_mode(self) -> bool:
-        mode = self.config.json_mode
-        return mode is True or (mode == "auto" and self.json_mode_works is not False)
+    def _max_tokens(self, request: JudgmentRequest) -> int | None:
+        """The step's bound, lowered to the table's when that is smaller."""
+        bounds = [b for b in (self.config.max_tokens, request.max_tokens) if b is not None]
+        return min(bounds) if bounds else None
 
     async def complete(self, request: JudgmentRequest) -> str:
+        return (await self.answer(request)).text
+
+    async def answer(self, request: JudgmentRequest) -> Completion:
         key = self._key()
         headers = {"Accept": "application/json"}
         if key is not None:
             headers["Authorization"] = f"Bearer {key}"
-        json_mode = self._wants_json_mode()
+        modes = self.ladder(request)
+        mode = modes[0]
         timeout_s = self.config.timeout_s
         # httpx defaults to a 5 s read timeout; a model may think for minutes.
         timeout = httpx.Timeout(timeout_s)
         started = time.monotonic()
         try:
             async with asyncio.timeout(timeout_s), httpx.AsyncClient(timeout=timeout) as client:
-                response = await self._post(client, request, headers, json_mode, key)
-                if (
-                    json_mode
-                    and self.config.json_mode == "auto"
-                    and response.status_code in (400, 422)
-                    and "response_format" in response.text.lower()
-                ):
-                    self.json_mode_works = False
+                for mode in modes:
+                    response = await self._post(client, request, headers, mode, key)
+                    if mode == modes[-1] or not _refused_format(response):
+                        break
                     log.info(
-                        "seat.json_mode_unsupported",
+                        "seat.structured_refused",
                         seat=self.name,
                         url=self.shown_url,
+                        mode=mode,
                         status=response.status_code,
                     )
-                    response = await self._post(client, request, headers, False, key)
-                elif json_mode and response.is_success:
-                    self.json_mode_works = True
+                if response.is_success and mode != modes[0]:
+                    STRUCTURED_MEMORY[(self.url, self.config.model)] = mode
         except (TimeoutError, httpx.TimeoutException):
             raise self.fail(
                 f"no answer from {self.shown_url} within {timeout_s:g} s; the model may be "
@@ -160,25 +208,29 @@ class OpenAISeat(Seat):
                 f"the request to {self.shown_url} failed: {type(exc).__name__}: "
                 f"{_mask(str(exc), key)}"
             ) from None
-        log.debug(
+        # Info, not debug: what each call asked of the server (never the prompt or the answer).
+        log.info(
             "seat.http",
             seat=self.name,
+            step=request.step,
             url=self.shown_url,
             status=response.status_code,
+            structured=mode,
+            max_tokens=self._max_tokens(request),
             elapsed_ms=round((time.monotonic() - started) * 1000),
         )
-        return self._content(response, key)
+        return Completion(self._content(response, key), mode)
 
     async def _post(
         self,
         client: httpx.AsyncClient,
         request: JudgmentRequest,
         headers: dict[str, str],
-        json_mode: bool,
+        mode: str,
         key: str | None,
     ) -> httpx.Response:
-        response = await client.post(self.url, json=self._body(request, json_mode), headers=headers)
-        if response.is_success or response.status_code in (400, 422):
+        response = await client.post(self.url, json=self._body(request, mode), headers=headers)
+        if response.is_success or response.status_code in REFUSED:
             return response
         raise self._http_error(response, key)
 
@@ -235,6 +287,14 @@ class OpenAISeat(Seat):
                 f"(no choices[0].message.content): {_excerpt(response.text, key)}"
             )
         return content
+
+
+def _refused_format(response: httpx.Response) -> bool:
+    """Whether a response is a server refusing the response_format it was sent."""
+    if response.status_code not in REFUSED:
+        return False
+    text = response.text.lower()
+    return any(word in text for word in _REFUSAL_WORDS)
 
 
 def _mask(text: str, key: str | None) -> str:

@@ -13,9 +13,17 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-__all__ = ["AnswerT", "Judge", "Judgment", "JudgmentRequest"]
+__all__ = ["AnswerSchema", "AnswerT", "Judge", "Judgment", "JudgmentRequest"]
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class AnswerSchema:
+    """The JSON schema an answer must match, as a seat sends it to a server (`response_format`)."""
+
+    name: str  # [A-Za-z0-9_-], at most 64 characters: what OpenAI accepts as json_schema.name
+    schema: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -25,16 +33,25 @@ class JudgmentRequest:
     `prompt` is self-contained and its first line is `step: <step>`; remote
     seats see only it. `payload` holds the same inputs as structured data,
     for the built-in local seat, which computes its answer from them.
+    `max_tokens` is the most the step's answer can need (a list of twelve
+    terms is a few hundred): a seat asks for no more, so a weak model that
+    runs on is cut off long before the seat's timeout. `answer_schema` is
+    filled by the judge from the step's pydantic schema; a seat that can
+    constrain a server's decoding sends it.
     """
 
     step: str
     prompt: str
     payload: dict[str, Any] = field(default_factory=dict)
+    max_tokens: int | None = None
+    answer_schema: AnswerSchema | None = None
 
     def __post_init__(self) -> None:
         first = self.prompt.split("\n", 1)[0].strip()
         if first != f"step: {self.step}":
             raise ValueError(f"a prompt's first line must be 'step: {self.step}', not {first!r}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, not {self.max_tokens}")
 
 
 @dataclass(frozen=True)
@@ -47,16 +64,28 @@ class Judgment(Generic[AnswerT]):
     role: str  # the role asked for
     fallback_used: bool = False
     attempts: int = 1
+    # How the answering seat had the server hold the answer to the schema: "json_schema",
+    # "json_object" or "prompt" (the prompt alone); None for seats that send no
+    # response_format (local, cmd).
+    structured: str | None = None
+    # Why each failed attempt before the answer failed (a rejected answer's reason, a
+    # seat's error): a retry that rescued the step is counted, not hidden.
+    misses: tuple[str, ...] = ()
 
     def provenance(self) -> dict[str, Any]:
         """What a step's reply data says about the model call."""
-        return {
+        said: dict[str, Any] = {
             "seat": self.seat,
             "seat_kind": self.kind,
             "role": self.role,
             "fallback_used": self.fallback_used,
             "attempts": self.attempts,
         }
+        if self.structured is not None:
+            said["structured"] = self.structured
+        if self.misses:
+            said["misses"] = list(self.misses)
+        return said
 
 
 class Judge(Protocol):

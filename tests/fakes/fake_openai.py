@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A fake OpenAI-compatible chat-completions server with scripted answers.
 
-    python tests/fakes/fake_openai.py --port 0 --script FILE [--reject-response-format]
+    python tests/fakes/fake_openai.py --port 0 --script FILE [--reject-response-format [TYPES]]
 
 prints the port it listens on as the first line of stdout, then serves
 `POST <anything>/chat/completions` on 127.0.0.1 until killed. In-process:
@@ -26,7 +26,9 @@ answer is a string (the completion's content) or an object with any of:
 
 With --reject-response-format (or reject_response_format=True), a request
 carrying response_format is answered 400 without using an answer, like a
-server that does not support JSON mode. Every request is recorded (method,
+server that does not support JSON mode; given comma-separated types
+(`json_schema`), only a response_format of those types is refused, like a
+server with JSON mode but no schemas. Every request is recorded (method,
 path, lower-cased headers, parsed body) and served at GET /_fake/requests.
 Stdlib only, so it starts fast.
 """
@@ -55,7 +57,7 @@ class FakeOpenAI:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        reject_response_format: bool = False,
+        reject_response_format: bool | str = False,
     ) -> None:
         self.script = script
         self.reject_response_format = reject_response_format
@@ -203,7 +205,7 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             if not isinstance(body, dict):
                 self._send(400, {"error": {"message": "the body is not a JSON object"}})
                 return
-            if server.reject_response_format and "response_format" in body:
+            if _refuses(server.reject_response_format, body.get("response_format")):
                 self._send(
                     400,
                     {
@@ -244,12 +246,21 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def _refuses(rejected: bool | str, response_format: Any) -> bool:
+    if not rejected or response_format is None:
+        return False
+    if rejected is True or rejected == "*":
+        return True
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    return kind in str(rejected).split(",")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--script", type=Path, required=True)
-    parser.add_argument("--reject-response-format", action="store_true")
+    parser.add_argument("--reject-response-format", nargs="?", const="*", default="")
     args = parser.parse_args(argv)
     script = json.loads(args.script.read_text(encoding="utf-8"))
     server = FakeOpenAI(

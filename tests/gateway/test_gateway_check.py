@@ -76,3 +76,15 @@ def test_the_gateway_checks_a_new_backend_at_start(gw: GatewayHome, fake: StartF
 
     wait_for(lambda: "template mismatch" in proc.output(), 20, "the start-up check's verdict")
     assert (gw.society.root / "gateway" / "checked.json").exists()
+
+
+def test_llamacpps_builtin_template_names_are_known_by_family() -> None:
+    """A bare built-in name from /props (`--chat-template NAME`) is read as its family; a
+    built-in of a family the check does not compare is known as a name, not as a template."""
+    from agents.gateway.check import builtin_name, template_family
+
+    assert template_family("llama2") == template_family("mistral-v7") == "Mistral"
+    assert template_family("chatml") == "ChatML" and template_family("llama3") == "Llama 3"
+    assert builtin_name(" phi3\n") == "phi3" and template_family("phi3") is None
+    assert builtin_name("{% for m in messages %}llama2{% endfor %}") is None
+    assert template_family("<|im_start|>{{ m }}") == "ChatML"

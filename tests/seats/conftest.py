@@ -94,12 +94,14 @@ def fake_openai(tmp_path: Path) -> Iterator[Callable[..., FakeServer]]:
     """Start fake OpenAI servers with a script; every one is stopped after the test."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(script: dict[str, Any], *, reject_response_format: bool = False) -> FakeServer:
+    def start(script: dict[str, Any], *, reject_response_format: bool | str = False) -> FakeServer:
         script_file = tmp_path / f"openai-script-{len(started)}.json"
         script_file.write_text(json.dumps(script), encoding="utf-8")
         command = [sys.executable, str(FAKE_OPENAI), "--port", "0", "--script", str(script_file)]
-        if reject_response_format:
+        if reject_response_format is True:
             command.append("--reject-response-format")
+        elif reject_response_format:
+            command += ["--reject-response-format", reject_response_format]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         started.append(process)
         return FakeServer(process, _read_port(process))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from agents.runtime.step import Judgment, JudgmentRequest, StepContext
 from agents.seats import Seat, SeatRegistry, build_seats, make_judge
+from agents.seats.answerschema import answer_schema
 from room.errors import ConfigError, SeatError, StepFailed
 
 if TYPE_CHECKING:
@@ -28,6 +30,8 @@ GOOD = '{"terms": ["tide", "salt"]}'
 REQUEST = JudgmentRequest(
     step="termgen", prompt="step: termgen\nGive terms as JSON.", payload={"k": 1}
 )
+# What a seat is handed: the request with the step's schema, which the judge attaches.
+SENT = dataclasses.replace(REQUEST, answer_schema=answer_schema(Terms))
 
 
 class ScriptedSeat(Seat):
@@ -66,7 +70,7 @@ class TestRetry:
         assert judgment.answer == Terms(terms=["tide", "salt"])
         assert (judgment.seat, judgment.kind, judgment.role) == ("termgen", "fake", "termgen")
         assert (judgment.fallback_used, judgment.attempts) == (False, 1)
-        assert seat.history == [REQUEST]
+        assert seat.history == [SENT]
 
     def test_a_fenced_answer_is_accepted(self) -> None:
         """An answer in a ```json fence counts as valid on the first attempt."""
@@ -112,13 +116,16 @@ class TestRetry:
         seat = ScriptedSeat("termgen", [SeatError("x", reason="connection refused"), GOOD])
         judgment = judge(seat)()
         assert judgment.attempts == 2
-        assert seat.history == [REQUEST, REQUEST]
+        assert seat.history == [SENT, SENT]
 
     def test_other_exceptions_are_not_swallowed(self) -> None:
         """A bug in a seat (not a SeatError) propagates instead of being retried."""
         seat = ScriptedSeat("termgen", [RuntimeError("bug")])
         with pytest.raises(RuntimeError, match="bug"):
             judge(seat)()
+
+
+NOT_JSON = "the answer is not valid JSON (not JSON: Expecting value at line 1 column 1)"
 
 
 class TestFallback:
@@ -132,13 +139,17 @@ class TestFallback:
         assert judgment.role == "termgen"
         assert judgment.fallback_used
         assert judgment.attempts == 3
-        assert big.history == [REQUEST]  # the fallback gets the original prompt first
+        assert big.history == [SENT]  # the fallback gets the original prompt first
         assert judgment.provenance() == {
             "seat": "big",
             "seat_kind": "fake",
             "role": "termgen",
             "fallback_used": True,
             "attempts": 3,
+            "misses": [
+                f"termgen: {NOT_JSON}; it began 'nope'",
+                f"termgen: {NOT_JSON}; it began 'still nope'",
+            ],
         }
 
     def test_the_fallback_also_gets_one_retry(self) -> None:

@@ -105,7 +105,7 @@ class TestJsonMode:
         assert complete(target) == '{"n": 2}'
         sent = [("response_format" in r["body"]) for r in server.requests()]
         assert sent == [True, False, False]
-        assert target.json_mode_works is False
+        assert target.remembered == "prompt"
 
     def test_auto_keeps_json_mode_when_it_works(self, fake_openai: StartServer) -> None:
         """json_mode auto against a server that accepts it keeps sending it."""
@@ -131,7 +131,7 @@ class TestJsonMode:
         with pytest.raises(SeatError, match="HTTP 400: 'context length exceeded'"):
             complete(target)
         assert len(server.requests()) == 1
-        assert target.json_mode_works is None
+        assert target.remembered is None
 
 
 class TestFailures:
@@ -220,3 +220,108 @@ class TestThroughTheJudge:
         retry = server.requests()[1]["body"]["messages"][0]["content"]
         assert retry.startswith("step: score\n")
         assert "Your previous answer was rejected: the answer is not valid JSON" in retry
+        assert judgment.structured == "json_schema"
+        assert len(judgment.misses) == 1 and "not valid JSON" in judgment.misses[0]
+        assert judgment.provenance()["structured"] == "json_schema"
+
+
+def judged(server: FakeServer, request: JudgmentRequest = REQUEST, **table: Any) -> Any:
+    registry = build_seats(
+        {"score": {"kind": "openai", "base_url": server.base_url, "model": "m", **table}}
+    )
+    return asyncio.run(make_judge(registry)("score", request, Scores))
+
+
+class TestSchemaConstrained:
+    def test_the_steps_schema_is_sent_strict(self, fake_openai: StartServer) -> None:
+        """Through the judge, the step's schema goes out as a strict json_schema response_format,
+        every object closed and fully required, and the judgment says so."""
+        server = fake_openai({"score": '{"scores": [1, 2]}'})
+        judgment = judged(server)
+        assert judgment.structured == "json_schema" and judgment.misses == ()
+        [sent] = server.requests()
+        assert sent["body"]["response_format"] == {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "Scores",
+                "schema": {
+                    "type": "object",
+                    "properties": {"scores": {"type": "array", "items": {"type": "integer"}}},
+                    "required": ["scores"],
+                    "additionalProperties": False,
+                },
+                "strict": True,
+            },
+        }
+
+    def test_a_refused_schema_steps_down_to_json_object_and_is_remembered(
+        self, fake_openai: StartServer
+    ) -> None:
+        """A server with JSON mode but no schemas: asked once more with json_object, which
+        answers; the next call starts there, and the reply data names the mode."""
+        server = fake_openai(
+            {"score": ['{"scores": [1]}', '{"scores": [2]}']}, reject_response_format="json_schema"
+        )
+        first, second = (
+            judged(server),
+            judged(server),
+        )  # two registries: the memory is the process's
+        assert (first.answer.scores, second.answer.scores) == ([1], [2])
+        assert first.structured == second.structured == "json_object"
+        kinds = [r["body"]["response_format"]["type"] for r in server.requests()]
+        assert kinds == ["json_schema", "json_object", "json_object"]
+        assert first.attempts == 1  # a refused format is not a failed attempt
+
+    def test_a_server_refusing_every_format_is_asked_with_the_prompt_alone(
+        self, fake_openai: StartServer
+    ) -> None:
+        """json_schema refused, json_object refused, then the prompt alone: three requests, one
+        answer, structured "prompt"."""
+        server = fake_openai({"score": '{"scores": [3]}'}, reject_response_format=True)
+        judgment = judged(server)
+        assert judgment.structured == "prompt" and judgment.answer.scores == [3]
+        formats = [r["body"].get("response_format", {}).get("type") for r in server.requests()]
+        assert formats == ["json_schema", "json_object", None]
+
+    def test_forced_json_mode_never_drops_to_the_prompt_alone(
+        self, fake_openai: StartServer
+    ) -> None:
+        """json_mode = true: json_schema, then json_object, then a failure naming the setting."""
+        server = fake_openai({"score": "{}"}, reject_response_format=True)
+        with pytest.raises(SeatError, match=r'json_mode = "auto" or false'):
+            judged(server, json_mode=True)
+        assert len(server.requests()) == 4  # two formats, and the judge's one retry of both
+
+    def test_max_tokens_is_the_steps_bound_lowered_to_the_tables(
+        self, fake_openai: StartServer
+    ) -> None:
+        """The step's max_tokens is sent; the table's max_tokens caps it when smaller."""
+        server = fake_openai({"score": "{}"})
+        bounded = JudgmentRequest(step="score", prompt=REQUEST.prompt, max_tokens=300)
+        complete(seat(server.base_url), bounded)
+        complete(seat(server.base_url, max_tokens=100), bounded)
+        complete(seat(server.base_url, max_tokens=1000), bounded)
+        complete(seat(server.base_url))
+        sent = [r["body"].get("max_tokens") for r in server.requests()]
+        assert sent == [300, 100, 300, None]
+
+    def test_each_request_is_one_log_line_saying_what_was_asked(
+        self, fake_openai: StartServer
+    ) -> None:
+        """The refused mode is a `seat.structured_refused` line, the answered request a
+        `seat.http` line with its mode and max_tokens; never the prompt or the answer."""
+        server = fake_openai({"score": '{"scores": [7]}'}, reject_response_format="json_schema")
+        request = JudgmentRequest(step="score", prompt="step: score\nsecret-prompt", max_tokens=90)
+        with structlog.testing.capture_logs() as logs:
+            judged(server, request)
+        calls = [e for e in logs if e["event"] == "seat.http"]
+        assert [(c["structured"], c["status"], c["max_tokens"]) for c in calls] == [
+            ("json_object", 200, 90)
+        ]
+        refused = [e for e in logs if e["event"] == "seat.structured_refused"]
+        assert [(r["mode"], r["status"]) for r in refused] == [("json_schema", 400)]
+        assert "secret-prompt" not in str(logs) and "[7]" not in str(logs)
+
+    def test_a_max_tokens_below_one_is_refused(self) -> None:
+        with pytest.raises(ValueError, match="max_tokens must be at least 1"):
+            JudgmentRequest(step="score", prompt=REQUEST.prompt, max_tokens=0)
