@@ -33,6 +33,7 @@ from agents.gateway.config import GatewayConfig
 from agents.gateway.http1 import Pool, UpstreamResponse
 from agents.gateway.ledger import Ledger, now_stamp
 from agents.gateway.policy import Policy, Scanner
+from agents.gateway.recording import Recorder, request_digest
 from agents.gateway.routing import Route, Router
 from agents.gateway.tokens import CallerTokens
 from agents.gateway.upstream import backend_key, open_call
@@ -130,6 +131,7 @@ class Gateway:
         self.tokens = tokens
         self.ledger = ledger
         self.budgets = budgets
+        self.recorder: Recorder | None = None  # set when [gateway] record = true
         self.counted: Counter[str] = Counter()
         self.pool = Pool()  # the hot path: chat completions
         self.client = httpx.AsyncClient(  # the rest: /v1/models
@@ -229,6 +231,7 @@ class Gateway:
     async def chat(self, request: Request) -> Response:
         caller = self.tokens.caller(request.headers.get("authorization"))
         body = await _json_body(request)
+        digest = request_digest(body) if self.recorder is not None else None  # as sent
         model = body.get("model")
         route = self.router.route(model)
         call = Call(caller, str(model), route, body)
@@ -280,6 +283,8 @@ class Gateway:
             return Response(raw, status_code=upstream.status_code, media_type="application/json")
         answer = self._police(raw, call, scanner)
         await self._end(call, ticket)
+        if digest is not None and self.recorder is not None:  # [gateway] record = true
+            await asyncio.to_thread(self.recorder.save, digest, str(model), answer)
         headers = {FLAGS_HEADER: ",".join(call.flags)} if call.flags else None
         return JSONResponse(answer, headers=headers)
 

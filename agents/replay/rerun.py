@@ -102,4 +102,7 @@ async def replay(
     if judge is None:
         judge = sandbox.judge_through(sandbox.seat_services(home, step.nick), seat)
     replayed = await ask_again(home, recorded, step, judge)
+    verify = getattr(judge, "check", None)  # the offline judge: fail loud on a missing recording
+    if callable(verify):
+        verify()
     return side_by_side(home, recorded, step, replayed, seat)
