@@ -470,8 +470,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("suite", help="the suite folder, or the name of a shipped suite (example)")
     p.add_argument(
-        "--seat", action="append", metavar="NAME", help="a seat to put in every model role "
-        "(repeat for several; default: the seats as configured)"
+        "--seat",
+        action="append",
+        metavar="NAME",
+        help="a seat to put in every model role "
+        "(repeat for several; default: the seats as configured)",
     )
     p.add_argument("--lessons", choices=["on", "off"], default="on", help="lessons on wake")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -80,7 +80,7 @@ def write_seats(society_file: Path, tables: dict[str, dict[str, Any]]) -> None:
         replacement = f"[seats.{name}]\n{body}\n\n"
         pattern = re.compile(rf"^\[seats\.{re.escape(name)}\]\n(?:(?!\[).*\n?)*", re.M)
         if pattern.search(text):
-            text = pattern.sub(lambda _, r=replacement: r, text, count=1)
+            text = pattern.sub(replacement.replace("\\", "\\\\"), text, count=1)
         else:
             text = text.rstrip("\n") + "\n\n" + replacement
     society_file.write_text(text, encoding="utf-8")

@@ -118,27 +118,31 @@ class Run:
             if key in self._asks or not isinstance(answer, dict | None):
                 continue
             common = {"seq": self.start.seq, "ts": self.start.ts, "thread": self.thread}
-            ask = Message(
-                id=f"{self.start.id}/seed/{n}",
-                **{"from": self.foreman},
-                to=f"@{nick}",
-                type="ask",
-                body=f"(seeded by the fork of {data[FORKED_FROM]})",
-                data={KEY: key},
-                verified=True,
-                **common,
+            ask = Message.model_validate(
+                {
+                    **common,
+                    "id": f"{self.start.id}/seed/{n}",
+                    "from": self.foreman,
+                    "to": f"@{nick}",
+                    "type": "ask",
+                    "body": f"(seeded by the fork of {data[FORKED_FROM]})",
+                    "data": {KEY: key},
+                    "verified": True,
+                }
             )
             self._asks[key] = ask
-            self._replies[key] = Message(
-                id=f"{ask.id}/answer",
-                **{"from": nick},
-                to=f"@{self.foreman}",
-                type="reply",
-                body=body,
-                data=answer,
-                in_reply_to=ask.id,
-                verified=True,
-                **common,
+            self._replies[key] = Message.model_validate(
+                {
+                    **common,
+                    "id": f"{ask.id}/answer",
+                    "from": nick,
+                    "to": f"@{self.foreman}",
+                    "type": "reply",
+                    "body": body,
+                    "data": answer,
+                    "in_reply_to": ask.id,
+                    "verified": True,
+                }
             )
 
     @property

@@ -70,13 +70,13 @@ def side_by_side(
     """The `--json` shape: the thread, the step, both answers, the seat, both gate results."""
     handler = sandbox.nick_config(home, step.nick).handler
     answer = step.answer
-    before = {
+    before: dict[str, Any] = {
         "seq": answer.seq,
         "body": answer.body,
         "data": dict(answer.data or {}),
         "seat": step.seat,
     }
-    after = {**replayed, "seat": replayed["data"].get("seat")}
+    after: dict[str, Any] = {**replayed, "seat": replayed["data"].get("seat")}
     return {
         "thread": recorded.thread,
         "step": step.key,
