@@ -3,7 +3,7 @@
 A suite is a folder whose subfolders each hold a `case.toml` and the files it
 names (docs/replay.md, "Writing a suite"). Every path a case names is
 relative to its own folder and must stay inside it; `kb = "@sample"` is the
-shipped sample knowledge base. A malformed case is a UsageError naming the
+shipped sample (its knowledge base, traces or memory repositories). A malformed case is a UsageError naming the
 file and the field, so `bullpen eval` exits 2 before anything runs.
 """
 
@@ -19,7 +19,13 @@ from agents.packaged import defaults
 from room.errors import UsageError
 
 CASE_FILE = "case.toml"
-SAMPLE_KB = "@sample"
+SAMPLE = "@sample"  # the shipped sample: its knowledge base, traces or memory repositories
+SAMPLES = {
+    "kb": "demo/kb",
+    "traces": "demo/traces",
+    "public": "demo/memory/public",
+    "private": "demo/memory/private",
+}
 
 
 class _Strict(BaseModel):
@@ -81,8 +87,8 @@ class Loaded(BaseModel):
 
     def path(self, value: str, field: str) -> Path:
         """A path the case names, resolved inside its folder (or the sample kb)."""
-        if field == "kb" and value == SAMPLE_KB:
-            return defaults() / "demo" / "kb"
+        if value == SAMPLE and field in SAMPLES:
+            return defaults() / SAMPLES[field]
         target = (self.folder / value).resolve()
         if not target.is_relative_to(self.folder.resolve()):
             raise UsageError(

@@ -8,6 +8,7 @@ outcome, and what the case expects a good run to find.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -26,7 +27,7 @@ from room.log import Filter
 from room.message import Message
 
 CASE_TIMEOUT_S = 900.0
-_THREAD = re.compile(r"\b((?:exp|build|bp)-[0-9a-f]+)\b")
+_THREAD = re.compile(r"\b(exp-[0-9a-f]+|(?:build|backpass)-\d{4}-\d{2}-\d{2}-[0-9a-f]+)\b")
 
 
 @dataclass
@@ -52,8 +53,11 @@ def _judgments(data: dict[str, Any]) -> list[dict[str, Any]]:
     found = data.get("judgments")
     if isinstance(found, list):
         return [j for j in found if isinstance(j, dict)]
-    one = data.get("judgment")
-    return [one] if isinstance(one, dict) else []
+    for key in ("judgment", "provenance"):  # one call: the expedition's, the backpass's
+        one = data.get(key)
+        if isinstance(one, dict):
+            return [one]
+    return []
 
 
 def _tokens(data: dict[str, Any]) -> int:
@@ -167,10 +171,13 @@ def run_backpass(society: EvalSociety, loaded: Loaded, result: CaseResult) -> No
     """Traces and memory repos through the backpass; the lessons and quotes it keeps."""
     case = loaded.case
     assert isinstance(case, BackpassCase)
-    args = ["backpass", "--traces", str(loaded.path(case.traces, "traces"))]
-    args += ["--public", str(loaded.path(case.public, "public"))]
-    if case.private:
-        args += ["--private", str(loaded.path(case.private, "private"))]
+    traces = _copy(loaded.path(case.traces, "traces"), society.root / "traces" / loaded.name)
+    args = ["backpass", "--traces", str(traces)]
+    for flag, value in (("public", case.public), ("private", case.private)):
+        if value:
+            repo = _copy(loaded.path(value, flag), society.root / "memory" / loaded.name / flag)
+            _commit(repo)
+            args += [f"--{flag}", str(repo)]
     done = society.run(*args, timeout=CASE_TIMEOUT_S)
     match = _THREAD.search(done.stderr + done.stdout)
     if match is not None:
@@ -180,12 +187,43 @@ def run_backpass(society: EvalSociety, loaded: Loaded, result: CaseResult) -> No
         result.failed_gates.append("run.finished")
         result.note = (done.stderr or done.stdout).strip()[-300:]
         return
-    kept = done.stdout
+    kept = _kept_text(society, result.thread, done.stdout)
     if not all(text in kept for text in case.expect.lessons):
         result.failed_gates.append("expect.lessons")
     if not all(text in kept for text in case.expect.quotes):
         result.failed_gates.append("expect.quotes")
     result.passed = not result.failed_gates
+
+
+def _kept_text(society: EvalSociety, thread: str | None, stdout: str) -> str:
+    """Where a backpass run's lessons and quotes are: its report, its thread, and the items
+    file its quote check kept (inside the eval home)."""
+    lines = read_file(society.home.room_path, 0, None, Filter(thread=thread))[0] if thread else []
+    parts = [stdout, *(json.dumps(line, ensure_ascii=False) for line in lines)]
+    root = society.root.resolve()
+    for line in lines:
+        items = (line.get("data") or {}).get("items_file")
+        path = Path(str(items)).resolve() if isinstance(items, str) else None
+        if path is not None and path.is_relative_to(root) and path.is_file():
+            parts.append(path.read_text(encoding="utf-8", errors="replace"))
+    return "\n".join(parts)
+
+
+def _copy(source: Path, target: Path) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
+    return target
+
+
+def _commit(repo: Path) -> None:
+    """A memory folder as the backpass wants it: a git repository with its files committed."""
+    if (repo / ".git").exists():
+        return
+    from agents.backpass.gitwork import git
+
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "-m", "eval case memory", identity=True)
 
 
 RUNNERS = {"expedition": run_expedition, "build": run_build, "backpass": run_backpass}

@@ -76,3 +76,18 @@ def test_a_malformed_case_is_refused_naming_file_and_field(
     assert done.returncode == 2, done.stderr
     assert str(suite / "broken" / "case.toml") in done.stderr and said in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_the_shipped_example_suite_passes_with_the_local_seat(tmp_path: Path) -> None:
+    """`bullpen eval example` by name (config/eval/example, in the wheel): both cases pass with
+    the built-in seat, with and without lessons, and the scoreboard counts their model calls."""
+    society = Society(tmp_path / "home")
+    for lessons in ("on", "off"):
+        done = run_cli(society.root, "eval", "example", "--lessons", lessons, "--json", timeout=400)
+        assert done.returncode == 0, done.stdout + done.stderr
+        (seat,) = json.loads(done.stdout)["seats"]
+        assert seat["seat"] == "configured" and seat["lessons"] == lessons
+        assert (seat["cases"], seat["passed"]) == (2, 2) and seat["failed_gates"] == {}
+        kinds = {r["case"]: r["kind"] for r in seat["results"]}
+        assert kinds == {"sample-backpass": "backpass", "sample-patience": "expedition"}
+        assert seat["model_calls"] >= 4 + 7  # termgen, score, scotoma; six analyses, synthesis
