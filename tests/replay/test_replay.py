@@ -97,3 +97,41 @@ def test_refusals_are_clear(recorded: RecordedRun) -> None:
     done = run_cli(root, "replay", "exp-00000000", "--list")
     assert done.returncode == 2 and "no run with the thread" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_side_by_side_for_a_terminal(recorded: RecordedRun) -> None:
+    """Without --json: the two answers in two columns, each with its seat and gate verdict."""
+    done = run_cli(
+        recorded.society.root, "replay", recorded.thread, "--step", "scotoma", "--seat", "alt",
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.splitlines()
+    assert head[0].startswith(f"{recorded.thread} step scotoma (@scotoma, ask seq ")
+    assert "recorded (seq " in head[2] and "| replayed (seat alt)" in head[2]
+    assert "seat: scotoma" in head[3] and "| seat: alt" in head[3]
+    assert head[4].count("gates: pass") == 2
+    assert "deep cut" in done.stdout
+    listed = run_cli(recorded.society.root, "replay", recorded.thread, "--list")
+    assert listed.returncode == 0 and listed.stdout.splitlines()[0].split()[:3] == [
+        "KEY",
+        "NICK",
+        "SEAT",
+    ]
+    assert any(line.startswith("terms ") for line in listed.stdout.splitlines())
+
+
+def test_a_step_that_writes_files_is_refused(recorded: RecordedRun) -> None:
+    """The brief writes a file: confirming the run and replaying `brief` is refused by name,
+    exit 2, and the brief the run wrote is left as it was."""
+    root = recorded.society.root
+    confirm = run_cli(root, "expedition", "confirm", recorded.thread, timeout=240)
+    assert confirm.returncode == 0, confirm.stdout + confirm.stderr
+    (brief,) = sorted((root / "briefs").glob("*.md"))
+    written = brief.read_bytes()
+    done = run_cli(root, "replay", recorded.thread, "--step", "brief")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "@briefer" in done.stderr and "writes files" in done.stderr
+    listed = json.loads(run_cli(root, "replay", recorded.thread, "--list", "--json").stdout)
+    assert "brief" not in [row["key"] for row in listed]
+    assert brief.read_bytes() == written
