@@ -471,10 +471,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("suite", help="the suite folder, or the name of a shipped suite (example)")
     p.add_argument(
         "--seat",
-        action="append",
+        action="extend",
+        nargs="+",
         metavar="NAME",
-        help="a seat to put in every model role "
-        "(repeat for several; default: the seats as configured)",
+        help="the seats to compare, each put in every model role in turn "
+        "(--seat a b, or --seat a --seat b; default: the seats as configured)",
     )
     p.add_argument("--lessons", choices=["on", "off"], default="on", help="lessons on wake")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -41,6 +41,7 @@ class CaseResult:
     model_calls: int = 0
     tokens: int = 0
     rescued: int = 0  # steps a retry (or a fallback seat) saved
+    lessons: int = 0  # lessons handed to its steps on wake (each answer names them)
     wall_s: float = 0.0
     thread: str | None = None
     note: str = ""
@@ -78,6 +79,9 @@ def tally(society: EvalSociety, thread: str, result: CaseResult) -> Recorded:
         calls = sum(int(j.get("attempts") or 1) for j in judged)
         result.model_calls += calls
         result.tokens += _tokens(data)
+        result.lessons += (
+            len(data.get("lessons") or []) if isinstance(data.get("lessons"), list) else 0
+        )
         if not data.get("failed") and calls > len(judged):
             result.rescued += 1
         config = home.society.nicks.get(step.nick)

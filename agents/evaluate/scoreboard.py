@@ -27,6 +27,7 @@ class SeatScore:
             "model_calls": sum(c.model_calls for c in self.cases),
             "tokens": sum(c.tokens for c in self.cases),
             "rescued": sum(c.rescued for c in self.cases),
+            "lessons_handed": sum(c.lessons for c in self.cases),
             "wall_s": round(sum(c.wall_s for c in self.cases), 2),
             "results": [c.to_dict() for c in self.cases],
         }

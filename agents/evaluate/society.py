@@ -6,7 +6,9 @@ is never touched. The seats under test are copied from the operator's
 society.toml: `--seat NAME` puts NAME's table (and its fallbacks) in every
 model role's place; no `--seat` copies the seat tables as they are. `--lessons
 off` starts the society with BULLPEN_LESSONS=off, which lurkers read to wake
-without lessons (agents/runtime/lessons.py).
+without lessons (agents/runtime/lessons.py). The operator's memory index is
+copied in (a consistent sqlite backup), so "on" wakes with the lessons the
+operator's own society would be given, and the difference is measured.
 """
 
 from __future__ import annotations
@@ -86,6 +88,25 @@ def write_seats(society_file: Path, tables: dict[str, dict[str, Any]]) -> None:
     society_file.write_text(text, encoding="utf-8")
 
 
+def copy_memory(operator: Home, target: Home) -> bool:
+    """The operator's memory index, copied into the eval home (False: there is none)."""
+    import sqlite3
+
+    from agents.memory.namespaces import index_path
+
+    source, copy = index_path(operator), index_path(target)
+    if not source.is_file():
+        return False
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src,
+        contextlib.closing(sqlite3.connect(copy)) as dst,
+    ):
+        src.backup(dst)
+    os.chmod(copy, 0o600)
+    return True
+
+
 def cli(home: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "agents.cli", "--home", str(home), *args]
 
@@ -157,6 +178,7 @@ def society(operator: Home, seat: str | None, lessons: bool) -> Iterator[EvalSoc
         strict, relaxed = free_ports(2)
         init_home(root, InitOptions(strict=f"127.0.0.1:{strict}", relaxed=f"127.0.0.1:{relaxed}"))
         write_seats(root / "society.toml", seat_tables(operator, seat))
+        copy_memory(operator, Home(root))
         env = {**os.environ, "BULLPEN_HOME": str(root), "PYTHONUNBUFFERED": "1"}
         env[LESSONS_ENV] = "on" if lessons else "off"
         running = EvalSociety(root, env)
