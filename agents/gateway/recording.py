@@ -78,17 +78,22 @@ class Recorder:
         return cls(recording_path(home), home.screen)
 
     def save(self, digest: str, model: str, answer: dict[str, Any]) -> bool:
-        """Store the answer (True), or not when it holds a secret (False: logged, not raised —
-        the caller still gets its answer; a replay of it will say it has no recording)."""
+        """Store the answer (True), or not when it holds a secret or the file cannot be
+        written (False: logged, not raised — the caller still gets its answer; a replay of it
+        will say it has no recording)."""
         try:
             self.screen.check_json(answer, "a recorded gateway answer")
         except SecretFound:
             log.warning("answer not recorded: it holds a secret of the home", model=model)
             return False
         text = json.dumps(answer, ensure_ascii=False)
-        with _connect(self.path, write=True) as db:
-            db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?)", (digest, model, text))
-            db.commit()
+        try:
+            with _connect(self.path, write=True) as db:
+                db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?)", (digest, model, text))
+                db.commit()
+        except (sqlite3.Error, OSError) as exc:  # the caller still gets its answer
+            log.warning("answer not recorded", model=model, error=str(exc), path=str(self.path))
+            return False
         return True
 
 
