@@ -455,6 +455,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seat", metavar="NAME", help="the seat to ask (default: as configured now)")
     p.add_argument("--fork", action="store_true", help="start a new run from the replayed answer")
     p.add_argument(
+        "--all", action="store_true", help="replay every replayable step in order (see --offline)"
+    )
+    p.add_argument(
         "--offline", action="store_true", help="answer model calls from the gateway's recording"
     )
     p.add_argument(

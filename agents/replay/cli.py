@@ -67,14 +67,48 @@ def print_side_by_side(result: dict[str, Any]) -> None:
         print(f"{a:<{WIDTH}} | {b}")
 
 
+async def _replay_all(home: Home, recorded: Recorded, args: argparse.Namespace) -> int:
+    """Every replayable step in order (with --offline: the whole run, no backend asked)."""
+    if args.fork:
+        raise UsageError("--fork starts from one step: give --step KEY, not --all")
+    results = []
+    for step in recorded.steps:
+        if sandbox.why_not(home, step.nick) is not None:
+            continue
+        judge = None
+        if args.offline:
+            from agents.replay.offline import offline_judge
+
+            judge = offline_judge(home, step, args.seat)
+        results.append(await rerun.replay(home, recorded, step.key, args.seat, judge))
+    if args.json:
+        print(strictjson.dumps(results))
+        return 0
+    print(f"{'KEY':<16} {'NICK':<12} {'RECORDED':<9} {'REPLAYED':<9} SAME ANSWER")
+    for result in results:
+        same = result["recorded"]["body"] == result["replayed"]["body"]
+        verdicts = [
+            "pass" if result["gates"][side]["pass"] else "FAIL" for side in ("recorded", "replayed")
+        ]
+        print(
+            f"{result['step']:<16} {result['nick']:<12} {verdicts[0]:<9} {verdicts[1]:<9} "
+            f"{'yes' if same else 'no'}"
+        )
+    return 0
+
+
 async def _replay(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
     recorded = await Recorded.load(home, args.thread)
     if args.list:
         return _list(home, recorded, args.json)
+    if args.all:
+        return await _replay_all(home, recorded, args)
     if not args.step:
-        raise UsageError("say what to do: --list the run's steps, or --step KEY to replay one")
+        raise UsageError(
+            "say what to do: --list the run's steps, --step KEY to replay one, or --all"
+        )
     judge = None
     if args.offline:
         from agents.replay.offline import offline_judge

@@ -27,8 +27,9 @@ def backend() -> Iterator[FakeOpenAI]:
 
 def test_an_offline_replay_asks_no_backend(tmp_path: Path, backend: FakeOpenAI) -> None:
     """termgen through the recording gateway: the run asks the fake backend; the offline
-    replay gives the recorded terms with zero requests to it, and a request with no
-    recording (another model) fails loud naming the step, still asking nothing."""
+    replay of the step, and of every step of the run, gives the recorded answers with zero
+    requests to it, and a request with no recording (another model) fails loud naming the
+    step, still asking nothing."""
     society = Society(tmp_path / "home", demo=True)
     section = gateway_section(
         free_port(),
@@ -62,6 +63,16 @@ def test_an_offline_replay_asks_no_backend(tmp_path: Path, backend: FakeOpenAI) 
     assert result["replayed"]["data"]["judgments"][-1]["seat_kind"] == "openai"
     assert result["gates"]["replayed"]["pass"] is True
     assert len(backend.requests) == asked  # not one request reached the backend
+
+    whole = run_cli(society.root, "replay", thread, "--all", "--offline", "--json", timeout=240)
+    assert whole.returncode == 0, whole.stderr
+    steps = json.loads(whole.stdout)
+    assert [r["step"] for r in steps][:3] == ["context", "terms", "retrieve"]
+    assert "excerpts" in [r["step"] for r in steps]
+    for step in steps:  # the whole run to its Dig Report, answered as recorded
+        assert step["replayed"]["body"] == step["recorded"]["body"], step["step"]
+        assert step["gates"]["replayed"]["pass"] is True
+    assert len(backend.requests) == asked
 
     missing = run_cli(
         society.root,
