@@ -71,6 +71,12 @@ async def fork(
     as_json: bool,
 ) -> int:
     """Replay `key`, start the fork with it, and (an expedition) follow it to its Dig Report."""
+    if "@" in key:
+        raise UsageError(
+            f"{key} belongs to a redirected round; a fork carries step answers, not the "
+            "operator's answers to earlier Dig Reports, so fork from a step of the first round "
+            "and redirect the fork"
+        )
     result = await rerun.replay(home, recorded, key, seat, judge)
     step = recorded.step(key)
     replayed = {"body": result["replayed"]["body"], "data": result["replayed"]["data"]}
