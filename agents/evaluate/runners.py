@@ -151,17 +151,35 @@ def run_build(society: EvalSociety, loaded: Loaded, result: CaseResult) -> None:
         return
     hidden = artifact / ".eval-hidden-tests"
     shutil.copytree(loaded.path(case.hidden_tests, "hidden_tests"), hidden)
-    tests = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(hidden)],
-        cwd=artifact,
-        capture_output=True,
-        text=True,
-        timeout=CASE_TIMEOUT_S,
-    )
-    if tests.returncode != 0:
+    ran = hidden_tests(artifact, hidden, society.root)
+    if ran.returncode != 0:
         result.failed_gates.append("hidden_tests")
-        result.note = tests.stdout.strip()[-300:]
+        result.note = ran.output.strip()[-300:]
     result.passed = not result.failed_gates
+
+
+def hidden_tests(artifact: Path, tests: Path, eval_home: Path) -> Any:
+    """pytest on the hidden tests behind the build's own fence (agents/build/fence.py): the
+    artifact is model-written code, so it runs with a clean environment, resource limits,
+    and (where bubblewrap works) read-only everywhere but the artifact, homes hidden, offline."""
+    import asyncio
+    import tempfile
+
+    from agents.build.fence import FenceLimits, choose, clean_env, run_fenced
+
+    with tempfile.TemporaryDirectory(prefix="bullpen-eval-tests-") as scratch:
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)]
+        return asyncio.run(
+            run_fenced(
+                argv,
+                cwd=artifact,
+                writable=[artifact, Path(scratch)],
+                env=clean_env(Path(scratch), {}),
+                limits=FenceLimits(timeout_s=CASE_TIMEOUT_S),
+                fence=choose("auto"),
+                hidden=[eval_home],
+            )
+        )
 
 
 def _artifact(output: str) -> Path | None:

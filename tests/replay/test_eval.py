@@ -91,3 +91,25 @@ def test_the_shipped_example_suite_passes_with_the_local_seat(tmp_path: Path) ->
         kinds = {r["case"]: r["kind"] for r in seat["results"]}
         assert kinds == {"sample-backpass": "backpass", "sample-patience": "expedition"}
         assert seat["model_calls"] >= 4 + 7  # termgen, score, scotoma; six analyses, synthesis
+
+
+def test_hidden_tests_run_on_the_artifact_behind_the_fence(tmp_path: Path) -> None:
+    """A build case's hidden tests judge the green artifact: a right one passes, a wrong one
+    fails with pytest's report; the run sees none of this process's environment."""
+    from agents.evaluate.runners import hidden_tests
+
+    artifact = tmp_path / "clone"
+    (artifact / "hidden").mkdir(parents=True)
+    (artifact / "hidden" / "test_calc.py").write_text(
+        "import os\nfrom calc import add\n\n"
+        "def test_add():\n    assert add(2, 2) == 4\n\n"
+        "def test_no_secrets_inherited():\n    assert 'BULLPEN_HOME' not in os.environ\n"
+    )
+    (artifact / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    home = tmp_path / "eval-home"
+    home.mkdir()
+    ran = hidden_tests(artifact, artifact / "hidden", home)
+    assert ran.returncode == 0, ran.output
+    (artifact / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    ran = hidden_tests(artifact, artifact / "hidden", home)
+    assert ran.returncode == 1 and "test_add" in ran.output and "1 failed" in ran.output
