@@ -347,6 +347,46 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_commands(add)
 
     p = add(
+        "replay",
+        "agents.replay.cli:cmd_replay",
+        "ask one step of a recorded run again with another seat, or fork the run from it "
+        "(bullpen docs replay)",
+    )
+    p.add_argument("thread", help="the run's thread (exp-…), as its command printed it")
+    p.add_argument("--list", action="store_true", help="list the run's replayable steps")
+    p.add_argument("--step", metavar="KEY", help="the step to replay, by key (see --list)")
+    p.add_argument("--seat", metavar="NAME", help="the seat to ask (default: as configured now)")
+    p.add_argument("--fork", action="store_true", help="start a new run from the replayed answer")
+    p.add_argument(
+        "--all", action="store_true", help="replay every replayable step in order (see --offline)"
+    )
+    p.add_argument(
+        "--offline", action="store_true", help="answer model calls from the gateway's recording"
+    )
+    p.add_argument(
+        "--wait", type=_seconds, default=600.0, help="with --fork: how long to follow the new run"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = add(
+        "eval",
+        "agents.evaluate.cli:cmd_eval",
+        "run a suite of cases against seat assignments and print a scoreboard "
+        "(bullpen docs replay)",
+    )
+    p.add_argument("suite", help="the suite folder, or the name of a shipped suite (example)")
+    p.add_argument(
+        "--seat",
+        action="extend",
+        nargs="+",
+        metavar="NAME",
+        help="the seats to compare, each put in every model role in turn "
+        "(--seat a b, or --seat a --seat b; default: the seats as configured)",
+    )
+    p.add_argument("--lessons", choices=["on", "off"], default="on", help="lessons on wake")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = add(
         "demo",
         "agents.cli.demo:cmd_demo",
         "run the whole society once in a temporary home (or in --home DIR, which is kept)",

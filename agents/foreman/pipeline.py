@@ -10,6 +10,12 @@ wake or a late reply never sends anything twice.
 Only verified messages from trusted nicks count; a reply counts only when it
 comes from the nick that was asked and answers that ask's id. Anyone else's
 words in the thread are ignored, exactly as a lurker would ignore them.
+
+A fork (`bullpen replay THREAD --step KEY --fork`, docs/replay.md) is a run
+whose starting ask carries `forked_from` and `seeded`: the parent's answers
+up to the forked step and the replayed answer in its place. The Run counts
+each seeded answer as asked and answered, so the pipeline carries on from
+there; the seeds are in the thread, in the operator's own verified ask.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from typing import Any, Protocol
 from room.message import Message, bare
 
 KEY = "key"
+FORKED_FROM = "forked_from"  # "THREAD@SEQ": the run and the step's ask this run forks from
+SEEDED = "seeded"  # [{"key", "nick", "body", "data"}]: answers a fork starts with
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,51 @@ class Run:
                 and asked.data is not None
             ):
                 self._replies.setdefault(str(asked.data[KEY]), message)
+        self._seed()
+
+    def _seed(self) -> None:
+        """A fork's seeded answers, as an ask and its reply each (keys already in the thread
+        win); a seed that is not a {key, nick, body, data} object is ignored."""
+        data = self.start.data or {}
+        seeds = data.get(SEEDED)
+        if not data.get(FORKED_FROM) or not isinstance(seeds, list):
+            return
+        for n, seed in enumerate(seeds):
+            if not isinstance(seed, dict):
+                continue
+            key, nick, body = seed.get(KEY), seed.get("nick"), seed.get("body")
+            answer = seed.get("data")
+            if not (isinstance(key, str) and isinstance(nick, str) and isinstance(body, str)):
+                continue
+            if key in self._asks or not isinstance(answer, dict | None):
+                continue
+            common = {"seq": self.start.seq, "ts": self.start.ts, "thread": self.thread}
+            ask = Message.model_validate(
+                {
+                    **common,
+                    "id": f"{self.start.id}/seed/{n}",
+                    "from": self.foreman,
+                    "to": f"@{nick}",
+                    "type": "ask",
+                    "body": f"(seeded by the fork of {data[FORKED_FROM]})",
+                    "data": {KEY: key},
+                    "verified": True,
+                }
+            )
+            self._asks[key] = ask
+            self._replies[key] = Message.model_validate(
+                {
+                    **common,
+                    "id": f"{ask.id}/answer",
+                    "from": nick,
+                    "to": f"@{self.foreman}",
+                    "type": "reply",
+                    "body": body,
+                    "data": answer,
+                    "in_reply_to": ask.id,
+                    "verified": True,
+                }
+            )
 
     @property
     def request(self) -> dict[str, Any]:

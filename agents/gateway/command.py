@@ -94,6 +94,10 @@ async def run_gateway(home: Home) -> int:
         _say(f"bullpen gateway: cannot open the ledger {path} ({exc.strerror or exc})")
         return EXIT_DISK
     gateway = Gateway(config, tokens, ledger, budgets, home.screen)
+    if config.record:  # answers kept by request digest, for `bullpen replay --offline`
+        from agents.gateway.recording import Recorder
+
+        gateway.recorder = Recorder.of(home)
     serving = Serving()
 
     def ready() -> None:

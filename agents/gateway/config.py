@@ -143,6 +143,9 @@ class GatewayConfig(_Strict):
     budget: Budget = Field(default_factory=Budget)
     callers: dict[str, Budget] = Field(default_factory=dict)
     backends: dict[str, BackendConfig] = Field(default_factory=dict)
+    record: bool = Field(
+        default=False, description="keep each answer by request digest, for `replay --offline`"
+    )
 
     @field_validator("listen")
     @classmethod

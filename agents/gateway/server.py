@@ -41,6 +41,7 @@ from agents.gateway.http1 import Pool, UpstreamResponse
 from agents.gateway.ledger import Ledger, now_stamp
 from agents.gateway.masking import mask_body
 from agents.gateway.policy import Policy, Scanner
+from agents.gateway.recording import Recorder, request_digest
 from agents.gateway.routing import Route, Router
 from agents.gateway.screening import RequestScreen
 from agents.gateway.tokens import CallerTokens
@@ -153,6 +154,7 @@ class Gateway:
         self.ledger = ledger
         self.budgets = budgets
         self.screen = RequestScreen(secrets)  # no request carries a home secret to a backend
+        self.recorder: Recorder | None = None  # set when [gateway] record = true
         self.counted: Counter[str] = Counter()
         self.pool = Pool()  # the hot path: chat completions
         self.client = httpx.AsyncClient(  # the rest: /v1/models
@@ -225,6 +227,7 @@ class Gateway:
     async def chat(self, request: Request) -> Response:
         caller = self.tokens.caller(request.headers.get("authorization"))
         body = await read_body(request)
+        digest = request_digest(body) if self.recorder is not None else None  # as sent
         model = body.get("model")
         route = await self.catalog.route(model)
         call = Call(caller, str(model), route, body)
@@ -295,6 +298,9 @@ class Gateway:
             answer = self._police(raw, call, lambda: policy.scanner(stops), secrets)
         finally:
             await self._end(call, ticket)
+        if digest is not None and self.recorder is not None:  # [gateway] record = true
+            recorded = json.loads(answer)  # the answer as the caller gets it: masked and cut
+            await asyncio.to_thread(self.recorder.save, digest, str(model), recorded)
         headers = {FLAGS_HEADER: ",".join(call.flags)} if call.flags else None
         return Response(answer, media_type="application/json", headers=headers)
 

@@ -5,11 +5,15 @@ The handler gets a copy of the nick's StepContext with `lessons` set and a
 judge whose prompts start (after their `step:` line) with the lessons block;
 the reply's data then names the lesson ids that were handed over, so the
 room shows what each agent was told.
+
+BULLPEN_LESSONS=off in a lurker's environment wakes it with none (how `bullpen
+eval --lessons off` measures what the memory is worth; docs/replay.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from agents.memory.lessons import Lesson, LessonReader, block
@@ -18,7 +22,9 @@ from agents.runtime.step import Reply, StepContext
 from agents.seats.request import AnswerT, Judge, Judgment, JudgmentRequest
 from room.message import Message
 
-__all__ = ["for_wake", "named"]
+__all__ = ["LESSONS_SWITCH", "for_wake", "named"]
+
+LESSONS_SWITCH = "BULLPEN_LESSONS"  # "off": every wake without lessons
 
 
 def _told(judge: Judge, lessons: list[Lesson]) -> Judge:
@@ -36,7 +42,10 @@ def _told(judge: Judge, lessons: list[Lesson]) -> Judge:
 def for_wake(
     ctx: StepContext, reader: LessonReader, message: Message, log: Any
 ) -> tuple[StepContext, list[Lesson]]:
-    """This wake's context: the nick's own, with its lessons (none when the index is away)."""
+    """This wake's context: the nick's own, with its lessons (none when the index is away,
+    or when BULLPEN_LESSONS=off)."""
+    if os.environ.get(LESSONS_SWITCH, "on").strip().lower() == "off":
+        return ctx, []
     lessons, problem = reader.recall(message.body)
     if problem is not None and problem != reader.said:  # once, and again when it changes
         log.warning("waking without lessons: the memory index is unavailable", why=problem)

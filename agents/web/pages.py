@@ -169,8 +169,25 @@ def _run(run: RunView, csrf: str = "") -> str:
         f'{thread}</a> <span class="state">{e(run.state)}</span> '
         f"{_took(run)}{gate}</h2>"
         f'<p class="asked">asked by {e(run.start.get("from"))}: {e(str(run.start.get("body", ""))[:200])}</p>'
+        f"{_lineage(run)}"
         f'<ol class="timeline">{steps}</ol>{extra}{outcome}{_cancel_form(run, csrf)}</section>'
     )
+
+
+def _thread_link(thread: str) -> str:
+    return f'<a href="/room?thread={quote(thread)}">{e(thread)}</a>'
+
+
+def _lineage(run: RunView) -> str:
+    """A fork names its parent and the step it forked at; a parent lists its forks."""
+    parts = []
+    if run.forked_from is not None:
+        parent, seq = run.forked_from
+        parts.append(f'<p class="fork">fork of {_thread_link(parent)} at seq {seq}</p>')
+    if run.forks:
+        links = ", ".join(_thread_link(t) for t in run.forks)
+        parts.append(f'<p class="forks">forked as {links}</p>')
+    return "".join(parts)
 
 
 def _took(run: RunView) -> str:

@@ -82,6 +82,16 @@ class RunView:
     answers: list[dict[str, Any]] = field(default_factory=list)  # the operator's replies
     iterations: list[dict[str, Any]] = field(default_factory=list)
     last_ts: Any = None
+    forks: list[str] = field(default_factory=list)  # threads forked from this run
+
+    @property
+    def forked_from(self) -> tuple[str, int] | None:
+        """(parent thread, seq of the forked step's ask) for a fork (docs/replay.md)."""
+        value = (self.start.get("data") or {}).get("forked_from")
+        if not isinstance(value, str) or "@" not in value:
+            return None
+        parent, _, seq = value.rpartition("@")
+        return (parent, int(seq)) if parent and seq.isdigit() else None
 
     @property
     def pipeline(self) -> str:
@@ -147,6 +157,11 @@ def build_runs(
         run for lines in threads.values() if (run := build_run(lines, trusted, foreman)) is not None
     ]
     runs.sort(key=lambda r: (r.state not in ("open", "waiting"), -int(r.start.get("seq", 0))))
+    by_thread = {run.thread: run for run in runs}
+    for run in runs:
+        parent = by_thread.get((run.forked_from or ("", 0))[0])
+        if parent is not None:
+            parent.forks.append(run.thread)
     return runs
 
 

@@ -1,0 +1,157 @@
+"""The case format: one folder per case, its `case.toml` checked by pydantic.
+
+A suite is a folder whose subfolders each hold a `case.toml` and the files it
+names (docs/replay.md, "Writing a suite"). Every path a case names is
+relative to its own folder and must stay inside it; `kb = "@sample"` is the
+shipped sample (its knowledge base, traces or memory repositories). A malformed case is a UsageError naming the
+file and the field, so `bullpen eval` exits 2 before anything runs.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from agents.packaged import defaults
+from room.errors import UsageError
+
+CASE_FILE = "case.toml"
+SAMPLE = "@sample"  # the shipped sample: its knowledge base, traces or memory repositories
+SAMPLES = {
+    "kb": "demo/kb",
+    "traces": "demo/traces",
+    "public": "demo/memory/public",
+    "private": "demo/memory/private",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ExpeditionExpect(_Strict):
+    """What a good run finds: these deep cuts and voice anchors (files of the kb) in its
+    Dig Report, and (optionally) these direct hits."""
+
+    deep_cuts: list[str] = Field(default_factory=list)
+    voice_anchors: list[str] = Field(default_factory=list)
+    direct_hits: list[str] = Field(default_factory=list)
+
+
+class ExpeditionCase(_Strict):
+    kind: Literal["expedition"]
+    title: str = Field(min_length=1)
+    keyword: str = Field(min_length=1)
+    kb: str = Field(min_length=1, description="the case's knowledge-base folder, or @sample")
+    expect: ExpeditionExpect
+
+
+class BuildCase(_Strict):
+    """A ticket, and acceptance tests the seats never see, run on the green artifact."""
+
+    kind: Literal["build"]
+    ticket: str = Field(min_length=1)
+    hidden_tests: str = Field(min_length=1, description="a folder of pytest files")
+
+
+class BackpassExpect(_Strict):
+    lessons: list[str] = Field(default_factory=list, description="text a kept lesson contains")
+    quotes: list[str] = Field(default_factory=list, description="text a kept quote contains")
+
+
+class BackpassCase(_Strict):
+    """Traces and memory repos, and the lessons and quotes a good run keeps."""
+
+    kind: Literal["backpass"]
+    traces: str = Field(min_length=1, description="the folder of session transcripts")
+    public: str = Field(min_length=1, description="the public memory repository")
+    private: str | None = Field(default=None, description="the private memory repository")
+    expect: BackpassExpect
+
+
+Case = Annotated[ExpeditionCase | BuildCase | BackpassCase, Field(discriminator="kind")]
+_ADAPTER: TypeAdapter[ExpeditionCase | BuildCase | BackpassCase] = TypeAdapter(Case)
+
+
+class Loaded(BaseModel):
+    """A checked case and where it lives."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    folder: Path
+    case: ExpeditionCase | BuildCase | BackpassCase
+
+    def path(self, value: str, field: str) -> Path:
+        """A path the case names, resolved inside its folder (or the sample kb)."""
+        if value == SAMPLE and field in SAMPLES:
+            return defaults() / SAMPLES[field]
+        target = (self.folder / value).resolve()
+        if not target.is_relative_to(self.folder.resolve()):
+            raise UsageError(
+                f"{self.folder / CASE_FILE}: {field} = {value!r} leaves the case's folder; "
+                "name a path inside it"
+            )
+        if not target.exists():
+            raise UsageError(f"{self.folder / CASE_FILE}: {field} = {value!r} does not exist")
+        return target
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("expedition", "build", "backpass"):
+        parts = parts[1:]  # the union's tag pydantic puts first
+    return ".".join(parts) or "kind"
+
+
+def load_case(folder: Path) -> Loaded:
+    """One case folder, checked; UsageError naming the file and the field."""
+    file = folder / CASE_FILE
+    try:
+        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{file}: cannot be read ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{file}: not valid TOML ({exc})") from None
+    try:
+        case = _ADAPTER.validate_python(raw)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            if error["type"] in ("union_tag_not_found", "union_tag_invalid"):
+                problems.append('kind: set kind = "expedition", "build" or "backpass"')
+            else:
+                problems.append(f"{_where(error['loc'])}: {error['msg']}")
+        raise UsageError(f"{file}: " + "; ".join(problems)) from None
+    loaded = Loaded(name=folder.name, folder=folder, case=case)
+    for field in ("kb", "ticket", "hidden_tests", "traces", "public", "private"):
+        value = getattr(case, field, None)
+        if isinstance(value, str):
+            loaded.path(value, field)
+    return loaded
+
+
+def suite_folder(name: str) -> Path:
+    """A suite by path, or by the name of a shipped one (config/eval/NAME)."""
+    given = Path(name)
+    if given.is_dir():
+        return given
+    shipped = defaults() / "eval" / name
+    if "/" not in name and shipped.is_dir():
+        return shipped
+    raise UsageError(
+        f"no suite folder {name!r}: give a folder of cases (each with a {CASE_FILE}) or a "
+        "shipped suite's name (example)"
+    )
+
+
+def load_suite(name: str) -> list[Loaded]:
+    """Every case of the suite, in name order; UsageError on the first malformed one."""
+    folder = suite_folder(name)
+    cases = [load_case(sub) for sub in sorted(folder.iterdir()) if (sub / CASE_FILE).is_file()]
+    if not cases:
+        raise UsageError(f"the suite {folder} holds no case: no subfolder has a {CASE_FILE}")
+    return cases

@@ -1,0 +1,275 @@
+"""One case run in an eval society, and what it came to: passed, gates failed, calls, time.
+
+Every case is run through the real commands (`bullpen expedition`, `bullpen
+build`) against the eval home, then judged from its thread: each answered
+step's gates (agents/replay/gates.py, the pipelines' own checks), the run's
+outcome, and what the case expects a good run to find.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.evaluate.cases import BackpassCase, BuildCase, ExpeditionCase, Loaded
+from agents.evaluate.society import EvalSociety
+from agents.replay import gates
+from agents.replay.recorded import Recorded
+from room.client import read_file
+from room.log import Filter
+from room.message import Message
+
+CASE_TIMEOUT_S = 900.0
+_THREAD = re.compile(r"\b(exp-[0-9a-f]+|(?:build|backpass)-\d{4}-\d{2}-\d{2}-[0-9a-f]+)\b")
+
+
+@dataclass
+class CaseResult:
+    """What one case came to under one seat assignment."""
+
+    case: str
+    kind: str
+    passed: bool = False
+    failed_gates: list[str] = field(default_factory=list)
+    model_calls: int = 0
+    tokens: int = 0
+    rescued: int = 0  # steps a retry (or a fallback seat) saved
+    lessons: int = 0  # lessons handed to its steps on wake (each answer names them)
+    wall_s: float = 0.0
+    thread: str | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _judgments(data: dict[str, Any]) -> list[dict[str, Any]]:
+    found = data.get("judgments")
+    if isinstance(found, list):
+        return [j for j in found if isinstance(j, dict)]
+    for key in ("judgment", "provenance"):  # one call: the expedition's, the backpass's
+        one = data.get(key)
+        if isinstance(one, dict):
+            return [one]
+    return []
+
+
+def _tokens(data: dict[str, Any]) -> int:
+    usage = data.get("usage")
+    if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
+        return int(usage["total_tokens"])
+    return int(data["tokens"]) if isinstance(data.get("tokens"), int) else 0
+
+
+def tally(society: EvalSociety, thread: str, result: CaseResult) -> Recorded:
+    """Calls, tokens, rescues and failed gates of every answered step of the thread."""
+    home = society.home
+    lines, _ = read_file(home.room_path, 0, None, Filter(thread=thread))
+    recorded = Recorded(home, thread, [Message.model_validate(line) for line in lines])
+    for step in recorded.steps:
+        data = dict(step.answer.data or {})
+        judged = _judgments(data)
+        calls = sum(int(j.get("attempts") or 1) for j in judged)
+        result.model_calls += calls
+        result.tokens += _tokens(data)
+        result.lessons += (
+            len(data.get("lessons") or []) if isinstance(data.get("lessons"), list) else 0
+        )
+        if not data.get("failed") and calls > len(judged):
+            result.rescued += 1
+        config = home.society.nicks.get(step.nick)
+        checked = gates.check(config.handler if config else None, step.ask, data)
+        result.failed_gates += [f"{step.nick}.{name}" for name in checked["failed"]]
+    return recorded
+
+
+def _files(items: Any) -> set[str]:
+    return {str(i.get("file")) for i in items or [] if isinstance(i, dict)}
+
+
+def run_expedition(society: EvalSociety, loaded: Loaded, result: CaseResult) -> None:
+    case = loaded.case
+    assert isinstance(case, ExpeditionCase)
+    kb = society.root / "kb" / loaded.name  # inside the eval home's kb root
+    shutil.copytree(loaded.path(case.kb, "kb"), kb)
+    done = society.run(
+        "expedition",
+        "--title",
+        case.title,
+        "--keyword",
+        case.keyword,
+        "--kb",
+        str(kb),
+        timeout=CASE_TIMEOUT_S,
+    )
+    match = _THREAD.search(done.stderr + done.stdout)
+    if match is None:
+        result.failed_gates.append("run.started")
+        result.note = (done.stderr or done.stdout).strip()[-300:]
+        return
+    result.thread = match.group(1)
+    recorded = tally(society, result.thread, result)
+    report = next(
+        (m for m in recorded.run.messages if (m.data or {}).get("outcome") == "dig-report"), None
+    )
+    if report is None:
+        result.failed_gates.append("run.dig_report")
+        final = next((m for m in recorded.run.messages if (m.data or {}).get("final")), None)
+        result.note = final.body[:300] if final else f"exit {done.returncode}"
+        return
+    data = report.data or {}
+    for name, wanted, found in (
+        ("deep_cuts", case.expect.deep_cuts, _files(data.get("deep_cuts"))),
+        ("voice_anchors", case.expect.voice_anchors, _files(data.get("voice_anchors"))),
+        ("direct_hits", case.expect.direct_hits, _files(data.get("direct_hits"))),
+    ):
+        if not set(wanted) <= found:
+            result.failed_gates.append(f"expect.{name}")
+    result.passed = not result.failed_gates
+
+
+def run_build(society: EvalSociety, loaded: Loaded, result: CaseResult) -> None:
+    """The build to green, then the hidden tests (never shown to a seat) on its artifact."""
+    case = loaded.case
+    assert isinstance(case, BuildCase)
+    done = society.run("build", str(loaded.path(case.ticket, "ticket")), timeout=CASE_TIMEOUT_S)
+    match = _THREAD.search(done.stderr + done.stdout)
+    if match is not None:
+        result.thread = match.group(1)
+        tally(society, result.thread, result)
+    artifact = _artifact(done.stdout + done.stderr)
+    if done.returncode != 0 or artifact is None:
+        result.failed_gates.append("run.green")
+        result.note = (done.stderr or done.stdout).strip()[-300:]
+        return
+    hidden = artifact / ".eval-hidden-tests"
+    shutil.copytree(loaded.path(case.hidden_tests, "hidden_tests"), hidden)
+    ran = hidden_tests(artifact, hidden, society.root)
+    if ran.returncode != 0:
+        result.failed_gates.append("hidden_tests")
+        result.note = ran.output.strip()[-300:]
+    result.passed = not result.failed_gates
+
+
+def hidden_tests(artifact: Path, tests: Path, eval_home: Path) -> Any:
+    """pytest on the hidden tests behind the build's own fence (agents/build/fence.py): the
+    artifact is model-written code, so it runs with a clean environment, resource limits,
+    and (where bubblewrap works) read-only everywhere but the artifact, homes hidden, offline."""
+    import asyncio
+    import tempfile
+
+    from agents.build.fence import FenceLimits, choose, clean_env, run_fenced
+
+    with tempfile.TemporaryDirectory(prefix="bullpen-eval-tests-") as scratch:
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)]
+        return asyncio.run(
+            run_fenced(
+                argv,
+                cwd=artifact,
+                writable=[artifact, Path(scratch)],
+                env=clean_env(Path(scratch), {}),
+                limits=FenceLimits(timeout_s=CASE_TIMEOUT_S),
+                fence=choose("auto"),
+                hidden=[eval_home],
+            )
+        )
+
+
+def _artifact(output: str) -> Path | None:
+    """The green clone the build's report names (agents/build/report.py)."""
+    match = re.search(r"clone \(the artifact\):\s*(\S+)", output)
+    path = Path(match.group(1)) if match else None
+    return path if path is not None and path.is_dir() else None
+
+
+def run_backpass(society: EvalSociety, loaded: Loaded, result: CaseResult) -> None:
+    """Traces and memory repos through the backpass; the lessons and quotes it keeps."""
+    case = loaded.case
+    assert isinstance(case, BackpassCase)
+    traces = _copy(loaded.path(case.traces, "traces"), society.root / "traces" / loaded.name)
+    args = ["backpass", "--traces", str(traces)]
+    for flag, value in (("public", case.public), ("private", case.private)):
+        if value:
+            repo = _copy(loaded.path(value, flag), society.root / "memory" / loaded.name / flag)
+            _commit(repo)
+            args += [f"--{flag}", str(repo)]
+    done = society.run(*args, timeout=CASE_TIMEOUT_S)
+    match = _THREAD.search(done.stderr + done.stdout)
+    if match is not None:
+        result.thread = match.group(1)
+        tally(society, result.thread, result)
+    if done.returncode != 0:
+        result.failed_gates.append("run.finished")
+        result.note = (done.stderr or done.stdout).strip()[-300:]
+        return
+    kept = _kept_text(society, result.thread, done.stdout)
+    if not all(text in kept for text in case.expect.lessons):
+        result.failed_gates.append("expect.lessons")
+    if not all(text in kept for text in case.expect.quotes):
+        result.failed_gates.append("expect.quotes")
+    result.passed = not result.failed_gates
+
+
+def _kept_text(society: EvalSociety, thread: str | None, stdout: str) -> str:
+    """Where a backpass run's lessons and quotes are: its report, its thread, and the items
+    file its quote check kept (inside the eval home)."""
+    lines = read_file(society.home.room_path, 0, None, Filter(thread=thread))[0] if thread else []
+    parts = [stdout, *(json.dumps(line, ensure_ascii=False) for line in lines)]
+    root = society.root.resolve()
+    for line in lines:
+        items = (line.get("data") or {}).get("items_file")
+        path = Path(str(items)).resolve() if isinstance(items, str) else None
+        if path is not None and path.is_relative_to(root) and path.is_file():
+            parts.append(path.read_text(encoding="utf-8", errors="replace"))
+    return "\n".join(parts)
+
+
+def _copy(source: Path, target: Path) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
+    return target
+
+
+def _commit(repo: Path) -> None:
+    """A memory folder as the backpass wants it: a git repository with its files committed."""
+    if (repo / ".git").exists():
+        return
+    from agents.backpass.gitwork import git
+
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "-m", "eval case memory", identity=True)
+
+
+RUNNERS = {"expedition": run_expedition, "build": run_build, "backpass": run_backpass}
+NICKS = {
+    "expedition": ["foreman", "context", "termgen", "retriever", "scorer", "scotoma", "excerpter"],
+    "build": ["foreman", "sandbox", "testdesigner", "py", "godev", "jsdev"],
+    "backpass": [
+        "foreman",
+        "tracelister",
+        "analyst",
+        "quotechecker",
+        "ledgerkeeper",
+        "synthesizer",
+    ],
+}
+
+
+def run_case(society: EvalSociety, loaded: Loaded) -> CaseResult:
+    result = CaseResult(loaded.name, loaded.case.kind)
+    started = time.monotonic()
+    try:
+        RUNNERS[loaded.case.kind](society, loaded, result)
+    except subprocess.TimeoutExpired:
+        result.failed_gates.append("run.timeout")
+        result.passed = False
+    result.wall_s = round(time.monotonic() - started, 2)
+    return result

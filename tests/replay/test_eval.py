@@ -1,0 +1,115 @@
+"""`bullpen eval`: a suite against a fake `cmd` seat, and a malformed case refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.replay.conftest import FAKES, cmd_table
+from tests.support import Society, run_cli, set_seat
+
+CASE = """kind = "expedition"
+title = "Waiting Is Part of the Work"
+keyword = "patience"
+kb = "@sample"
+
+[expect]
+deep_cuts = [{deep}]
+"""
+
+
+@pytest.fixture
+def operator(tmp_path: Path) -> Society:
+    society = Society(tmp_path / "home")
+    set_seat(society.root, "fake", cmd_table(FAKES / "expedition_model.py", {}))
+    return society
+
+
+def write_case(suite: Path, name: str, text: str) -> None:
+    (suite / name).mkdir(parents=True)
+    (suite / name / "case.toml").write_text(text)
+
+
+def test_a_suite_with_one_case_passed_and_one_failed(operator: Society, tmp_path: Path) -> None:
+    """The fake seat finds the lime-mortar log, not a digest: one pass, one fail, and the
+    failed case names the expectation it missed; exit 1 because a case failed."""
+    suite = tmp_path / "suite"
+    write_case(suite, "finds-lime", CASE.format(deep='"voice-logs/2024-04-lime-mortar.md"'))
+    write_case(suite, "wants-digest", CASE.format(deep='"digests/seasoning-oak.md"'))
+    done = run_cli(operator.root, "eval", str(suite), "--seat", "fake", "--json", timeout=400)
+    assert done.returncode == 1, done.stderr
+    board = json.loads(done.stdout)
+    (seat,) = board["seats"]
+    assert seat["seat"] == "fake" and seat["cases"] == 2 and seat["passed"] == 1
+    results = {r["case"]: r for r in seat["results"]}
+    assert results["finds-lime"]["passed"] is True
+    assert results["wants-digest"]["passed"] is False
+    assert results["wants-digest"]["failed_gates"] == ["expect.deep_cuts"]
+    assert seat["failed_gates"] == {"expect.deep_cuts": 1}
+    assert seat["model_calls"] >= 6  # termgen, score and scotoma, in each case
+    # the operator's home ran nothing: its room is as `bullpen init` left it
+    assert operator.lines() == [] or all(line["type"] != "ask" for line in operator.lines())
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('kind = "expedition"\ntitle = "T"\nkb = "@sample"\n[expect]\n', "keyword: Field required"),
+        ('kind = "audit"\n', 'kind: set kind = "expedition", "build" or "backpass"'),
+        (
+            'kind = "expedition"\ntitle = "T"\nkeyword = "k"\nkb = "@sample"\n[expect]\n'
+            'deep_cut = ["a.md"]\n',
+            "expect.deep_cut: Extra inputs are not permitted",
+        ),
+        ('kind = "build"\nticket = "../../etc/passwd"\nhidden_tests = "t"\n', "leaves the case"),
+    ],
+    ids=["missing-field", "unknown-kind", "misspelt-key", "path-outside"],
+)
+def test_a_malformed_case_is_refused_naming_file_and_field(
+    operator: Society, tmp_path: Path, text: str, said: str
+) -> None:
+    suite = tmp_path / "suite"
+    write_case(suite, "broken", text)
+    done = run_cli(operator.root, "eval", str(suite))
+    assert done.returncode == 2, done.stderr
+    assert str(suite / "broken" / "case.toml") in done.stderr and said in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_the_shipped_example_suite_passes_with_the_local_seat(tmp_path: Path) -> None:
+    """`bullpen eval example` by name (config/eval/example, in the wheel): both cases pass with
+    the built-in seat, with and without lessons, and the scoreboard counts their model calls."""
+    society = Society(tmp_path / "home")
+    for lessons in ("on", "off"):
+        done = run_cli(society.root, "eval", "example", "--lessons", lessons, "--json", timeout=400)
+        assert done.returncode == 0, done.stdout + done.stderr
+        (seat,) = json.loads(done.stdout)["seats"]
+        assert seat["seat"] == "configured" and seat["lessons"] == lessons
+        assert (seat["cases"], seat["passed"]) == (2, 2) and seat["failed_gates"] == {}
+        kinds = {r["case"]: r["kind"] for r in seat["results"]}
+        assert kinds == {"sample-backpass": "backpass", "sample-patience": "expedition"}
+        assert seat["model_calls"] >= 4 + 7  # termgen, score, scotoma; six analyses, synthesis
+
+
+def test_hidden_tests_run_on_the_artifact_behind_the_fence(tmp_path: Path) -> None:
+    """A build case's hidden tests judge the green artifact: a right one passes, a wrong one
+    fails with pytest's report; the run sees none of this process's environment."""
+    from agents.evaluate.runners import hidden_tests
+
+    artifact = tmp_path / "clone"
+    (artifact / "hidden").mkdir(parents=True)
+    (artifact / "hidden" / "test_calc.py").write_text(
+        "import os\nfrom calc import add\n\n"
+        "def test_add():\n    assert add(2, 2) == 4\n\n"
+        "def test_no_secrets_inherited():\n    assert 'BULLPEN_HOME' not in os.environ\n"
+    )
+    (artifact / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    home = tmp_path / "eval-home"
+    home.mkdir()
+    ran = hidden_tests(artifact, artifact / "hidden", home)
+    assert ran.returncode == 0, ran.output
+    (artifact / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    ran = hidden_tests(artifact, artifact / "hidden", home)
+    assert ran.returncode == 1 and "test_add" in ran.output and "1 failed" in ran.output

@@ -1,0 +1,137 @@
+"""`bullpen replay`: a recorded expedition's steps listed and asked again, posting nothing."""
+
+from __future__ import annotations
+
+import json
+
+from tests.replay.conftest import RecordedRun
+from tests.support import run_cli
+
+
+def test_list_names_each_answered_step(recorded: RecordedRun) -> None:
+    """--list --json gives every replayable step with its nick, seat and seqs, in ask order."""
+    done = run_cli(recorded.society.root, "replay", recorded.thread, "--list", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    keys = [row["key"] for row in rows]
+    assert keys[:3] == ["context", "terms", "retrieve"] and "scotoma" in keys
+    assert "excerpts" in keys and "score/1" in keys
+    terms = next(row for row in rows if row["key"] == "terms")
+    assert terms["nick"] == "termgen" and terms["seat"] == "termgen"
+    lines = {line["seq"]: line for line in recorded.society.lines()}
+    assert lines[terms["ask_seq"]]["to"] == "@termgen"
+    assert lines[terms["answer_seq"]]["in_reply_to"] == lines[terms["ask_seq"]]["id"]
+
+
+def test_replay_with_another_cmd_seat_leaves_the_room_byte_identical(
+    recorded: RecordedRun,
+) -> None:
+    """The terms step asked again through the `alt` cmd seat: both answers side by side with
+    their gates, the alt program really asked, and not one byte of the room changed."""
+    before = recorded.society.room.read_bytes()
+    done = run_cli(
+        recorded.society.root,
+        "replay",
+        recorded.thread,
+        "--step",
+        "terms",
+        "--seat",
+        "alt",
+        "--json",
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["thread"] == recorded.thread and result["step"] == "terms"
+    assert result["seat"] == "alt"
+    assert result["recorded"]["data"]["seat"] == "termgen"
+    assert result["replayed"]["data"]["seat"] == "alt"
+    assert "rushed" in result["replayed"]["data"]["terms"]
+    assert result["gates"]["recorded"]["pass"] is True
+    assert result["gates"]["replayed"]["checks"] == {"answered": True, "fanout": True}
+    calls = [json.loads(line) for line in recorded.calls.read_text().splitlines()]
+    assert [c["step"] for c in calls] == ["termgen"]
+    assert recorded.society.room.read_bytes() == before
+
+
+def test_a_replayed_failure_fails_its_gates(recorded: RecordedRun, tmp_path) -> None:
+    """A seat that answers garbage twice: the replayed answer is the FAILED reply the lurker
+    would have posted, and it fails the `answered` gate; the recorded one still passes."""
+    from tests.replay.conftest import FAKES, cmd_table
+    from tests.support import set_seat
+
+    set_seat(
+        recorded.society.root,
+        "broken",
+        cmd_table(FAKES / "expedition_model.py", {"FAKE_EXPEDITION_MODE": "garbage-always"}),
+    )
+    before = recorded.society.room.read_bytes()
+    done = run_cli(
+        recorded.society.root,
+        "replay",
+        recorded.thread,
+        "--step",
+        "terms",
+        "--seat",
+        "broken",
+        "--json",
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["replayed"]["body"].startswith("[termgen FAILED — ")
+    assert result["gates"]["replayed"]["pass"] is False
+    assert "answered" in result["gates"]["replayed"]["failed"]
+    assert result["gates"]["recorded"]["pass"] is True
+    assert recorded.society.room.read_bytes() == before
+
+
+def test_refusals_are_clear(recorded: RecordedRun) -> None:
+    """An unknown step, an unknown seat, a step that writes files, an unknown thread: exit 2,
+    each saying what to do."""
+    root, thread = recorded.society.root, recorded.thread
+    done = run_cli(root, "replay", thread, "--step", "nope")
+    assert done.returncode == 2 and "--list" in done.stderr and "terms" in done.stderr
+    done = run_cli(root, "replay", thread, "--step", "terms", "--seat", "nowhere")
+    assert done.returncode == 2 and "no seat named 'nowhere'" in done.stderr
+    done = run_cli(root, "replay", "exp-00000000", "--list")
+    assert done.returncode == 2 and "no run with the thread" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_side_by_side_for_a_terminal(recorded: RecordedRun) -> None:
+    """Without --json: the two answers in two columns, each with its seat and gate verdict."""
+    done = run_cli(
+        recorded.society.root, "replay", recorded.thread, "--step", "scotoma", "--seat", "alt",
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.splitlines()
+    assert head[0].startswith(f"{recorded.thread} step scotoma (@scotoma, ask seq ")
+    assert "recorded (seq " in head[2] and "| replayed (seat alt)" in head[2]
+    assert "seat: scotoma" in head[3] and "| seat: alt" in head[3]
+    assert head[4].count("gates: pass") == 2
+    assert "deep cut" in done.stdout
+    listed = run_cli(recorded.society.root, "replay", recorded.thread, "--list")
+    assert listed.returncode == 0 and listed.stdout.splitlines()[0].split()[:3] == [
+        "KEY",
+        "NICK",
+        "SEAT",
+    ]
+    assert any(line.startswith("terms ") for line in listed.stdout.splitlines())
+
+
+def test_a_step_that_writes_files_is_refused(recorded: RecordedRun) -> None:
+    """The brief writes a file: confirming the run and replaying `brief` is refused by name,
+    exit 2, and the brief the run wrote is left as it was."""
+    root = recorded.society.root
+    confirm = run_cli(root, "expedition", "confirm", recorded.thread, timeout=240)
+    assert confirm.returncode == 0, confirm.stdout + confirm.stderr
+    (brief,) = sorted((root / "briefs").glob("*.md"))
+    written = brief.read_bytes()
+    done = run_cli(root, "replay", recorded.thread, "--step", "brief")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "@briefer" in done.stderr and "writes files" in done.stderr
+    listed = json.loads(run_cli(root, "replay", recorded.thread, "--list", "--json").stdout)
+    assert "brief" not in [row["key"] for row in listed]
+    assert brief.read_bytes() == written
