@@ -36,6 +36,7 @@ from agents.home import Home
 from agents.runtime import handlers
 from agents.runtime.rotating import RotatingLog, pump
 from agents.runtime.wake import orchestrator_problem, wake_set
+from agents.runtime.zygote import Forked, Zygote, ZygoteGone
 from agents.wording import counted
 from room.chain import GENESIS, line_hash
 from room.client import RoomClient
@@ -83,7 +84,8 @@ class Child:
     argv: list[str]
     log_path: Path
     logs: LogsConfig = field(default_factory=LogsConfig)
-    proc: asyncio.subprocess.Process | None = None
+    proc: asyncio.subprocess.Process | Forked | None = None
+    zygote: Zygote | None = None  # forks this child when there is one (the lurkers)
     pumping: asyncio.Task[None] | None = None
     started_at: float = 0.0
     restarts: int = 0
@@ -98,14 +100,16 @@ class Child:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = RotatingLog(self.log_path, self.logs.max_bytes, self.logs.keep)
         try:
-            self.proc = await asyncio.create_subprocess_exec(
-                *self.argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env=env,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-            )
+            self.proc = await self._forked()
+            if self.proc is None:
+                self.proc = await asyncio.create_subprocess_exec(
+                    *self.argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.STDOUT,
+                    env=env,
+                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                )
         except BaseException:
             log.close()
             raise
@@ -115,6 +119,16 @@ class Child:
             pump(self.proc.stdout, log, self.ready_marker, self.ready)
         )
         self.started_at = time.monotonic()
+
+    async def _forked(self) -> Forked | None:
+        """This child forked by the zygote (its imports shared with every lurker), or None
+        to start it on its own: no zygote, or the zygote is gone."""
+        if self.zygote is None or self.zygote.gone:
+            return None
+        try:
+            return await self.zygote.spawn(self.argv[3:])  # the argv after `python -m agents.cli`
+        except ZygoteGone:
+            return None
 
     async def wait(self) -> int:
         """The child's exit code, once its last output is in its log."""
@@ -136,7 +150,13 @@ class Child:
 
 
 class Supervisor:
-    def __init__(self, home: Home, with_hub: bool = True, nicks: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        home: Home,
+        with_hub: bool = True,
+        nicks: list[str] | None = None,
+        zygote: bool = False,
+    ) -> None:
         self.home = home
         base = [sys.executable, "-m", "agents.cli", "--home", str(home.root)]
         logs = home.root / "logs"
@@ -158,6 +178,10 @@ class Supervisor:
             else None
         )
         self.env = {**os.environ, "BULLPEN_HOME": str(home.root), "PYTHONUNBUFFERED": "1"}
+        # Forked now, before the event loop and any thread: see agents/runtime/zygote.py.
+        self.zygote = Zygote.fork(self.env) if zygote and self.lurkers else None
+        for child in self.lurkers:
+            child.zygote = self.zygote
         self._stopping = asyncio.Event()
         # Names line up in the status lines however long a nick is.
         self.width = max([len("hub"), 10, *(len(child.name) for child in self.lurkers)])
@@ -307,6 +331,13 @@ class Supervisor:
         return health.get("seq") == seq_of(last[1]) and health.get("head") == line_hash(last[1])
 
     async def run(self) -> int:
+        try:
+            return await self._run()
+        finally:
+            if self.zygote is not None:
+                await self.zygote.close()
+
+    async def _run(self) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
@@ -484,10 +515,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     nicks = chosen_nicks(home, args.nicks)
     for nick, config in home.society.nicks.items():  # an orchestrator that would deadlock
         wake = wake_set(config.wake_replies or home.wake_replies_flagged(nick))
-        problem = orchestrator_problem(nick, handlers.load(config).needs_replies(), wake)
+        handler = handlers.load(config, wakes_on_replies="reply" in wake)  # as the lurker does
+        problem = orchestrator_problem(nick, handler.needs_replies(), wake)
         if problem is not None:
             raise ConfigError(problem)
-    return asyncio.run(Supervisor(home, with_hub=not args.no_hub, nicks=nicks).run())
+    linux = sys.platform.startswith("linux")
+    supervisor = Supervisor(home, with_hub=not args.no_hub, nicks=nicks, zygote=linux)
+    return asyncio.run(supervisor.run())
 
 
 def chosen_nicks(home: Home, given: str | None) -> list[str] | None:
