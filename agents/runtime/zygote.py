@@ -47,8 +47,22 @@ __all__ = ["Forked", "Zygote", "ZygoteGone"]
 
 PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15  # linux/prctl.h
 RECORD = 65536  # the largest record either side sends (an argv, a pid, an exit code)
-# What every lurker imports before it reads a line: loaded once, here, and shared.
-PRELOAD = ("agents.cli", "agents.runtime.lurker", "uvloop")
+# What every lurker imports before it reads a line: loaded once, here, and shared. The
+# second row is what its first request and its room follower import on first use (httpx
+# loads its transport then; httpcore looks for every async library installed).
+PRELOAD = (
+    *("agents.cli", "agents.runtime.lurker", "uvloop"),
+    *(
+        "httpcore",
+        "h11",
+        "h2",
+        "anyio._backends._asyncio",
+        "trio",
+        "socksio",
+        "certifi",
+        "asyncinotify",
+    ),
+)
 
 
 class ZygoteGone(Exception):
