@@ -11,7 +11,9 @@ then the gateway, then the hub, and waits for them; children also get SIGTERM fr
 if `up` itself dies, so nothing is left behind. Each child's log goes to
 `<home>/logs/<name>.log`, rotated at `[logs] max_bytes` keeping `[logs] keep`
 old files (agents/runtime/rotating.py); the terminal shows one status line
-per event.
+per event. The lurkers are forked from one zygote that has imported what they
+all import, so those pages are shared (agents/runtime/zygote.py); the hub, the
+gateway and the web view are started as programs of their own.
 """
 
 from __future__ import annotations
