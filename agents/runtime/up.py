@@ -21,24 +21,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from agents.config import LogsConfig
 from agents.home import Home
 from agents.runtime import handlers
-from agents.runtime.rotating import RotatingLog, pump
+from agents.runtime.child import Child
 from agents.runtime.wake import orchestrator_problem, wake_set
-from agents.runtime.zygote import Forked, Zygote, ZygoteGone
+from agents.runtime.zygote import Zygote
 from agents.wording import counted
 from room.chain import GENESIS, line_hash
 from room.client import RoomClient
@@ -49,21 +45,11 @@ EXIT_CONFIG = 78
 STOP_GRACE_S = 10.0
 HUB_START_S = 40.0  # above the hub's own 30 s wait for NATS (room/jetstream/stream.py)
 STABLE_S = 30.0
-PUMP_DRAIN_S = 2.0  # how long a child's last output may take to reach its log
 LURKING = b'"event": "lurking"'  # the log line with which a lurker says it is listening
 WEB_LISTENING = b'"event": "web listening"'  # and the web view, once it holds its port
 READY_S = 60.0  # how long "lurkers up" waits for every lurker to say so
 RESTART_HUB_SIGNAL = signal.SIGUSR1  # `bullpen trust promote` asks for a hub restart with it
 EXIT_INTERRUPTED = 130  # stopped by Ctrl-C (or SIGTERM) before everything was up
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Ask Linux to SIGTERM this child if `up` dies without cleaning up."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def status(text: str) -> None:
@@ -78,77 +64,6 @@ def ended(code: int) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with status {code}"
-
-
-@dataclass
-class Child:
-    name: str
-    argv: list[str]
-    log_path: Path
-    logs: LogsConfig = field(default_factory=LogsConfig)
-    proc: asyncio.subprocess.Process | Forked | None = None
-    zygote: Zygote | None = None  # forks this child when there is one (the lurkers)
-    pumping: asyncio.Task[None] | None = None
-    started_at: float = 0.0
-    restarts: int = 0
-    backoff: float = 1.0
-    gave_up: bool = False
-    restart_asked: bool = False  # stopped on purpose to start again: not a crash
-    history: list[int] = field(default_factory=list)
-    ready_marker: bytes = b""  # the output line that says the child is ready
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def start(self, env: dict[str, str]) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = RotatingLog(self.log_path, self.logs.max_bytes, self.logs.keep)
-        try:
-            self.proc = await self._forked()
-            if self.proc is None:
-                self.proc = await asyncio.create_subprocess_exec(
-                    *self.argv,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.STDOUT,
-                    env=env,
-                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-                )
-        except BaseException:
-            log.close()
-            raise
-        assert self.proc.stdout is not None
-        self.ready = asyncio.Event()
-        self.pumping = asyncio.create_task(
-            pump(self.proc.stdout, log, self.ready_marker, self.ready)
-        )
-        self.started_at = time.monotonic()
-
-    async def _forked(self) -> Forked | None:
-        """This child forked by the zygote (its imports shared with every lurker), or None
-        to start it on its own: no zygote, or the zygote is gone."""
-        if self.zygote is None or self.zygote.gone:
-            return None
-        try:
-            return await self.zygote.spawn(self.argv[3:])  # the argv after `python -m agents.cli`
-        except ZygoteGone:
-            return None
-
-    async def wait(self) -> int:
-        """The child's exit code, once its last output is in its log."""
-        assert self.proc is not None
-        code = await self.proc.wait()
-        if self.pumping is not None:
-            # A grandchild may still hold the pipe: its output keeps going to the log,
-            # but it must not keep `up` from restarting or stopping this child.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self.pumping), PUMP_DRAIN_S)
-        return code
-
-    def log_tail(self, lines: int = 15) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
 
 
 class Supervisor:

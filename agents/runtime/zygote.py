@@ -8,14 +8,15 @@ the zygote pays it once: `up` forks it before its event loop starts, it imports
 the lurker's modules, freezes them out of the garbage collector (gc.freeze: a
 collection would otherwise write to every object's header and unshare its
 page), and from then on forks a lurker on request. The child runs the same
-`bullpen lurk NICK` entry point a separate process would (agents.cli.main), so
+`bullpen lurk NICK` entry point a separate process would (`python -m agents.cli`), so
 its behaviour, exit codes and log are the same.
 
 How `up` keeps watching a process it did not spawn (`up` ⇄ zygote over one
 SOCK_SEQPACKET socket, one JSON record per message):
 
-    up → zygote   {"op": "spawn", "id": N, "argv": [...]}  + the write end of the
-                  child's log pipe (SCM_RIGHTS): it becomes the child's stdout and stderr
+    up → zygote   {"op": "spawn", "id": N, "argv": [MODULE, ARG...]}  + the write end of
+                  the child's log pipe (SCM_RIGHTS), which becomes the child's stdout and
+                  stderr; the child runs MODULE's main([ARG...]), as `python -m MODULE ARG...`
     zygote → up   {"op": "started", "id": N, "pid": P}  or  {"op": "failed", "id": N, ...}
     up → zygote   {"op": "signal", "pid": P, "sig": S}   the zygote reaps its children,
                   so only it can signal a pid knowing it is still that child
@@ -47,7 +48,8 @@ __all__ = ["Forked", "Zygote", "ZygoteGone"]
 
 PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15  # linux/prctl.h
 RECORD = 65536  # the largest record either side sends (an argv, a pid, an exit code)
-# What every lurker imports before it reads a line: loaded once, here, and shared. The
+# What every lurker imports before it reads a line: loaded once, here, and shared (named,
+# not imported, by this module: the runtime does not depend on the command line). The
 # second row is what its first request and its room follower import on first use (httpx
 # loads its transport then; httpcore looks for every async library installed).
 PRELOAD = (
@@ -167,7 +169,7 @@ class Zygote:
             asyncio.get_running_loop().add_reader(self.sock.fileno(), self._readable)
 
     async def spawn(self, argv: list[str]) -> Forked:
-        """`bullpen ARGV` as a forked child of the zygote, its output on a fresh pipe."""
+        """`python -m ARGV` as a forked child of the zygote, its output on a fresh pipe."""
         if self.gone:
             raise ZygoteGone
         self._attach()
@@ -355,7 +357,7 @@ def _reaped() -> list[tuple[int, int]]:
 
 def _become(argv: list[str], out: int, sock: socket.socket, wake: tuple[int, int]) -> None:
     """In the forked child: the zygote's plumbing off, the log pipe as stdout and stderr,
-    then `bullpen ARGV` as a separate process would run it."""  # pragma: no cover
+    then `python -m ARGV` as a separate process would run it."""  # pragma: no cover
     code = 1
     try:
         zygote = os.getppid()
@@ -376,13 +378,13 @@ def _become(argv: list[str], out: int, sock: socket.socket, wake: tuple[int, int
         os.close(out)
         for stream in (sys.stdout, sys.stderr):
             stream.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
-        name = " ".join(argv[-2:]) if "lurk" in argv else argv[-1]
+        module, args = argv[0], argv[1:]
+        name = " ".join(args[-2:]) if "lurk" in args else args[-1]
         _prctl(PR_SET_NAME, name.encode()[:15])
-        sys.argv = ["bullpen", *argv]
-        gc.enable()
-        from agents.cli import main
+        sys.argv = ["bullpen", *args]
+        import importlib
 
-        code = main(argv)
+        code = importlib.import_module(module).main(args)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
