@@ -12,7 +12,7 @@ page), and from then on forks a lurker on request. The child runs the same
 its behaviour, exit codes and log are the same.
 
 How `up` keeps watching a process it did not spawn (`up` ⇄ zygote over one
-SOCK_SEQPACKET socket, one JSON record per message):
+SOCK_SEQPACKET socketpair, which no other process can reach; one JSON record per message):
 
     up → zygote   {"op": "spawn", "id": N, "argv": [MODULE, ARG...]}  + the write end of
                   the child's log pipe (SCM_RIGHTS), which becomes the child's stdout and
