@@ -13,6 +13,12 @@ Import time is the CPU a fresh interpreter spends importing what a lurker
 imports before it reads its first line (`bullpen lurk`'s module), beside the
 bare `import asyncio`.
 
+Under `up` the lurkers are forked from one zygote (agents/runtime/zygote.py) and
+share its pages, so they are found by the pids in `state/up.json`, not by their
+command line. A lone lurker (`bullpen lurk echo` beside a hub, as a systemd
+unit runs it) is measured after `up` stops: the figure the lazy loading alone
+must bring down.
+
 Goals (issue 26): one idle lurker ≤ 15 MB PSS, a 20-nick society ≤ 300 MB PSS
 in all, ready ≤ 2 s on an idle machine.
 """
@@ -30,6 +36,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+import json  # noqa: E402
 
 from bench.table import print_table  # noqa: E402
 from tests.support import Society, wait_for  # noqa: E402
@@ -92,6 +100,18 @@ def import_cpu_s(code: str, samples: int) -> float:
     return statistics.median(times)
 
 
+def lone_lurker(society: Society, nick: str) -> dict[str, int]:
+    """A lurker started on its own beside a hub (as its systemd unit runs), once listening."""
+    try:
+        society.start_hub()
+        lurker = society.start_lurker(nick)
+        # Settle as the society did: the first reads and the idle loop's lazy imports.
+        time.sleep(2.0)  # a settling window, not a wait for a condition: nothing to poll
+        return memory_kb(lurker.pid)
+    finally:
+        society.stop_all()
+
+
 def mb(kb: float) -> str:
     return f"{kb / 1024:.1f} MB"
 
@@ -117,9 +137,12 @@ def main() -> int:
             # Let start-up settle (first reads, lazy imports of the idle loop) before measuring.
             time.sleep(2.0)  # a settling window, not a wait for a condition: nothing to poll
             memory = {pid: memory_kb(pid) for pid in members if Path(f"/proc/{pid}").exists()}
+            pids = json.loads((society.root / "state" / "up.json").read_text())["pids"]
+            lurker_pids = {pid for name, pid in pids.items() if name in nicks}
         finally:
             society.stop_all()
-    lurkers = [m for pid, m in memory.items() if " lurk " in members[pid]]
+        lone = lone_lurker(society, "echo")
+    lurkers = [m for pid, m in memory.items() if pid in lurker_pids]
     total = {k: sum(m[k] for m in memory.values()) for k in ("rss", "pss", "uss")}
     one = {k: statistics.median(m[k] for m in lurkers) for k in ("rss", "pss", "uss")}
     rows = [
@@ -128,6 +151,13 @@ def main() -> int:
         ("one idle lurker: PSS", mb(one["pss"]), f"{one['pss'] / bare['pss']:.2f}x (goal ≤ 15 MB)"),
         ("one idle lurker: RSS", mb(one["rss"]), f"{one['rss'] / bare['rss']:.2f}x"),
         ("one idle lurker: USS", mb(one["uss"]), f"{one['uss'] / max(bare['uss'], 1):.2f}x"),
+        (
+            "one lone lurker (echo, started alone): PSS",
+            mb(lone["pss"]),
+            f"{lone['pss'] / bare['pss']:.2f}x (goal ≤ 15 MB)",
+        ),
+        ("one lone lurker: RSS", mb(lone["rss"]), f"{lone['rss'] / bare['rss']:.2f}x"),
+        ("one lone lurker: USS", mb(lone["uss"]), f"{lone['uss'] / max(bare['uss'], 1):.2f}x"),
         (
             f"society: {len(memory)} processes ({len(lurkers)} lurkers of {len(nicks)} nicks), PSS",
             mb(total["pss"]),

@@ -21,14 +21,12 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from agents.home import Home
-from agents.memory.lessons import LessonReader
 from agents.runtime import handlers
-from agents.runtime import lessons as wake_lessons
 from agents.runtime.cancel import is_cancel
 from agents.runtime.cursor import Cursor
 from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost, screened
@@ -45,6 +43,9 @@ from room.log import Filter
 from room.message import Message
 from room.reader import RoomFile
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
+
+if TYPE_CHECKING:
+    from agents.memory.lessons import LessonReader
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG = 0, 1, 78
 MAX_BACKOFF_S = 10.0
@@ -70,7 +71,8 @@ class Lurker:
         self._lock = _one_lurker_per_nick(home, nick)
         self.wake = wake_set(self.config.wake_replies or home.wake_replies_flagged(nick))
         self.trusted = home.trust.trusted
-        self.handler = handlers.load(self.config)
+        # Its module is loaded on the first wake unless it works before one (handlers.eager).
+        self.handler = handlers.load(self.config, wakes_on_replies="reply" in self.wake)
         problem = orchestrator_problem(nick, self.handler.needs_replies(), self.wake)
         if problem is not None:
             raise ConfigError(problem)
@@ -96,7 +98,17 @@ class Lurker:
             read_trusted=self.services.read_trusted,
         )
         self.handler.prepare(self.ctx)
-        self.lessons = LessonReader(home, nick)
+        self._lessons: LessonReader | None = None
+
+    @property
+    def lessons(self) -> LessonReader:
+        """The nick's memory recall, opened on the first wake that needs it: an idle lurker
+        does not load the memory index (docs/performance.md, "The society's footprint")."""
+        if self._lessons is None:
+            from agents.memory.lessons import LessonReader
+
+            self._lessons = LessonReader(self.home, self.nick)
+        return self._lessons
 
     # -- the loop ----------------------------------------------------------
 
@@ -314,6 +326,8 @@ class Lurker:
             if is_ping(message):
                 outcome: Outcome = Reply("pong", {"pong": True, "nick": self.nick})
             else:
+                from agents.runtime import lessons as wake_lessons  # on the first wake
+
                 ctx, told = wake_lessons.for_wake(self.ctx, self.lessons, message, log)
                 outcome = await self.steps.run(
                     message, self.handler.run(message, ctx, self.config.timeout_s)

@@ -18,13 +18,26 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agents.seats.request import AnswerT, Judge, Judgment, JudgmentRequest
 from room.errors import StepFailed
 from room.message import Message
 
 if TYPE_CHECKING:
     from agents.home import Home
     from agents.memory.lessons import Lesson
+    from agents.seats.request import AnswerT, Judge, Judgment, JudgmentRequest
+
+# Re-exported for steps, but imported on first use: importing agents.seats loads every
+# seat kind, which an idle lurker does not need (docs/performance.md).
+_FROM_SEATS = ("AnswerT", "Judge", "Judgment", "JudgmentRequest")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_SEATS:
+        from agents.seats import request
+
+        return getattr(request, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AnswerT",

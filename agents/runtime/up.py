@@ -11,7 +11,9 @@ then the gateway, then the hub, and waits for them; children also get SIGTERM fr
 if `up` itself dies, so nothing is left behind. Each child's log goes to
 `<home>/logs/<name>.log`, rotated at `[logs] max_bytes` keeping `[logs] keep`
 old files (agents/runtime/rotating.py); the terminal shows one status line
-per event.
+per event. The lurkers are forked from one zygote that has imported what they
+all import, so those pages are shared (agents/runtime/zygote.py); the hub, the
+gateway and the web view are started as programs of their own.
 """
 
 from __future__ import annotations
@@ -19,23 +21,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from agents.config import LogsConfig
 from agents.home import Home
 from agents.runtime import handlers
-from agents.runtime.rotating import RotatingLog, pump
+from agents.runtime.child import Child
 from agents.runtime.wake import orchestrator_problem, wake_set
+from agents.runtime.zygote import Zygote
 from agents.wording import counted
 from room.chain import GENESIS, line_hash
 from room.client import RoomClient
@@ -46,20 +45,10 @@ EXIT_CONFIG = 78
 STOP_GRACE_S = 10.0
 HUB_START_S = 40.0  # above the hub's own 30 s wait for NATS (room/jetstream/stream.py)
 STABLE_S = 30.0
-PUMP_DRAIN_S = 2.0  # how long a child's last output may take to reach its log
 LURKING = b'"event": "lurking"'  # the log line with which a lurker says it is listening
 WEB_LISTENING = b'"event": "web listening"'  # and the web view, once it holds its port
 READY_S = 60.0  # how long "lurkers up" waits for every lurker to say so
 RESTART_HUB_SIGNAL = signal.SIGUSR1  # `bullpen trust promote` asks for a hub restart with it
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Ask Linux to SIGTERM this child if `up` dies without cleaning up."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def status(text: str) -> None:
@@ -76,66 +65,14 @@ def ended(code: int) -> str:
     return f"exited with status {code}"
 
 
-@dataclass
-class Child:
-    name: str
-    argv: list[str]
-    log_path: Path
-    logs: LogsConfig = field(default_factory=LogsConfig)
-    proc: asyncio.subprocess.Process | None = None
-    pumping: asyncio.Task[None] | None = None
-    started_at: float = 0.0
-    restarts: int = 0
-    backoff: float = 1.0
-    gave_up: bool = False
-    restart_asked: bool = False  # stopped on purpose to start again: not a crash
-    history: list[int] = field(default_factory=list)
-    ready_marker: bytes = b""  # the output line that says the child is ready
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def start(self, env: dict[str, str]) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = RotatingLog(self.log_path, self.logs.max_bytes, self.logs.keep)
-        try:
-            self.proc = await asyncio.create_subprocess_exec(
-                *self.argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env=env,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-            )
-        except BaseException:
-            log.close()
-            raise
-        assert self.proc.stdout is not None
-        self.ready = asyncio.Event()
-        self.pumping = asyncio.create_task(
-            pump(self.proc.stdout, log, self.ready_marker, self.ready)
-        )
-        self.started_at = time.monotonic()
-
-    async def wait(self) -> int:
-        """The child's exit code, once its last output is in its log."""
-        assert self.proc is not None
-        code = await self.proc.wait()
-        if self.pumping is not None:
-            # A grandchild may still hold the pipe: its output keeps going to the log,
-            # but it must not keep `up` from restarting or stopping this child.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self.pumping), PUMP_DRAIN_S)
-        return code
-
-    def log_tail(self, lines: int = 15) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
 class Supervisor:
-    def __init__(self, home: Home, with_hub: bool = True, nicks: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        home: Home,
+        with_hub: bool = True,
+        nicks: list[str] | None = None,
+        zygote: bool = False,
+    ) -> None:
         self.home = home
         base = [sys.executable, "-m", "agents.cli", "--home", str(home.root)]
         logs = home.root / "logs"
@@ -157,6 +94,10 @@ class Supervisor:
             else None
         )
         self.env = {**os.environ, "BULLPEN_HOME": str(home.root), "PYTHONUNBUFFERED": "1"}
+        # Forked now, before the event loop and any thread: see agents/runtime/zygote.py.
+        self.zygote = Zygote.fork(self.env) if zygote and self.lurkers else None
+        for child in self.lurkers:
+            child.zygote = self.zygote
         self._stopping = asyncio.Event()
         # Names line up in the status lines however long a nick is.
         self.width = max([len("hub"), 10, *(len(child.name) for child in self.lurkers)])
@@ -301,6 +242,13 @@ class Supervisor:
         return health.get("seq") == seq_of(last[1]) and health.get("head") == line_hash(last[1])
 
     async def run(self) -> int:
+        try:
+            return await self._run()
+        finally:
+            if self.zygote is not None:
+                await self.zygote.close()
+
+    async def _run(self) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
@@ -478,10 +426,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     nicks = chosen_nicks(home, args.nicks)
     for nick, config in home.society.nicks.items():  # an orchestrator that would deadlock
         wake = wake_set(config.wake_replies or home.wake_replies_flagged(nick))
-        problem = orchestrator_problem(nick, handlers.load(config).needs_replies(), wake)
+        handler = handlers.load(config, wakes_on_replies="reply" in wake)  # as the lurker does
+        problem = orchestrator_problem(nick, handler.needs_replies(), wake)
         if problem is not None:
             raise ConfigError(problem)
-    return asyncio.run(Supervisor(home, with_hub=not args.no_hub, nicks=nicks).run())
+    linux = sys.platform.startswith("linux")
+    supervisor = Supervisor(home, with_hub=not args.no_hub, nicks=nicks, zygote=linux)
+    return asyncio.run(supervisor.run())
 
 
 def chosen_nicks(home: Home, given: str | None) -> list[str] | None:

@@ -1,0 +1,158 @@
+"""The society's footprint (issue 26): an idle lurker defers what only a wake needs, and
+`bullpen up`'s lurkers share the pages of the zygote they are forked from.
+
+Measured on real processes: the interpreter's own import log (PYTHONPROFILEIMPORTTIME)
+says what a lurker imported before it said "lurking", and /proc says how much memory
+each lurker holds alone (USS: the pages no other process shares).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from pathlib import Path
+
+from tests.support import Society, add_nick, run_cli, start_up, wait_for
+from tests.test_lurker import say, wait_reply
+from tests.tools.lazy_step import MARKER
+
+# What an idle lurker must not have imported: its handler's module (seen by the module
+# it imports), the memory index and the lessons handed over on a wake, and the
+# forked-step machinery. (The seat tables are checked when society.toml loads, so
+# agents.seats is loaded at start: a bad [seats.X] is an error before anything runs.)
+DEFERRED = (
+    MARKER,
+    "agents.memory",
+    "agents.memory.lessons",
+    "agents.runtime.lessons",
+    "agents.runtime.forked",
+    "multiprocessing",
+)
+IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
+
+
+def imported(log: str) -> tuple[set[str], set[str]]:
+    """The modules imported before the "lurking" line of a lurker's log, and after it."""
+    before: set[str] = set()
+    after: set[str] = set()
+    seen = before
+    for line in log.splitlines():
+        if '"event": "lurking"' in line:
+            seen = after
+        found = IMPORT_LINE.match(line)
+        if found:
+            seen.add(found.group(1))
+    return before, after
+
+
+def uss_kb(pid: int) -> int:
+    """The pages only this process holds: Private_Clean + Private_Dirty."""
+    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    fields = dict(line.split(":", 1) for line in rollup.splitlines()[1:])
+    return sum(int(fields[name].split()[0]) for name in ("Private_Clean", "Private_Dirty"))
+
+
+def lone_echo_uss(society: Society) -> int:
+    """USS of `bullpen lurk echo` started alone (as its systemd unit runs it), once lurking."""
+    society.start_hub()
+    lurker = society.start_lurker("echo")
+    ask = say(society, "@echo", "settle")  # one wake, as the lurkers under `up` had
+    wait_reply(society, ask["id"], 30)
+    try:
+        return uss_kb(lurker.pid)
+    finally:
+        society.stop_all()
+
+
+class TestLazyLoading:
+    def test_an_idle_lurker_has_not_imported_what_a_wake_needs(self, society: Society) -> None:
+        """Until its first wake, a lurker started alone has imported neither its handler's
+        module nor memory, seats or the forked-step machinery; its first wake loads them and
+        is answered as before."""
+        add_nick(society.root, "hues", handler="tests.tools.lazy_step:hue")
+        society.start_hub()
+        lurker = society.start_lurker(
+            "hues", env={"PYTHONPROFILEIMPORTTIME": "1", "PYTHONUNBUFFERED": "1"}
+        )
+        before, _ = imported(lurker.output())
+        assert {"agents.runtime.handlers", "room.client"} <= before  # the log is an import log
+        assert sorted(set(DEFERRED) & before) == []
+        ask = say(society, "@hues", "wake up")
+        assert wait_reply(society, ask["id"], 30)["body"] == "hue: 0.0"
+        wait_for(
+            lambda: (
+                {MARKER, "agents.memory.lessons", "multiprocessing"} <= imported(lurker.output())[1]
+            ),
+            10,
+            "the first wake's imports in the lurker's log",
+        )
+
+    def test_a_handler_module_that_does_not_exist_still_stops_the_lurker(
+        self, society: Society
+    ) -> None:
+        """Deferring the import does not defer the check: a misspelt module exits 78 at start,
+        before the lurker listens, and names the handler."""
+        path = society.root / "society.toml"
+        path.write_text(
+            path.read_text().replace('"agents.examples:echo"', '"agents.exampels:echo"')
+        )
+        done = run_cli(society.root, "lurk", "echo", timeout=60)
+        assert done.returncode == 78, done.stderr
+        assert "agents.exampels:echo" in done.stderr and "check the module" in done.stderr
+
+    def test_a_missing_function_is_a_failed_reply_on_the_first_wake(self, society: Society) -> None:
+        """A function name that is not in its (existing) module is found when the module
+        loads, on the first wake: that ask is answered FAILED with the reason, not silence."""
+        path = society.root / "society.toml"
+        path.write_text(
+            path.read_text().replace('"agents.examples:echo"', '"agents.examples:ehco"')
+        )
+        society.start_hub()
+        society.start_lurker("echo")
+        ask = say(society, "@echo", "anyone there?")
+        reply = wait_reply(society, ask["id"], 30)
+        assert reply["body"].startswith("[echo FAILED")
+        assert "agents.examples:ehco" in reply["body"] and "cannot be loaded" in reply["body"]
+
+
+def up_pids(society: Society) -> dict[str, int]:
+    return dict(json.loads((society.root / "state" / "up.json").read_text())["pids"])
+
+
+class TestUpSharesPages:
+    def test_up_lurkers_hold_far_less_of_their_own_than_a_lone_lurker(
+        self, society: Society
+    ) -> None:
+        """`up` forks its lurkers from one zygote: each holds well under the private memory
+        of the same lurker started alone, and its parent is the zygote, not `up`."""
+        up = start_up(society, ready=True, nicks=("echo", "foreman", "context"))
+        ask = say(society, "@echo", "settle")
+        assert wait_reply(society, ask["id"], 30)["body"] == "echo: settle"
+        pids = up_pids(society)
+        shared = uss_kb(pids["echo"])
+        parent = int(Path(f"/proc/{pids['echo']}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert parent != up.pid
+        assert Path(f"/proc/{parent}/comm").read_text().strip() == "bullpen-zygote"
+        up.stop()
+        alone = lone_echo_uss(society)
+        assert shared < 0.6 * alone, f"echo under up: {shared} kB own; alone: {alone} kB"
+
+    def test_lurkers_outlive_a_dead_zygote(self, society: Society) -> None:
+        """Should the zygote die, its lurkers end (they die with their parent) and `up`
+        restarts each as a separate process, which answers."""
+        up = start_up(society, ready=True, nicks=("echo",))
+        echo = up_pids(society)["echo"]
+        stat = Path(f"/proc/{echo}/stat").read_text()
+        zygote = int(stat.rsplit(")", 1)[1].split()[1])
+        os.kill(zygote, signal.SIGKILL)
+        wait_for(
+            lambda: re.search(r"up: echo +pid \d+ +restarted \(1\)", up.output()),
+            60,
+            "up to restart echo once its zygote died",
+        )
+        ask = say(society, "@echo", "still here")
+        assert wait_reply(society, ask["id"], 30)["body"] == "echo: still here"
+        assert up_pids(society)["echo"] != echo
+        up.stop()
