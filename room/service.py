@@ -314,7 +314,12 @@ async def run_hub(settings: HubSettings) -> int:
         if not fatal:
             checkpointer.write()
             await _sign(tlog)
-        tlog.tree.close()
+        try:
+            tlog.tree.close()
+        except OSError as exc:  # the room is what counts: the next start rebuilds the tree
+            log.warning(
+                "the Merkle tree could not be flushed; it is rebuilt on start", error=str(exc)
+            )
     if fatal:
         error = fatal[0]
         message = error.message if isinstance(error, DurabilityError) else str(error)

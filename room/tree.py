@@ -259,8 +259,11 @@ class Tree:
             os.fsync(fd)
 
     def close(self) -> None:
-        if not self.readonly:
-            self.flush()
-        for fd in self._fds:
-            os.close(fd)
-        self._fds = []
+        """Flush and close; the files are closed even when the flush fails (a full disk)."""
+        try:
+            if not self.readonly:
+                self.flush()
+        finally:
+            for fd in self._fds:
+                os.close(fd)
+            self._fds = []

@@ -144,6 +144,9 @@ def test_the_hub_recovers_a_torn_room_and_says_so(society: Society, rng: Seeded)
     assert hub.stop() == 0
     # What the hub knew had reached the disk when the power failed: lines 1-7.
     records = [society.room.with_name("room.jsonl.checkpoint"), mark_path(society.room)]
+    # The Merkle tree and its signed note (room/tlog.py) are durable records too: as they were.
+    tree_dir = society.room.with_name("room.jsonl.tlog")
+    records += sorted(p for p in tree_dir.rglob("*") if p.is_file())
     known = [p.read_bytes() for p in records]
     hub = society.start_hub()
     for n in range(7, 10):
@@ -156,6 +159,8 @@ def test_the_hub_recovers_a_torn_room_and_says_so(society: Society, rng: Seeded)
         cut = rng.choice([c for c in range(ends[-4], len(full)) if c not in ends])  # mid-line
         tail = garbage(rng) if attempt % 2 else b""
         society.room.write_bytes(full[:cut] + tail)
+        for extra in (p for p in tree_dir.rglob("*") if p.is_file() and p not in records):
+            extra.unlink()  # written after the power failed, in this telling
         for path, raw in zip(records, known, strict=True):
             path.write_bytes(raw)
         kept = expected_end(full, ends, full[:cut] + tail)

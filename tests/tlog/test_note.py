@@ -99,7 +99,7 @@ class TestCosignatures:
         witness.public_key().verify(line.value[8:], message)
         verifier = note.verifier_of("witness/a", witness, note.COSIGNATURE)
         assert note.parse_verifier(verifier.text()) == verifier
-        assert base64.b64decode(verifier.text().split("+")[2])[0] == 0x04
+        assert base64.b64decode(verifier.text().split("+", 2)[2])[0] == 0x04
         cosigned = note.Note(body, [line])
         assert cosigned.verify(verifier)
         # the same key as a plain note signer (0x01) does not accept it
