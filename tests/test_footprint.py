@@ -80,7 +80,7 @@ class TestLazyLoading:
         assert {"agents.runtime.handlers", "room.client"} <= before  # the log is an import log
         assert sorted(set(DEFERRED) & before) == []
         ask = say(society, "@hues", "wake up")
-        assert wait_reply(society, ask["id"], 30)["body"] == "hue: 0.0"
+        assert wait_reply(society, ask["id"], 30)["body"] == "wave: 1"
         wait_for(
             lambda: (
                 {MARKER, "agents.memory.lessons", "multiprocessing"} <= imported(lurker.output())[1]

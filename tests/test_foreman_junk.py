@@ -43,7 +43,7 @@ def test_unverified_junk_does_not_grow_the_foremans_reads(society: Society) -> N
     society.start_hub()
     ask = relay(society, "stuffed", ["echo"])  # no echo lurker: the run stays open
     lurker = Lurker(Home(society.root), "foreman")
-    lurker.handler.func = Foreman()  # type: ignore[attr-defined]  # a fresh process's foreman
+    lurker.handler._func = Foreman()  # type: ignore[attr-defined]  # a fresh process's foreman
     received: list[int] = []
 
     async def count(response: httpx.Response) -> None:

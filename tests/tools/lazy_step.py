@@ -1,17 +1,18 @@
-"""A step whose module is seen loading: it imports `colorsys`, which nothing else a lurker
-runs imports, so the interpreter's import log (PYTHONPROFILEIMPORTTIME) shows when a lurker
-loads this module (tests/test_footprint.py)."""
+"""A step whose module is seen loading: it imports `wave`, which nothing else a lurker runs
+imports (not `colorsys`: rich imports that, and structlog's console renderer imports rich
+where it is installed), so the interpreter's import log (PYTHONPROFILEIMPORTTIME) shows
+when a lurker loads this module (tests/test_footprint.py)."""
 
 from __future__ import annotations
 
-import colorsys
+import wave
 
 from agents.runtime.step import Reply, StepContext
 from room.message import Message
 
-MARKER = "colorsys"
+MARKER = "wave"
 
 
 def hue(message: Message, ctx: StepContext) -> Reply:
-    """Answer with the hue of a grey: always 0.0 (what matters is that the module loaded)."""
-    return Reply(f"hue: {colorsys.rgb_to_hsv(0.5, 0.5, 0.5)[0]}")
+    """Answer with a fact of the wave module (what matters is that the module loaded)."""
+    return Reply(f"wave: {wave.WAVE_FORMAT_PCM}")
