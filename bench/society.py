@@ -39,26 +39,12 @@ sys.path.insert(0, str(REPO))
 
 import json  # noqa: E402
 
+from bench.lurkers import memory_kb  # noqa: E402 - RSS, PSS and USS of one process
 from bench.table import print_table  # noqa: E402
 from tests.support import Society, wait_for  # noqa: E402
 
 BARE = "import asyncio, sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); asyncio.run(asyncio.sleep(3600))"
 LURKER_MODULE = "agents.runtime.lurker"
-
-
-def memory_kb(pid: int) -> dict[str, int]:
-    """RSS from status; PSS and USS (private clean + dirty) from smaps_rollup."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-
-    def field(text: str, name: str) -> int:
-        for line in text.splitlines():
-            if line.startswith(name + ":"):
-                return int(line.split()[1])
-        return 0
-
-    private = field(rollup, "Private_Clean") + field(rollup, "Private_Dirty")
-    return {"rss": field(status, "VmRSS"), "pss": field(rollup, "Pss"), "uss": private}
 
 
 def session_members(sid: int) -> dict[int, str]:
