@@ -58,7 +58,11 @@ def final(society: Society, thread: str, timeout: float = 60) -> None:
     after, deadline = 0, time.monotonic() + timeout
     while time.monotonic() < deadline:
         params = {"thread": thread, "from": "foreman", "after": after, "wait": 5, "limit": 1000}
-        answer = httpx.get(f"{society.strict_url}/read", params=params, timeout=15).json()
+        response = httpx.get(
+            f"{society.strict_url}/read", params=params, headers=society.read_headers(), timeout=15
+        )
+        response.raise_for_status()  # /read needs the read token: a refusal is a broken bench
+        answer = response.json()
         if any((m.get("data") or {}).get("final") for m in answer["messages"]):
             return
         after = answer["last_seq"]
@@ -69,7 +73,12 @@ def prime(society: Society) -> None:
     """Pay the hub's one-time costs of a freshly started hub: its index of the open run's
     thread and its survey of the room's threads (both shared by every later reader)."""
     for thread in (OPEN, "nobody-reads-this"):
-        httpx.get(f"{society.strict_url}/read", params={"thread": thread}, timeout=120)
+        httpx.get(
+            f"{society.strict_url}/read",
+            params={"thread": thread},
+            headers=society.read_headers(),
+            timeout=120,
+        ).raise_for_status()
 
 
 def one_run(society: Society, thread: str) -> float:
