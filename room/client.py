@@ -26,7 +26,7 @@ from room import strictjson
 from room.durable import durable_end
 from room.errors import BadPost, HubUnavailable, PostRejected, Unauthorized
 from room.log import Filter
-from room.message import Post, normalize_to, parse_request_obj
+from room.message import Message, Post, normalize_to, parse_request_obj
 from room.reader import RoomFile, seq_of
 from trust.proof import Signer
 
@@ -270,3 +270,15 @@ def read_file(
                 if limit is not None and len(found) >= limit:
                     break
     return found, last
+
+
+async def read_thread(client: RoomClient, thread: str) -> list[Message]:
+    """Every verified message of a thread, in order, read page by page from the hub."""
+    found: list[Message] = []
+    after = 0
+    while True:
+        lines, last = await client.read(after, 500, thread=thread)
+        found += [m for m in map(Message.model_validate, lines) if m.verified]
+        if not lines or last <= after:
+            return found
+        after = last

@@ -38,12 +38,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.expedition.anchor import AnchorRefused, anchor_for_run
 from agents.expedition.config import ExpeditionConfig
-from agents.expedition.pipeline import DIG_REPORT, STEP_NUMBERS
+from agents.expedition.pipeline import DIG_REPORT
 from agents.expedition.progress import Progress
 from agents.foreman.pipeline import KEY
 from agents.roots import OutsideRoot
 from agents.runtime.cancel import EXIT_CANCELLED
 from agents.runtime.waiting import Heartbeat, interruptible, require_listening
+from room.client import read_thread
 from room.message import Message, bare
 
 if TYPE_CHECKING:
@@ -57,7 +58,6 @@ EXIT_MISSING = 2
 EXIT_TIMEOUT = 3
 EXIT_UNCLEAR = 4
 EXIT_USAGE = 2  # argparse's code for a refused argument; nothing was posted
-LAST_STEP = max(STEP_NUMBERS.values())
 POLL_S = 25.0
 ANSWER_PROMPT = "confirm / confirm, drop row_N ... / redirect TEXT (empty: leave it waiting): "
 
@@ -316,18 +316,6 @@ async def expedition(
         return await interruptible(
             follower.follow(int(posted.get("seq", 0)), timeout), client, thread, err
         )
-
-
-async def read_thread(client: RoomClient, thread: str) -> list[Message]:
-    """Every verified message of a thread, in order."""
-    found: list[Message] = []
-    after = 0
-    while True:
-        lines, last = await client.read(after, 500, thread=thread)
-        found += [m for m in map(Message.model_validate, lines) if m.verified]
-        if not lines or last <= after:
-            return found
-        after = last
 
 
 def not_a_run(messages: Sequence[Message], thread: str) -> str | None:

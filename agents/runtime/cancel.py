@@ -60,14 +60,9 @@ async def post_cancel(
     """Post the operator's cancel of `thread`, once it is checked to be a run still going.
 
     UsageError (nothing posted) for a thread with no run, or a run already ended."""
-    messages: list[Message] = []
-    after = 0
-    while True:
-        lines, last = await client.read(after, 500, thread=thread)
-        messages += [m for m in map(Message.model_validate, lines) if m.verified]
-        if not lines or last <= after:
-            break
-        after = last
+    from room.client import read_thread  # httpx: loaded by the commands that cancel
+
+    messages = await read_thread(client, thread)
     starts = [m for m in messages if m.type == "ask" and bare(m.to) == foreman]
     if not starts or (starts[0].data or {}).get("ping"):
         raise UsageError(
