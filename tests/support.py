@@ -210,7 +210,13 @@ class Society:
 
     def start_hub(self, env: dict[str, str] | None = None) -> Proc:
         hub = self.spawn("hub", "hub", env=env)
-        wait_for(lambda: self.healthy() or not hub.alive(), 20, "the hub to answer /health")
+        # Its own "hub listening" line, not only /health: on a shared machine another run's
+        # hub may hold the port picked here, answer /health, and leave this one unbound.
+        wait_for(
+            lambda: (self.healthy() and "hub listening" in hub.output()) or not hub.alive(),
+            20,
+            "the hub to listen and answer /health",
+        )
         assert hub.alive(), f"the hub exited:\n{hub.output()}"
         return hub
 

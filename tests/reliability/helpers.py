@@ -233,16 +233,3 @@ def http_request(
     head += [f"{name}: {value}" for name, value in all_headers.items()]
     head.append(f"content-length: {len(body)}")
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
-
-
-def start_own_hub(society: Society) -> Any:
-    """`society.start_hub()`, then wait until this hub says it is listening.
-
-    /health answering is not enough on a shared machine: another test's hub that
-    took the same free port answers it too, and this hub then fails to bind. A
-    test that talks raw HTTP to the port must know the answers are its hub's.
-    """
-    hub = society.start_hub()
-    wait_for(lambda: "hub listening" in hub.output() or not hub.alive(), 20, "the hub to listen")
-    assert hub.alive(), f"the hub exited (its port taken by another?):\n{hub.output()[-2000:]}"
-    return hub

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.reliability.helpers import figures, start_own_hub
+from tests.reliability.helpers import figures
 from tests.support import Society
 
 POSTS = 480
@@ -46,7 +46,7 @@ def big_post(rng: random.Random, n: int) -> bytes:
 
 
 def test_large_posts_leave_the_hub_bounded_and_old_lines_readable(society: Society) -> None:
-    hub = start_own_hub(society)
+    hub = society.start_hub()
     rng = random.Random(23)
     bodies = [big_post(rng, n) for n in range(POSTS)]
     url = f"{society.strict_url}/say"

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.reliability.helpers import http_request, start_own_hub
+from tests.reliability.helpers import http_request
 from tests.support import Society
 
 GARBAGE = [
@@ -58,7 +58,7 @@ def test_a_post_followed_by_garbage_is_answered_before_the_400(
 ) -> None:
     """Post + garbage in one write: if the line is in the room, the stream holds its 200
     (with the stored line) before the 400; and the hub goes on serving."""
-    start_own_hub(society)
+    society.start_hub()
     body = f"pipelined {garbage[:6]!r}"
     stream = _answers(society.strict_port, _post(body) + garbage)
     stored = [line for line in society.lines() if line["body"] == body]
@@ -72,7 +72,7 @@ def test_a_post_followed_by_garbage_is_answered_before_the_400(
 
 def test_two_posts_then_garbage_are_both_answered_in_order(society: Society) -> None:
     """Two good posts pipelined before the garbage: two 200s in order, then the 400."""
-    start_own_hub(society)
+    society.start_hub()
     stream = _answers(
         society.strict_port, _post("first of two") + _post("second of two") + GARBAGE[0]
     )
@@ -85,7 +85,7 @@ def test_two_posts_then_garbage_are_both_answered_in_order(society: Society) -> 
 def test_garbage_inside_a_chunked_body_stores_that_post_not(society: Society) -> None:
     """A good post, then a chunked post whose body breaks off into garbage: the first is
     answered 200 and stored; the second was never whole: 400, nothing stored for it."""
-    start_own_hub(society)
+    society.start_hub()
     payload = json.dumps({"from": "piper", "to": "@all", "type": "chat", "body": "half"}).encode()
     head = (
         b"POST /say HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"

@@ -15,7 +15,6 @@ import base64
 import httpx
 from cryptography.hazmat.primitives import serialization
 
-from tests.reliability.helpers import start_own_hub
 from tests.support import Society, record_output
 
 
@@ -40,7 +39,7 @@ def _forms(secret: str, raw_key: bytes) -> dict[str, str]:
 
 
 def test_the_hub_refuses_every_form_of_a_secret(society: Society) -> None:
-    start_own_hub(society)
+    society.start_hub()
     secret = society.secret().decode()
     key = serialization.load_pem_private_key(
         society.home.trust.hub_key_file.read_bytes(), password=None
