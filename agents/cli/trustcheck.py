@@ -19,13 +19,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import secrets
 import shutil
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agents.runtime.ping import ping
 from room.errors import BullpenError, UsageError
 from trust import hubkey
 from trust.secretfiles import check_secret_file
@@ -271,50 +270,34 @@ async def live_check(home: Home, rows: list[Row], timeout: float) -> str | None:
             row.live = HUB_UNREACHABLE
             row.problems.append("not pinged (see below)")
         return problem
-    thread = f"trust-check-{secrets.token_hex(4)}"
     async with home.client(operator) as client:
-        asks = {}
-        for row in lurkers:
-            try:
-                stored = await client.say(
-                    f"@{row.nick}", "ping", type="ask", data={"ping": True}, thread=thread
-                )
-                asks[stored["id"]] = row
-            except BullpenError as exc:
-                row.live = "not sent"
-                row.problems.append(f"the ping could not be posted: {exc.message}")
-        deadline = time.monotonic() + timeout
-        waiting = dict(asks)
-        after = 0
-        while waiting and time.monotonic() < deadline:
-            remaining = max(0.1, deadline - time.monotonic())
-            lines, after = await client.read(after, 1000, thread=thread, wait=min(remaining, 5.0))
-            for line in lines:
-                row = waiting.pop(line.get("in_reply_to") or "", None)
-                if row is None or line.get("from") != row.nick:
-                    if row is not None:
-                        waiting[line["in_reply_to"]] = row
-                    continue
-                if line.get("to") != f"@{operator}":
-                    row.live = "misaddressed"
-                    row.problems.append(
-                        f"its reply went to {line.get('to')}, not @{operator}: consumers "
-                        "never see it"
-                    )
-                elif not line.get("verified"):
-                    row.live = "unverified"
-                    row.problems.append(
-                        "its reply was not verified: it cannot prove itself to the hub "
-                        "(check its proof: the shared secret or its key, and [privileged])"
-                    )
-                else:
-                    row.live = "pong ✓"
-        for row in waiting.values():
+        answered = await ping(client, [row.nick for row in lurkers], timeout, label="trust-check")
+    for row in lurkers:
+        line = answered.pongs.get(row.nick)
+        if row.nick in answered.unsent:
+            row.live = "not sent"
+            row.problems.append(
+                f"the ping could not be posted: {answered.unsent[row.nick].message}"
+            )
+        elif line is None:
             row.live = "no reply"
             row.problems.append(
                 f"no reply within {timeout:g} s: is its lurker running (bullpen up, or "
                 f"systemctl --user status bullpen-lurker@{row.nick})?"
             )
+        elif line.get("to") != f"@{operator}":
+            row.live = "misaddressed"
+            row.problems.append(
+                f"its reply went to {line.get('to')}, not @{operator}: consumers never see it"
+            )
+        elif not line.get("verified"):
+            row.live = "unverified"
+            row.problems.append(
+                "its reply was not verified: it cannot prove itself to the hub "
+                "(check its proof: the shared secret or its key, and [privileged])"
+            )
+        else:
+            row.live = "pong ✓"
     return None
 
 

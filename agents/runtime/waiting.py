@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import signal
 import sys
 import time
@@ -22,6 +21,7 @@ from collections.abc import Awaitable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agents.runtime.ping import ping
 from room.errors import BullpenError
 
 if TYPE_CHECKING:
@@ -39,18 +39,11 @@ class NotListening(BullpenError):
 
 async def require_listening(client: RoomClient, nick: str, timeout: float = PING_S) -> None:
     """Ping `nick` (its lurker answers a ping itself); NotListening when no pong comes back."""
-    thread = f"ping-{secrets.token_hex(4)}"
-    stored = await client.say(f"@{nick}", "ping", type="ask", data={"ping": True}, thread=thread)
-    deadline = time.monotonic() + timeout
-    after = int(stored.get("seq", 0))
-    while time.monotonic() < deadline:
-        left = max(0.1, deadline - time.monotonic())
-        lines, after = await client.read(after, 100, thread=thread, wait=min(left, 5.0))
-        if any(
-            line.get("in_reply_to") == stored.get("id") and line.get("from") == nick
-            for line in lines
-        ):
-            return
+    answered = await ping(client, [nick], timeout)
+    if nick in answered.unsent:  # the hub refused or could not be reached: its own error
+        raise answered.unsent[nick]
+    if nick in answered.pongs:
+        return
     raise NotListening(
         f"@{nick} did not answer a ping within {timeout:g} s, so nothing would act on the "
         f"run: its lurker is not running (or cannot reach the hub). Start it with `bullpen up` "
