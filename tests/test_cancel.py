@@ -105,16 +105,17 @@ def _expedition(society: Society, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def _stuck_expedition(society: Society) -> None:
-    """A society whose expedition hangs at step 1 (its termgen never answers)."""
+def _stuck_expedition(society: Society, at: str = "termgen", *steps: str) -> None:
+    """A society whose expedition hangs at the step `at` (by default step 1: its termgen
+    never answers); `steps` are the other step nicks to start before it."""
     path = society.root / "society.toml"
     text = path.read_text()
-    start = text.index("[nicks.termgen]")
+    start = text.index(f"[nicks.{at}]")
     end = text.find("\n[", start + 1)
-    table = '[nicks.termgen]\nhandler = "tests.tools.steps:hang"\ntimeout_s = 300\n'
+    table = f'[nicks.{at}]\nhandler = "tests.tools.steps:hang"\ntimeout_s = 300\n'
     path.write_text(text[:start] + table + (text[end:] if end != -1 else ""))
     society.start_hub()
-    for nick in ("foreman", "context", "termgen"):
+    for nick in ("foreman", "context", *steps, at):
         society.start_lurker(nick)
 
 
@@ -167,6 +168,36 @@ def test_ctrl_c_with_no_terminal_detaches_and_says_how_to_cancel(demo: Society) 
     assert command.returncode == 130, err
     assert f"bullpen cancel {thread}" in err and "detached" in err
     assert "Traceback" not in err
+    assert final_report(demo, thread) is None
+
+
+def test_ctrl_c_while_confirm_waits_on_the_brief_detaches_too(demo: Society) -> None:
+    """`bullpen expedition confirm` waits on the brief as the first command waited on the Dig
+    Report: SIGINT there detaches the same way (exit 130, no traceback), the run goes on."""
+    _stuck_expedition(demo, "briefer", "termgen", "retriever", "scorer", "scotoma", "excerpter")
+    first = _expedition(demo)
+    out, err = first.communicate(timeout=240)  # no terminal, no --yes: stops at the report
+    assert first.returncode == 0 and "=== DIG REPORT ===" in out, err
+    thread = _thread_started(demo)
+    argv = bullpen_argv(demo.root, "expedition", "confirm", thread)
+    command = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(
+            lambda: any(
+                m["from"] == "foreman" and m["to"] == "@briefer" for m in thread_of(demo, thread)
+            ),
+            60,
+            "the brief's ask",
+        )
+        command.send_signal(signal.SIGINT)
+        _, err = command.communicate(timeout=30)
+    finally:
+        command.kill()
+    assert command.returncode == 130, err
+    assert f"bullpen cancel {thread}" in err and "detached" in err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert final_report(demo, thread) is None
 
 

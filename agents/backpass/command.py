@@ -41,7 +41,7 @@ from agents.backpass.seating import choose_seats
 from agents.backpass.traces import StateFileError, check_state
 from agents.roots import OutsideRoot
 from agents.runtime.cancel import EXIT_CANCELLED
-from agents.runtime.waiting import Heartbeat, interruptible, require_listening
+from agents.runtime.waiting import Heartbeat, follow_run, require_listening
 from room.errors import BullpenError, ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -263,10 +263,8 @@ async def backpass(
         stored = await client.say(f"@{FOREMAN}", body, type="ask", data=data, thread=thread)
         err.write(f"backpass run {thread} asked of @{FOREMAN} (seq {stored.get('seq')})\n")
         after = int(stored.get("seq", 0))
-        heartbeat = Heartbeat(err, FOREMAN)
-        beating = asyncio.create_task(heartbeat.run())
 
-        async def follow() -> int:
+        async def follow(heartbeat: Heartbeat) -> int:
             try:
                 async with asyncio.timeout(wait_timeout):
                     async for line in client.follow(after, thread=thread, wait=POLL_S):
@@ -293,10 +291,7 @@ async def backpass(
                 pass
             return EXIT_WAIT
 
-        try:
-            code = await interruptible(follow(), client, thread, err)
-        finally:
-            beating.cancel()
+        code = await follow_run(follow, client, thread, err, FOREMAN)
         if code != EXIT_WAIT:
             return code
     progress.done()

@@ -31,7 +31,7 @@ from agents.build.config import BuildConfig
 from agents.build.ticket import TicketError, parse_ticket
 from agents.build.ticket import title as ticket_title
 from agents.runtime.cancel import EXIT_CANCELLED
-from agents.runtime.waiting import Heartbeat, interruptible, require_listening
+from agents.runtime.waiting import Heartbeat, follow_run, require_listening
 from room.errors import UsageError
 
 if TYPE_CHECKING:
@@ -144,10 +144,8 @@ async def build(
         )  # fmt: skip
         err.write(f"build {thread} asked of @{FOREMAN} (seq {stored.get('seq')})\n")
         err.flush()
-        heartbeat = Heartbeat(err, FOREMAN)
-        beating = asyncio.create_task(heartbeat.run())
 
-        async def follow() -> int | None:
+        async def follow(heartbeat: Heartbeat) -> int | None:
             try:
                 async with asyncio.timeout(wait_timeout):
                     async for line in client.follow(
@@ -176,14 +174,11 @@ async def build(
                 pass
             return None
 
-        async def waited() -> int:
-            code = await follow()
+        async def waited(heartbeat: Heartbeat) -> int:
+            code = await follow(heartbeat)
             return EXIT_WAIT if code is None else code
 
-        try:
-            code = await interruptible(waited(), client, thread, err)
-        finally:
-            beating.cancel()
+        code = await follow_run(waited, client, thread, err, FOREMAN)
         if code != EXIT_WAIT:
             return code
     err.write(

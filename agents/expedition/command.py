@@ -43,7 +43,7 @@ from agents.expedition.progress import Progress
 from agents.foreman.pipeline import KEY
 from agents.roots import OutsideRoot
 from agents.runtime.cancel import EXIT_CANCELLED
-from agents.runtime.waiting import Heartbeat, interruptible, require_listening
+from agents.runtime.waiting import Heartbeat, follow_run, require_listening
 from room.client import read_thread
 from room.message import Message, bare
 
@@ -177,12 +177,13 @@ class Follower:
         `answered`: the operator's answer is already posted, so what is awaited
         is the brief or the next Dig Report.
         """
-        heartbeat = Heartbeat(self.err, self.foreman)
-        beating = asyncio.create_task(heartbeat.run())
-        try:
-            return await self._follow(after, timeout, answered, heartbeat)
-        finally:
-            beating.cancel()
+        return await follow_run(
+            lambda heartbeat: self._follow(after, timeout, answered, heartbeat),
+            self.client,
+            self.thread,
+            self.err,
+            self.foreman,
+        )
 
     async def _follow(
         self, after: int, timeout: float, answered: bool, heartbeat: Heartbeat
@@ -313,9 +314,7 @@ async def expedition(
         follower = Follower(
             home, client, thread, out, err, yes=yes, interactive=not yes and sys.stdin.isatty()
         )
-        return await interruptible(
-            follower.follow(int(posted.get("seq", 0)), timeout), client, thread, err
-        )
+        return await follower.follow(int(posted.get("seq", 0)), timeout)
 
 
 def not_a_run(messages: Sequence[Message], thread: str) -> str | None:

@@ -19,7 +19,7 @@ from agents.foreman.pipeline import FORKED_FROM, KEY, SEEDED
 from agents.foreman.sequencer import pipeline_name
 from agents.replay import rerun
 from agents.replay.recorded import FOREMAN
-from agents.runtime.waiting import interruptible, require_listening
+from agents.runtime.waiting import require_listening
 from room import strictjson
 from room.errors import UsageError
 from room.message import MAX_DATA_BYTES
@@ -100,6 +100,4 @@ async def fork(
 
         out = sys.stderr if as_json else sys.stdout
         follower = Follower(home, client, thread, out, sys.stderr)
-        return await interruptible(
-            follower.follow(int(posted.get("seq", 0)), wait), client, thread, sys.stderr
-        )
+        return await follower.follow(int(posted.get("seq", 0)), wait)

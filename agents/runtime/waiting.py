@@ -17,7 +17,7 @@ import contextlib
 import signal
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -154,3 +154,21 @@ async def interruptible(
             file=err,
         )
     return EXIT_INTERRUPTED
+
+
+async def follow_run(
+    follow: Callable[[Heartbeat], Awaitable[int]],
+    client: RoomClient,
+    thread: str,
+    err: TextIO,
+    foreman: str = "foreman",
+) -> int:
+    """Follow a run as every command that starts one does: `follow(heartbeat)` reads the
+    thread and returns the exit code; a heartbeat speaks when it is quiet, and Ctrl-C asks
+    to cancel or detach (interruptible)."""
+    heartbeat = Heartbeat(err, foreman)
+    beating = asyncio.create_task(heartbeat.run())
+    try:
+        return await interruptible(follow(heartbeat), client, thread, err)
+    finally:
+        beating.cancel()
