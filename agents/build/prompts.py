@@ -78,6 +78,11 @@ class CodeContext:
     lessons: list[Lesson] = field(default_factory=list)
 
 
+def _section(title: str, text: Any) -> list[str]:
+    """One titled part of the ticket, as both prompts show it."""
+    return [f"{title}:", str(text or ""), ""]
+
+
 def _files(view: RepoView | None) -> list[str]:
     if view is None:
         return []
@@ -108,15 +113,9 @@ def code_prompt(job: dict[str, Any], context: CodeContext) -> str:
         f"{context.iteration}. Make the spec pass. Never change or delete the spec: it is the "
         "contract.",
         "",
-        "PROBLEM:",
-        str(job.get("problem", "")),
-        "",
-        "TRAPS (plausible-but-wrong fixes):",
-        str(job.get("traps", "")),
-        "",
-        "CONSTRAINTS:",
-        str(job.get("constraints", "")),
-        "",
+        *_section("PROBLEM", job.get("problem")),
+        *_section("TRAPS (plausible-but-wrong fixes)", job.get("traps")),
+        *_section("CONSTRAINTS", job.get("constraints")),
         *_files(context.view),
         f"SPEC ({context.spec_relative}, read-only):",
         context.spec_text.rstrip("\n"),
@@ -148,15 +147,9 @@ def testdesign_prompt(job: dict[str, Any], view: RepoView | None = None) -> str:
             "the current code. Answer it as a new file under files; the files shown are for "
             "reading only: a spec writer changes none of them.",
             "",
-            "PROBLEM:",
-            str(job.get("problem", "")),
-            "",
-            "ACCEPTANCE CONTRACT (STEP 1):",
-            str(job.get("contract", "")),
-            "",
-            "TRAPS:",
-            str(job.get("traps", "")),
-            "",
+            *_section("PROBLEM", job.get("problem")),
+            *_section("ACCEPTANCE CONTRACT (STEP 1)", job.get("contract")),
+            *_section("TRAPS", job.get("traps")),
             "TARGETS: " + (", ".join(job.get("targets") or []) or "(none named)"),
             "",
             *_files(view),
