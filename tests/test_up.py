@@ -424,7 +424,9 @@ class TestTrustCheck:
         done = run_cli(society.root, "trust", "check", "--timeout", "30")
         elapsed = time.monotonic() - started
         assert done.returncode == 1, done.stdout + done.stderr
-        assert elapsed < 10, f"took {elapsed:.1f} s"  # it used to retry ~5 s for every nick
+        # It used to retry ~5 s for every nick: over 100 s for the home's 20. The bound is
+        # loose on purpose (a loaded 2-core machine takes ~8 s to start the CLI and probe).
+        assert elapsed < 45, f"took {elapsed:.1f} s"
         for nick in society.home.society.nicks:
             line = row_of(done.stdout, nick)
             assert "hub unreachable" in line and "bullpen up" not in line, line
