@@ -395,8 +395,13 @@ def load(config: NickConfig) -> McpAgentHandler:
 
 
 def _grace(timeout: float) -> float:
-    """How much earlier than the lurker's own timeout the step stops its agent."""
-    return min(5.0, timeout / 10)
+    """How much earlier than the lurker's own timeout the step stops its agent.
+
+    Stopping the agent's group and reading the room for its reply must fit in this
+    margin, or the lurker's timeout wins and flags an agent that did reply: a tenth
+    of an 8 s timeout (0.8 s) was too thin on a loaded machine, a quarter is not.
+    """
+    return min(5.0, timeout / 4)
 
 
 async def agent_step(message: Message, ctx: StepContext) -> Outcome:
