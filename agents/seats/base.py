@@ -26,6 +26,7 @@ class Completion:
 
     text: str
     structured: str | None = None
+    cut_off: bool = False  # the server stopped at max_tokens (finish_reason "length")
 
 
 class Seat(abc.ABC):

@@ -45,6 +45,9 @@ log = structlog.get_logger("agents.seats")
 ATTEMPTS_PER_SEAT = 2
 
 
+CUT_OFF = "the answer was cut off at its max_tokens bound before it was complete; answer shorter"
+
+
 def retry_prompt(prompt: str, error: str) -> str:
     """The prompt again, with why the last answer was rejected."""
     return (
@@ -110,6 +113,8 @@ class SeatJudge:
                     prompt_request = request  # the model never answered: ask the same again
                 except AnswerRejected as exc:
                     error = str(exc)
+                    if completion.cut_off:  # say why it broke off: the bound, not the model
+                        error = f"{CUT_OFF} ({error})"
                     prompt_request = dataclasses.replace(
                         request, prompt=retry_prompt(request.prompt, error)
                     )

@@ -219,7 +219,8 @@ class OpenAISeat(Seat):
             max_tokens=self._max_tokens(request),
             elapsed_ms=round((time.monotonic() - started) * 1000),
         )
-        return Completion(self._content(response, key), mode)
+        text, finish = self._content(response, key)
+        return Completion(text, mode, cut_off=finish == "length")
 
     async def _post(
         self,
@@ -259,7 +260,8 @@ class OpenAISeat(Seat):
             f"{self.shown_url} answered HTTP {status}: {_excerpt(response.text, key)} — {hint}"
         )
 
-    def _content(self, response: httpx.Response, key: str | None) -> str:
+    def _content(self, response: httpx.Response, key: str | None) -> tuple[str, str | None]:
+        """The answer's text and the server's finish_reason ("length": cut at max_tokens)."""
         if not response.is_success:
             refused_json = "response_format" in response.text.lower()
             if self.config.json_mode is True and refused_json:
@@ -278,15 +280,16 @@ class OpenAISeat(Seat):
                 "endpoint (usually ending in /v1)?"
             ) from None
         try:
-            content = body["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            content = None
+            choice = body["choices"][0]
+            content, finish = choice["message"]["content"], choice.get("finish_reason")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            content, finish = None, None
         if not isinstance(content, str):
             raise self.fail(
                 f"{self.shown_url} answered, but not in the chat-completions shape "
                 f"(no choices[0].message.content): {_excerpt(response.text, key)}"
             )
-        return content
+        return content, finish if isinstance(finish, str) else None
 
 
 def _refused_format(response: httpx.Response) -> bool:

@@ -29,6 +29,8 @@ def gate_of(miss: str) -> str:
     seat's failure (no answer at all).
     """
     reason = miss.split(": ", 1)[1] if ": " in miss else miss
+    if "was cut off at its max_tokens bound" in reason:
+        return "answer within max_tokens"
     if "is not valid JSON" in reason:
         return "answer is JSON"
     if "the answer is empty" in reason:

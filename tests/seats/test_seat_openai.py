@@ -224,6 +224,40 @@ class TestThroughTheJudge:
         assert len(judgment.misses) == 1 and "not valid JSON" in judgment.misses[0]
         assert judgment.provenance()["structured"] == "json_schema"
 
+    def test_an_answer_cut_at_max_tokens_is_named_as_such(self, fake_openai: StartServer) -> None:
+        """A broken answer the server stopped at max_tokens (finish_reason "length") is said
+        to be cut off, in the miss, the retry prompt and the tally's gate; a broken answer
+        the model finished is still plain "not valid JSON"."""
+        from agents.seats.tally import gate_of
+
+        cut = {
+            "response": {
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": '{"scores": [1, 2, 3, 4'},
+                        "finish_reason": "length",
+                    }
+                ]
+            }
+        }
+        misses = []
+        for broken in (cut, '{"scores": [1, 2'):
+            server = fake_openai({"score": [broken, '{"scores": [5]}']})
+            registry = build_seats(
+                {"score": {"kind": "openai", "base_url": server.base_url, "model": "m"}}
+            )
+            judgment = asyncio.run(make_judge(registry)("score", REQUEST, Scores))
+            assert judgment.answer.scores == [5] and judgment.attempts == 2
+            misses += judgment.misses
+            retry = server.requests()[1]["body"]["messages"][0]["content"]
+            cut_said = "Your previous answer was rejected: the answer was cut off" in retry
+            assert cut_said is (broken is cut)
+        first, second = misses
+        assert "cut off at its max_tokens bound" in first and "not valid JSON" in first
+        assert "cut off" not in second and "not valid JSON" in second
+        assert [gate_of(miss) for miss in misses] == ["answer within max_tokens", "answer is JSON"]
+
 
 def judged(server: FakeServer, request: JudgmentRequest = REQUEST, **table: Any) -> Any:
     registry = build_seats(
