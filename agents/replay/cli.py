@@ -72,9 +72,9 @@ def print_side_by_side(result: dict[str, Any]) -> None:
             f"replayed against a private copy ({copy['files']} files, {copy['bytes']} bytes, "
             "removed after): " + (", ".join(c["path"] for c in copy["copied"]) or "nothing named")
         )
-        for change in ("created", "changed", "deleted"):
+        for change in ("created", "changed", "rewritten", "deleted"):
             for path in copy["written"][change]:
-                print(f"  {change:<8} {path}")
+                print(f"  {change:<9} {path}")
         if copy["would_post"]:
             print(f"  it would have posted {len(copy['would_post'])} line(s); none was posted")
 

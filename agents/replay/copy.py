@@ -234,18 +234,20 @@ class PrivateCopy:
 
     # --- before and after --------------------------------------------------------------
 
-    def snapshot(self) -> dict[str, str]:
-        """Every file and link in the copy (path as the original would be) -> its digest."""
-        found: dict[str, str] = {}
+    def snapshot(self) -> dict[str, tuple[str, int]]:
+        """Every file and link in the copy (path as the original would be) -> its digest and
+        its modification time (a file rewritten with the same bytes was written too)."""
+        found: dict[str, tuple[str, int]] = {}
         for place, dirs, files in os.walk(self.fs):
             dirs.sort()
             for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(place, d)))]:
                 path = Path(place) / name
-                if path.is_symlink():
-                    found[str(self.outof(path))] = "link:" + os.readlink(path)
-                elif path.is_file():
-                    with contextlib.suppress(OSError):
-                        found[str(self.outof(path))] = _digest(path)
+                with contextlib.suppress(OSError):
+                    when = path.lstat().st_mtime_ns
+                    if path.is_symlink():
+                        found[str(self.outof(path))] = ("link:" + os.readlink(path), when)
+                    elif path.is_file():
+                        found[str(self.outof(path))] = (_digest(path), when)
         return found
 
     def summary(self) -> dict[str, Any]:
@@ -265,11 +267,18 @@ def _digest(path: Path) -> str:
     return hasher.hexdigest()
 
 
-def changes(before: dict[str, str], after: dict[str, str]) -> dict[str, list[str]]:
-    """What the replayed step wrote in the copy: files created, changed and removed."""
+def changes(
+    before: dict[str, tuple[str, int]], after: dict[str, tuple[str, int]]
+) -> dict[str, list[str]]:
+    """What the replayed step wrote in the copy: files created, changed, rewritten with the
+    same bytes, and removed."""
+    both = set(after) & set(before)
     return {
         "created": sorted(set(after) - set(before)),
-        "changed": sorted(p for p in set(after) & set(before) if after[p] != before[p]),
+        "changed": sorted(p for p in both if after[p][0] != before[p][0]),
+        "rewritten": sorted(
+            p for p in both if after[p][0] == before[p][0] != "" and after[p] != before[p]
+        ),
         "deleted": sorted(set(before) - set(after)),
     }
 
