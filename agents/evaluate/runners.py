@@ -38,7 +38,10 @@ class CaseResult:
     kind: str
     passed: bool = False
     failed_gates: list[str] = field(default_factory=list)
-    model_calls: int = 0
+    model_calls: int = 0  # server_calls, plus the local and cmd seats' attempts
+    server_calls: int = 0  # requests a model server answered (the seats' `seat.http` lines)
+    tokens_in: int = 0  # the server's own `usage` of those requests
+    tokens_out: int = 0
     tokens: int = 0
     rescued: int = 0  # steps a retry (or a fallback seat) saved
     lessons: int = 0  # lessons handed to its steps on wake (each answer names them)
@@ -61,11 +64,37 @@ def _judgments(data: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def _tokens(data: dict[str, Any]) -> int:
-    usage = data.get("usage")
-    if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
-        return int(usage["total_tokens"])
-    return int(data["tokens"]) if isinstance(data.get("tokens"), int) else 0
+def log_marks(root: Path) -> dict[Path, int]:
+    """How far each lurker log of the eval home reaches now: a case's calls are the lines after."""
+    return {log: log.stat().st_size for log in sorted((root / "logs").glob("*.log"))}
+
+
+def server_calls(root: Path, marks: dict[Path, int]) -> list[dict[str, Any]]:
+    """Every request a seat sent to a model server since `marks` (openai seats log one
+    `seat.http` line per answered request, with the server's token usage)."""
+    found: list[dict[str, Any]] = []
+    for log in sorted((root / "logs").glob("*.log")):
+        with open(log, "rb") as handle:
+            handle.seek(marks.get(log, 0))
+            for raw in handle.read().splitlines():
+                if b'"seat.http"' not in raw:
+                    continue
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(line, dict) and line.get("event") == "seat.http":
+                    found.append(line)
+    return found
+
+
+def count_server_calls(root: Path, marks: dict[Path, int], result: CaseResult) -> None:
+    calls = server_calls(root, marks)
+    result.server_calls = len(calls)
+    result.model_calls += len(calls)
+    result.tokens_in = sum(int(c.get("tokens_in") or 0) for c in calls)
+    result.tokens_out = sum(int(c.get("tokens_out") or 0) for c in calls)
+    result.tokens = result.tokens_in + result.tokens_out
 
 
 def tally(society: EvalSociety, thread: str, result: CaseResult) -> Recorded:
@@ -77,8 +106,10 @@ def tally(society: EvalSociety, thread: str, result: CaseResult) -> Recorded:
         data = dict(step.answer.data or {})
         judged = _judgments(data)
         calls = sum(int(j.get("attempts") or 1) for j in judged)
-        result.model_calls += calls
-        result.tokens += _tokens(data)
+        # a server's requests are counted from the seats' logs (count_server_calls)
+        result.model_calls += sum(
+            int(j.get("attempts") or 1) for j in judged if j.get("seat_kind") != "openai"
+        )
         result.lessons += (
             len(data.get("lessons") or []) if isinstance(data.get("lessons"), list) else 0
         )
@@ -266,10 +297,12 @@ NICKS = {
 def run_case(society: EvalSociety, loaded: Loaded) -> CaseResult:
     result = CaseResult(loaded.name, loaded.case.kind)
     started = time.monotonic()
+    marks = log_marks(society.root)
     try:
         RUNNERS[loaded.case.kind](society, loaded, result)
     except subprocess.TimeoutExpired:
         result.failed_gates.append("run.timeout")
         result.passed = False
+    count_server_calls(society.root, marks, result)
     result.wall_s = round(time.monotonic() - started, 2)
     return result

@@ -218,6 +218,7 @@ class OpenAISeat(Seat):
             structured=mode,
             max_tokens=self._max_tokens(request),
             elapsed_ms=round((time.monotonic() - started) * 1000),
+            **_usage(response),
         )
         return Completion(self._content(response, key), mode)
 
@@ -287,6 +288,19 @@ class OpenAISeat(Seat):
                 f"(no choices[0].message.content): {_excerpt(response.text, key)}"
             )
         return content
+
+
+def _usage(response: httpx.Response) -> dict[str, int]:
+    """The server's own token counts for a call (`usage`), for the log; {} when it sent none:
+    what `bullpen eval` sums as a seat's tokens (agents/evaluate/runners.py)."""
+    try:
+        usage = response.json().get("usage") if response.is_success else None
+    except (ValueError, AttributeError):
+        return {}
+    if not isinstance(usage, dict):
+        return {}
+    counts = {"tokens_in": usage.get("prompt_tokens"), "tokens_out": usage.get("completion_tokens")}
+    return {k: v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
 def _refused_format(response: httpx.Response) -> bool:
