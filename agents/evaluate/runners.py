@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.evaluate.cases import BackpassCase, BuildCase, ExpeditionCase, Loaded
+from agents.evaluate.cases import REPO_MARK, BackpassCase, BuildCase, ExpeditionCase, Loaded
 from agents.evaluate.society import EvalSociety
 from agents.replay import gates
 from agents.replay.recorded import Recorded
@@ -170,7 +170,7 @@ def run_build(society: EvalSociety, loaded: Loaded, result: CaseResult) -> None:
     """The build to green, then the hidden tests (never shown to a seat) on its artifact."""
     case = loaded.case
     assert isinstance(case, BuildCase)
-    done = society.run("build", str(loaded.path(case.ticket, "ticket")), timeout=CASE_TIMEOUT_S)
+    done = society.run("build", str(_ticket(society, loaded, case)), timeout=CASE_TIMEOUT_S)
     match = _THREAD.search(done.stderr + done.stdout)
     if match is not None:
         result.thread = match.group(1)
@@ -187,6 +187,21 @@ def run_build(society: EvalSociety, loaded: Loaded, result: CaseResult) -> None:
         result.failed_gates.append("hidden_tests")
         result.note = ran.output.strip()[-300:]
     result.passed = not result.failed_gates
+
+
+def _ticket(society: EvalSociety, loaded: Loaded, case: BuildCase) -> Path:
+    """The case's ticket with @REPO@ as its own build dir (its starting files copied in)."""
+    from agents.build.config import BuildConfig
+
+    repo = Path(BuildConfig.of(society.home).root) / loaded.name
+    if case.repo:  # every file, __init__.py too: the build dir is the case's to shape
+        shutil.copytree(loaded.path(case.repo, "repo"), repo, symlinks=False)
+    else:
+        repo.mkdir(parents=True)
+    text = loaded.path(case.ticket, "ticket").read_text(encoding="utf-8")
+    ticket = society.root.parent / f"ticket-{loaded.name}.md"
+    ticket.write_text(text.replace(REPO_MARK, str(repo)), encoding="utf-8")
+    return ticket
 
 
 def hidden_tests(artifact: Path, tests: Path, eval_home: Path) -> Any:
