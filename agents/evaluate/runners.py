@@ -39,7 +39,8 @@ class CaseResult:
     passed: bool = False
     failed_gates: list[str] = field(default_factory=list)
     model_calls: int = 0  # server_calls, plus the local and cmd seats' attempts
-    server_calls: int = 0  # requests a model server answered (the seats' `seat.http` lines)
+    server_calls: int = 0  # requests sent to a model server (the seats' `seat.http` lines)
+    server_unanswered: int = 0  # of those calls, the ones cut off (timeout, cancelled, error)
     tokens_in: int = 0  # the server's own `usage` of those requests
     tokens_out: int = 0
     tokens: int = 0
@@ -70,8 +71,9 @@ def log_marks(root: Path) -> dict[Path, int]:
 
 
 def server_calls(root: Path, marks: dict[Path, int]) -> list[dict[str, Any]]:
-    """Every request a seat sent to a model server since `marks` (openai seats log one
-    `seat.http` line per answered request, with the server's token usage)."""
+    """Every call a seat made to a model server since `marks`: openai seats log one
+    `seat.http` line per call however it ended, with the requests it sent and, when the
+    server answered, its token usage (a call cut off has none: its tokens are not known)."""
     found: list[dict[str, Any]] = []
     for log in sorted((root / "logs").glob("*.log")):
         with open(log, "rb") as handle:
@@ -90,8 +92,9 @@ def server_calls(root: Path, marks: dict[Path, int]) -> list[dict[str, Any]]:
 
 def count_server_calls(root: Path, marks: dict[Path, int], result: CaseResult) -> None:
     calls = server_calls(root, marks)
-    result.server_calls = len(calls)
-    result.model_calls += len(calls)
+    result.server_calls = sum(int(c.get("requests", 1)) for c in calls)
+    result.server_unanswered = sum(1 for c in calls if not isinstance(c.get("status"), int))
+    result.model_calls += result.server_calls
     result.tokens_in = sum(int(c.get("tokens_in") or 0) for c in calls)
     result.tokens_out = sum(int(c.get("tokens_out") or 0) for c in calls)
     result.tokens = result.tokens_in + result.tokens_out

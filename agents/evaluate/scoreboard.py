@@ -26,6 +26,7 @@ class SeatScore:
             "failed_gates": dict(sorted(failed.items())),
             "model_calls": sum(c.model_calls for c in self.cases),
             "server_calls": sum(c.server_calls for c in self.cases),
+            "server_unanswered": sum(c.server_unanswered for c in self.cases),
             "tokens_in": sum(c.tokens_in for c in self.cases),
             "tokens_out": sum(c.tokens_out for c in self.cases),
             "tokens": sum(c.tokens for c in self.cases),

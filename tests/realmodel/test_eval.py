@@ -72,8 +72,12 @@ def test_the_example_suite_on_smollm2_is_scored_truthfully(
     # every request the server answered is a call on the scoreboard, and only those
     assert seat["server_calls"] == answered > 0
     assert seat["model_calls"] == seat["server_calls"]  # every role was on the HTTP seat
-    # the tokens are the server's own: what it generated, and what it was given
+    # the tokens are the server's own: what it generated, and what it was given; a call cut
+    # off (a step's time budget) has no usage, so then the server generated more than counted
     predicted = after["tokens_predicted_total"] - before.get("tokens_predicted_total", 0)
-    assert seat["tokens_out"] == predicted
+    if seat["server_unanswered"] == 0:
+        assert seat["tokens_out"] == predicted
+    else:
+        assert 0 < seat["tokens_out"] < predicted
     assert seat["tokens_in"] > 0 and seat["tokens"] == seat["tokens_in"] + seat["tokens_out"]
     assert seat["wall_s"] <= elapsed
