@@ -73,6 +73,10 @@ class ShadowHome(Home):
     def trust_file(self) -> Path:
         return self.original.trust_file
 
+    def gateway_token_dir(self) -> Path:
+        """The nicks' gateway tokens are the original home's: a step asks as in its run."""
+        return self.original.gateway_token_dir()
+
     def homes(self) -> tuple[Path, ...]:
         return (*super().homes(), *self.original.homes())
 
