@@ -154,13 +154,17 @@ def test_the_brief_is_replayed_against_a_private_copy(recorded: RecordedRun) -> 
 
 def test_a_step_of_an_external_program_is_refused(recorded: RecordedRun) -> None:
     """A nick run as an external program: nothing can point it at a copy, so its step is
-    refused by name, exit 2, before anything runs."""
-    from agents.home import Home
-    from agents.replay.sandbox import why_not
-
-    home = Home(recorded.society.root)
-    home.society.nicks["termgen"] = home.society.nicks["termgen"].model_copy(
-        update={"handler": None}
-    )
-    assert "external program" in (why_not(home, "termgen") or "")
-    assert "not a pipeline step" in (why_not(home, "echo") or "")
+    refused by name, exit 2, before anything runs, and the room is as it was."""
+    society_file = recorded.society.root / "society.toml"
+    text = society_file.read_text()
+    step = '[nicks.termgen]\nhandler = "agents.expedition.steps:gen_terms"\n'
+    assert step in text
+    society_file.write_text(text.replace(step, '[nicks.termgen]\ncommand = ["/bin/true"]\n'))
+    room = recorded.society.room.read_bytes()
+    try:
+        done = run_cli(recorded.society.root, "replay", recorded.thread, "--step", "terms")
+    finally:
+        society_file.write_text(text)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "@termgen runs an external program" in done.stderr and "Traceback" not in done.stderr
+    assert recorded.society.room.read_bytes() == room
