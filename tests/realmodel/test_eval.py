@@ -78,6 +78,6 @@ def test_the_example_suite_on_smollm2_is_scored_truthfully(
     if seat["server_unanswered"] == 0:
         assert seat["tokens_out"] == predicted
     else:
-        assert 0 < seat["tokens_out"] < predicted
+        assert 0 < seat["tokens_out"] <= predicted
     assert seat["tokens_in"] > 0 and seat["tokens"] == seat["tokens_in"] + seat["tokens_out"]
     assert seat["wall_s"] <= elapsed
