@@ -127,22 +127,12 @@ class PrivateCopy:
             if place.is_dir() and not place.is_symlink():
                 self.into(Path(os.path.realpath(place))).mkdir(parents=True, exist_ok=True)
 
-    def allowed_root(self, path: Path) -> Path:
-        real = Path(os.path.realpath(path))
-        if not any(_inside(real, root) for root in self.mapped):
-            raise UsageError(
-                f"the step's ask names {path}, which lies outside the home and its roots "
-                f"({', '.join(map(str, self.allowed))}); a replay copies only from those, so "
-                "this step is not replayed"
-            )
-        return real
-
     def copy(self, path: Path) -> None:
         """Copy one named path (file or folder) into the copy, once."""
-        if not any(_inside(Path(os.path.realpath(path)), p) for p in self.mapped):
+        real = Path(os.path.realpath(path))
+        if not any(_inside(real, place) for place in self.mapped):
             self.left.append(str(path))  # outside the home and its roots: read, never written
             return
-        real = self.allowed_root(path)
         if not os.path.lexists(real):  # to be written: its folder is made, empty, in the copy
             if real.parent.is_dir():
                 self.into(real.parent).mkdir(parents=True, exist_ok=True)
