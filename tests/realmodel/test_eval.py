@@ -77,6 +77,11 @@ def test_the_example_suite_on_smollm2_is_scored_truthfully(
     predicted = after["tokens_predicted_total"] - before.get("tokens_predicted_total", 0)
     if seat["server_unanswered"] == 0:
         assert seat["tokens_out"] == predicted
+        given = sum(
+            after.get(k, 0) - before.get(k, 0)
+            for k in ("prompt_tokens_total", "prompt_tokens_cached_total")
+        )  # the server counts a prompt's tokens it evaluated and those it had cached apart
+        assert seat["tokens_in"] == given
     else:
         assert 0 < seat["tokens_out"] <= predicted
     assert seat["tokens_in"] > 0 and seat["tokens"] == seat["tokens_in"] + seat["tokens_out"]
