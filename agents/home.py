@@ -60,6 +60,11 @@ class Home:
     def trust(self) -> trust_table.TrustTable:
         return trust_table.load(self.trust_file)
 
+    def homes(self) -> tuple[Path, ...]:
+        """Every bullpen home this process acts for, resolved: the folders a fence hides from
+        model-written code. One, except in a replay, whose private copy adds the original."""
+        return (self.root.resolve(),)
+
     def path(self, value: str) -> Path:
         candidate = Path(value).expanduser()
         return candidate if candidate.is_absolute() else self.root / candidate

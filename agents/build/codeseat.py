@@ -153,7 +153,8 @@ class _Secrets:
 
     @classmethod
     def of(cls, home: Home, strict: bool) -> _Secrets:
-        homes = (str(home.root.resolve()), str(home.root)) if strict else ()
+        every = {str(place) for root in home.homes() for place in (root, root.resolve())}
+        homes = (str(home.root), *sorted(every)) if strict else ()
         return cls(secret_places(home), homes, home.screen.screen())
 
     def given_by(self, value: str) -> str | None:

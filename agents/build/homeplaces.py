@@ -27,7 +27,7 @@ __all__ = ["bullpen_places"]
 
 def bullpen_places(home: Home) -> list[Path]:
     """The existing places (resolved, none inside another) a seat may read but not write."""
-    found = [home.root]
+    found = [*home.homes()]
     with contextlib.suppress(BullpenError, OSError, ValueError):
         found.append(home.room_path.parent)
     with contextlib.suppress(BullpenError, OSError, ValueError):

@@ -49,12 +49,20 @@ class ExpeditionCase(_Strict):
     expect: ExpeditionExpect
 
 
+REPO_MARK = "@REPO@"  # in a build case's ticket: the case's own build dir in the eval's root
+
+
 class BuildCase(_Strict):
-    """A ticket, and acceptance tests the seats never see, run on the green artifact."""
+    """A ticket, and acceptance tests the seats never see, run on the green artifact.
+
+    The ticket names its build dir as @REPO@ (the eval gives each case a folder of its
+    own build root, so cases and evals never share one); `repo` is a folder of starting
+    files (the spec, a stub) copied there first."""
 
     kind: Literal["build"]
     ticket: str = Field(min_length=1)
     hidden_tests: str = Field(min_length=1, description="a folder of pytest files")
+    repo: str | None = Field(default=None, description="the build dir's starting files")
 
 
 class BackpassExpect(_Strict):
@@ -127,7 +135,7 @@ def load_case(folder: Path) -> Loaded:
                 problems.append(f"{_where(error['loc'])}: {error['msg']}")
         raise UsageError(f"{file}: " + "; ".join(problems)) from None
     loaded = Loaded(name=folder.name, folder=folder, case=case)
-    for field in ("kb", "ticket", "hidden_tests", "traces", "public", "private"):
+    for field in ("kb", "ticket", "hidden_tests", "repo", "traces", "public", "private"):
         value = getattr(case, field, None)
         if isinstance(value, str):
             loaded.path(value, field)

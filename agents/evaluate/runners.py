@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.evaluate.cases import BackpassCase, BuildCase, ExpeditionCase, Loaded
+from agents.evaluate.cases import REPO_MARK, BackpassCase, BuildCase, ExpeditionCase, Loaded
 from agents.evaluate.society import EvalSociety
 from agents.replay import gates
 from agents.replay.recorded import Recorded
@@ -38,7 +38,11 @@ class CaseResult:
     kind: str
     passed: bool = False
     failed_gates: list[str] = field(default_factory=list)
-    model_calls: int = 0
+    model_calls: int = 0  # server_calls, plus the local and cmd seats' attempts
+    server_calls: int = 0  # requests sent to a model server (the seats' `seat.http` lines)
+    server_unanswered: int = 0  # of those calls, the ones cut off (timeout, cancelled, error)
+    tokens_in: int = 0  # the server's own `usage` of those requests
+    tokens_out: int = 0
     tokens: int = 0
     rescued: int = 0  # steps a retry (or a fallback seat) saved
     lessons: int = 0  # lessons handed to its steps on wake (each answer names them)
@@ -61,11 +65,39 @@ def _judgments(data: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def _tokens(data: dict[str, Any]) -> int:
-    usage = data.get("usage")
-    if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
-        return int(usage["total_tokens"])
-    return int(data["tokens"]) if isinstance(data.get("tokens"), int) else 0
+def log_marks(root: Path) -> dict[Path, int]:
+    """How far each lurker log of the eval home reaches now: a case's calls are the lines after."""
+    return {log: log.stat().st_size for log in sorted((root / "logs").glob("*.log"))}
+
+
+def server_calls(root: Path, marks: dict[Path, int]) -> list[dict[str, Any]]:
+    """Every call a seat made to a model server since `marks`: openai seats log one
+    `seat.http` line per call however it ended, with the requests it sent and, when the
+    server answered, its token usage (a call cut off has none: its tokens are not known)."""
+    found: list[dict[str, Any]] = []
+    for log in sorted((root / "logs").glob("*.log")):
+        with open(log, "rb") as handle:
+            handle.seek(marks.get(log, 0))
+            for raw in handle.read().splitlines():
+                if b'"seat.http"' not in raw:
+                    continue
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(line, dict) and line.get("event") == "seat.http":
+                    found.append(line)
+    return found
+
+
+def count_server_calls(root: Path, marks: dict[Path, int], result: CaseResult) -> None:
+    calls = server_calls(root, marks)
+    result.server_calls = sum(int(c.get("requests", 1)) for c in calls)
+    result.server_unanswered = sum(1 for c in calls if not isinstance(c.get("status"), int))
+    result.model_calls += result.server_calls
+    result.tokens_in = sum(int(c.get("tokens_in") or 0) for c in calls)
+    result.tokens_out = sum(int(c.get("tokens_out") or 0) for c in calls)
+    result.tokens = result.tokens_in + result.tokens_out
 
 
 def tally(society: EvalSociety, thread: str, result: CaseResult) -> Recorded:
@@ -77,8 +109,10 @@ def tally(society: EvalSociety, thread: str, result: CaseResult) -> Recorded:
         data = dict(step.answer.data or {})
         judged = _judgments(data)
         calls = sum(int(j.get("attempts") or 1) for j in judged)
-        result.model_calls += calls
-        result.tokens += _tokens(data)
+        # a server's requests are counted from the seats' logs (count_server_calls)
+        result.model_calls += sum(
+            int(j.get("attempts") or 1) for j in judged if j.get("seat_kind") != "openai"
+        )
         result.lessons += (
             len(data.get("lessons") or []) if isinstance(data.get("lessons"), list) else 0
         )
@@ -139,7 +173,7 @@ def run_build(society: EvalSociety, loaded: Loaded, result: CaseResult) -> None:
     """The build to green, then the hidden tests (never shown to a seat) on its artifact."""
     case = loaded.case
     assert isinstance(case, BuildCase)
-    done = society.run("build", str(loaded.path(case.ticket, "ticket")), timeout=CASE_TIMEOUT_S)
+    done = society.run("build", str(_ticket(society, loaded, case)), timeout=CASE_TIMEOUT_S)
     match = _THREAD.search(done.stderr + done.stdout)
     if match is not None:
         result.thread = match.group(1)
@@ -156,6 +190,21 @@ def run_build(society: EvalSociety, loaded: Loaded, result: CaseResult) -> None:
         result.failed_gates.append("hidden_tests")
         result.note = ran.output.strip()[-300:]
     result.passed = not result.failed_gates
+
+
+def _ticket(society: EvalSociety, loaded: Loaded, case: BuildCase) -> Path:
+    """The case's ticket with @REPO@ as its own build dir (its starting files copied in)."""
+    from agents.build.config import BuildConfig
+
+    repo = Path(BuildConfig.of(society.home).root) / loaded.name
+    if case.repo:  # every file, __init__.py too: the build dir is the case's to shape
+        shutil.copytree(loaded.path(case.repo, "repo"), repo, symlinks=False)
+    else:
+        repo.mkdir(parents=True)
+    text = loaded.path(case.ticket, "ticket").read_text(encoding="utf-8")
+    ticket = society.root.parent / f"ticket-{loaded.name}.md"
+    ticket.write_text(text.replace(REPO_MARK, str(repo)), encoding="utf-8")
+    return ticket
 
 
 def hidden_tests(artifact: Path, tests: Path, eval_home: Path) -> Any:
@@ -266,10 +315,12 @@ NICKS = {
 def run_case(society: EvalSociety, loaded: Loaded) -> CaseResult:
     result = CaseResult(loaded.name, loaded.case.kind)
     started = time.monotonic()
+    marks = log_marks(society.root)
     try:
         RUNNERS[loaded.case.kind](society, loaded, result)
     except subprocess.TimeoutExpired:
         result.failed_gates.append("run.timeout")
         result.passed = False
+    count_server_calls(society.root, marks, result)
     result.wall_s = round(time.monotonic() - started, 2)
     return result

@@ -3,8 +3,10 @@
 Each assignment gets a home of its own, made by `bullpen init`'s code on free
 ports, so a case never sees another's room or memory and the operator's home
 is never touched. The seats under test are copied from the operator's
-society.toml: `--seat NAME` puts NAME's table (and its fallbacks) in every
-model role's place; no `--seat` copies the seat tables as they are. `--lessons
+society.toml: `--seat NAME` puts NAME's table in every model role's place
+(the other tables stay: its fallbacks, and a build's code seats, which are
+tiers, not roles); no `--seat` copies the seat tables as they are. The
+home's [build] root and alias are its own, beside it. `--lessons
 off` starts the society with BULLPEN_LESSONS=off, which lurkers read to wake
 without lessons (agents/runtime/lessons.py). The operator's memory index is
 copied in (a consistent sqlite backup), so "on" wakes with the lessons the
@@ -66,12 +68,8 @@ def seat_tables(operator: Home, seat: str | None) -> dict[str, dict[str, Any]]:
             f"the known seats are {known}"
         )
     chosen = tables.get(seat, {"kind": "local"})
-    chain: dict[str, dict[str, Any]] = {}
-    fallback = chosen.get("fallback")
-    while isinstance(fallback, str) and fallback not in chain and fallback in tables:
-        chain[fallback] = tables[fallback]
-        fallback = tables[fallback].get("fallback")
-    return {**chain, **{role: chosen for role in ROLES}}
+    # the other tables stay (a build's code seats are tiers, not roles); the roles are NAME's
+    return {**tables, **{role: chosen for role in ROLES}}
 
 
 def write_seats(society_file: Path, tables: dict[str, dict[str, Any]]) -> None:
@@ -85,6 +83,20 @@ def write_seats(society_file: Path, tables: dict[str, dict[str, Any]]) -> None:
             text = pattern.sub(replacement.replace("\\", "\\\\"), text, count=1)
         else:
             text = text.rstrip("\n") + "\n\n" + replacement
+    society_file.write_text(text, encoding="utf-8")
+
+
+def write_build(society_file: Path, scratch: Path) -> None:
+    """The eval home's [build]: a build root and alias of its own, beside the home, so a
+    build case never shares /tmp/bullpen-build (or the alias) with another run."""
+    (scratch / "builds").mkdir()
+    text = society_file.read_text(encoding="utf-8")
+    keys = f"root = {toml_value(str(scratch / 'builds'))}\nalias = {toml_value(str(scratch / 'sandbox'))}\n"
+    pattern = re.compile(r"^\[build\]\n(?:(?:root|alias) = .*\n)*", re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda m: "[build]\n" + keys, text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n[build]\n" + keys
     society_file.write_text(text, encoding="utf-8")
 
 
@@ -178,6 +190,7 @@ def society(operator: Home, seat: str | None, lessons: bool) -> Iterator[EvalSoc
         strict, relaxed = free_ports(2)
         init_home(root, InitOptions(strict=f"127.0.0.1:{strict}", relaxed=f"127.0.0.1:{relaxed}"))
         write_seats(root / "society.toml", seat_tables(operator, seat))
+        write_build(root / "society.toml", Path(scratch))
         copy_memory(operator, Home(root))
         env = {**os.environ, "BULLPEN_HOME": str(root), "PYTHONUNBUFFERED": "1"}
         env[LESSONS_ENV] = "on" if lessons else "off"

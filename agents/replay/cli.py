@@ -65,6 +65,18 @@ def print_side_by_side(result: dict[str, Any]) -> None:
         a = left[i] if i < len(left) else ""
         b = right[i] if i < len(right) else ""
         print(f"{a:<{WIDTH}} | {b}")
+    copy = result.get("copy")
+    if copy:
+        print("-" * (2 * WIDTH + 3))
+        print(
+            f"replayed against a private copy ({copy['files']} files, {copy['bytes']} bytes, "
+            "removed after): " + (", ".join(c["path"] for c in copy["copied"]) or "nothing named")
+        )
+        for change in ("created", "changed", "rewritten", "deleted"):
+            for path in copy["written"][change]:
+                print(f"  {change:<9} {path}")
+        if copy["would_post"]:
+            print(f"  it would have posted {len(copy['would_post'])} line(s); none was posted")
 
 
 async def _replay_all(home: Home, recorded: Recorded, args: argparse.Namespace) -> int:

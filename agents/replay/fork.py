@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.foreman.pipeline import FORKED_FROM, KEY, SEEDED
 from agents.foreman.sequencer import pipeline_name
-from agents.replay import rerun
+from agents.replay import rerun, sandbox
 from agents.replay.recorded import FOREMAN
 from agents.runtime.waiting import require_listening
 from room import strictjson
@@ -77,8 +77,15 @@ async def fork(
             "operator's answers to earlier Dig Reports, so fork from a step of the first round "
             "and redirect the fork"
         )
-    result = await rerun.replay(home, recorded, key, seat, judge)
     step = recorded.step(key)
+    if sandbox.writes_files(home, step.nick):
+        raise UsageError(
+            f"--fork from {key} (@{step.nick}) is not done: that step writes files, its replay "
+            "wrote them in a private copy that is gone when it ends, and the fork's later steps "
+            "would look for them under the home. Replay it without --fork to compare answers, "
+            "or fork from an earlier step that writes none"
+        )
+    result = await rerun.replay(home, recorded, key, seat, judge)
     replayed = {"body": result["replayed"]["body"], "data": result["replayed"]["data"]}
     data = start_data(recorded, step, replayed)
     thread = new_thread(recorded.thread)

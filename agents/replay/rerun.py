@@ -9,6 +9,7 @@ screened for secrets like any post, so a secret never reaches the terminal.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.replay import gates, sandbox
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from agents.home import Home
     from agents.replay.recorded import Recorded, Step
     from agents.seats.request import Judge
+    from room.message import Message
 
 
 def failure_body(nick: str, reason: str) -> str:
@@ -51,17 +53,62 @@ def as_answer(nick: str, outcome: Reply | Failure) -> dict[str, Any]:
     return {"body": outcome.body, "data": dict(outcome.data or {})}
 
 
-async def ask_again(home: Home, recorded: Recorded, step: Step, judge: Judge) -> dict[str, Any]:
-    """The step's answer, asked again in the sandbox: {"body", "data"}."""
+async def _run(
+    home: Home, recorded: Recorded, step: Step, judge: Judge, ask: Message
+) -> dict[str, Any]:
+    """The handler on `ask` with `home`'s files, as the reply its lurker would post."""
     handler = sandbox.load_handler(home, step.nick)
     config = sandbox.nick_config(home, step.nick)
     ctx = sandbox.context(home, recorded, step, judge)
     with sandbox.scratch_folder():
-        outcome = await handler.run(step.ask, ctx, config.timeout_s)
+        outcome = await handler.run(ask, ctx, config.timeout_s)
     outcome = screened(outcome, home.screen, f"the replay of {step.key}")
     if isinstance(outcome, Outbox):  # a sequencer, not a step: refused before it got here
         raise UsageError(f"@{step.nick} answers with several posts; it is not a step to replay")
     return as_answer(step.nick, outcome)
+
+
+async def in_private_copy(
+    home: Home, recorded: Recorded, step: Step, judge: Judge
+) -> dict[str, Any]:
+    """A file-writing step run against a private copy of what its ask names (copy.py): its
+    answer with the copy's paths named as the originals, and what it wrote there."""
+    from agents.backpass.config import run_dir
+    from agents.replay.copy import allowed_places, changes, named_paths, private_copy
+    from agents.replay.shadow import ShadowHome
+
+    data = dict(step.ask.data or {})
+    own = run_dir(Path("/"), step.ask.thread or "").name
+    with private_copy(allowed_places(home), own) as copy:
+        for named in dict.fromkeys(named_paths(data)):
+            copy.copy(Path(named))
+        copy.repoint_git()
+        shadow = ShadowHome(home, copy)
+        ask = step.ask.model_copy(update={"data": copy.map_in(data)})
+        before = copy.snapshot()
+        answer = await _run(shadow, recorded, step, judge, ask)
+        written = changes(before, copy.snapshot())
+        posts = copy.map_out(shadow.posts)
+        summary = copy.summary()
+        answer = copy.map_out(answer)
+    screened_posts = [screened_post(home, post, step) for post in posts]
+    answer["copy"] = {**summary, "written": written, "would_post": screened_posts}
+    return dict(answer)
+
+
+def screened_post(home: Home, post: dict[str, Any], step: Step) -> dict[str, Any]:
+    """A post the step would have made, as the replay shows it: body and data, screened."""
+    shown = {"to": post.get("to"), "body": post.get("body"), "data": post.get("data")}
+    home.screen.check_json(shown, f"a post of the replay of {step.key}")
+    return shown
+
+
+async def ask_again(home: Home, recorded: Recorded, step: Step, judge: Judge) -> dict[str, Any]:
+    """The step's answer, asked again in the sandbox: {"body", "data"} (and, for a step that
+    writes files, "copy": what was copied and what it wrote in the copy)."""
+    if sandbox.writes_files(home, step.nick):
+        return await in_private_copy(home, recorded, step, judge)
+    return await _run(home, recorded, step, judge, step.ask)
 
 
 def side_by_side(
@@ -77,6 +124,7 @@ def side_by_side(
         "seat": step.seat,
     }
     after: dict[str, Any] = {**replayed, "seat": replayed["data"].get("seat")}
+    copy = after.pop("copy", None)
     return {
         "thread": recorded.thread,
         "step": step.key,
@@ -89,6 +137,7 @@ def side_by_side(
             "recorded": gates.check(handler, step.ask, before["data"]),
             "replayed": gates.check(handler, step.ask, after["data"]),
         },
+        **({"copy": copy} if copy is not None else {}),
     }
 
 

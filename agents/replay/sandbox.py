@@ -6,9 +6,10 @@ recorded thread (as it stood when the step was asked), which has no way to
 post (a handler only returns its answer; the lurker, which posts, is not
 here), and which runs in a temporary working folder. A step that writes
 files by design (the brief, the backpass and build steps, whose outputs go
-under the home's roots) is refused by name: only the handlers listed in
-READ_ONLY are replayed, and an external program (`command`, `mcp_agent`) is
-refused too, since nothing can promise what it writes.
+under the home's roots; WRITES) runs against a private copy of what its ask
+names (agents/replay/copy.py, shadow.py). Any other handler is refused by
+name, and so is an external program (`command`, `mcp_agent`): nothing can
+promise what it writes, nor point it at a copy.
 """
 
 from __future__ import annotations
@@ -45,6 +46,27 @@ READ_ONLY = frozenset(
     }
 )
 
+# The step handlers that write files under the home's roots: replayed against a private copy.
+WRITES = frozenset(
+    {
+        "agents.expedition.late_steps:assemble_brief",
+        "agents.backpass.steps:list_traces",
+        "agents.backpass.steps:analyse",
+        "agents.backpass.steps:check_quotes",
+        "agents.backpass.steps:keep_ledger",
+        "agents.backpass.steps:synthesize",
+        "agents.build.steps:prepare_dir",
+        "agents.build.steps:design_spec",
+        "agents.build.steps:grind_spec",
+    }
+)
+
+
+def writes_files(home: Home, nick: str) -> bool:
+    """Whether `nick`'s step is replayed against a private copy (it writes files)."""
+    config = home.society.nicks.get(nick)
+    return config is not None and config.handler in WRITES
+
 
 def why_not(home: Home, nick: str) -> str | None:
     """Why `nick`'s step cannot be replayed here, or None when it can."""
@@ -56,11 +78,10 @@ def why_not(home: Home, nick: str) -> str | None:
             f"@{nick} runs an external program; a replay cannot promise it writes no file, "
             "so it is not replayed"
         )
-    if config.handler not in READ_ONLY:
+    if config.handler not in READ_ONLY | WRITES:
         return (
-            f"@{nick}'s handler {config.handler} writes files (the brief, a run folder, a "
-            "build directory) and a replay touches no file the run wrote; replayable "
-            "handlers are: " + ", ".join(sorted(READ_ONLY))
+            f"@{nick}'s handler {config.handler} is not a pipeline step a replay knows what "
+            "it reads and writes; replayable handlers are: " + ", ".join(sorted(READ_ONLY | WRITES))
         )
     return None
 

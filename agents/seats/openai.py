@@ -178,47 +178,69 @@ class OpenAISeat(Seat):
         # httpx defaults to a 5 s read timeout; a model may think for minutes.
         timeout = httpx.Timeout(timeout_s)
         started = time.monotonic()
+        sent = 0  # requests that reached the server (a refused format is asked again)
+        response: httpx.Response | None = None
+        outcome = "cancelled"  # until the call ends one way or another
         try:
-            async with asyncio.timeout(timeout_s), httpx.AsyncClient(timeout=timeout) as client:
-                for mode in modes:
-                    response = await self._post(client, request, headers, mode, key)
-                    if mode == modes[-1] or not _refused_format(response):
-                        break
-                    log.info(
-                        "seat.structured_refused",
-                        seat=self.name,
-                        url=self.shown_url,
-                        mode=mode,
-                        status=response.status_code,
-                    )
-                if response.is_success and mode != modes[0]:
-                    STRUCTURED_MEMORY[(self.url, self.config.model)] = mode
-        except (TimeoutError, httpx.TimeoutException):
-            raise self.fail(
-                f"no answer from {self.shown_url} within {timeout_s:g} s; the model may be "
-                f"overloaded or too slow — raise [seats.{self.name}] timeout_s or check the server"
-            ) from None
-        except httpx.ConnectError as exc:
-            raise self.fail(
-                f"cannot connect to {self.shown_url} ({_mask(str(exc), key) or 'refused'}); "
-                f"is the model server running? check [seats.{self.name}] base_url"
-            ) from None
-        except httpx.HTTPError as exc:
-            raise self.fail(
-                f"the request to {self.shown_url} failed: {type(exc).__name__}: "
-                f"{_mask(str(exc), key)}"
-            ) from None
-        # Info, not debug: what each call asked of the server (never the prompt or the answer).
-        log.info(
-            "seat.http",
-            seat=self.name,
-            step=request.step,
-            url=self.shown_url,
-            status=response.status_code,
-            structured=mode,
-            max_tokens=self._max_tokens(request),
-            elapsed_ms=round((time.monotonic() - started) * 1000),
-        )
+            try:
+                async with (
+                    asyncio.timeout(timeout_s),
+                    httpx.AsyncClient(timeout=timeout) as client,
+                ):
+                    for mode in modes:
+                        sent += 1
+                        response = await self._post(client, request, headers, mode, key)
+                        if mode == modes[-1] or not _refused_format(response):
+                            break
+                        log.info(
+                            "seat.structured_refused",
+                            seat=self.name,
+                            url=self.shown_url,
+                            mode=mode,
+                            status=response.status_code,
+                        )
+                    if response is not None and response.is_success and mode != modes[0]:
+                        STRUCTURED_MEMORY[(self.url, self.config.model)] = mode
+            except (TimeoutError, httpx.TimeoutException):
+                outcome = "timeout"
+                raise self.fail(
+                    f"no answer from {self.shown_url} within {timeout_s:g} s; the model may be "
+                    f"overloaded or too slow — raise [seats.{self.name}] timeout_s or check the "
+                    "server"
+                ) from None
+            except httpx.ConnectError as exc:
+                outcome, sent = "unreachable", 0
+                raise self.fail(
+                    f"cannot connect to {self.shown_url} ({_mask(str(exc), key) or 'refused'}); "
+                    f"is the model server running? check [seats.{self.name}] base_url"
+                ) from None
+            except httpx.HTTPError as exc:
+                outcome = "error"
+                raise self.fail(
+                    f"the request to {self.shown_url} failed: {type(exc).__name__}: "
+                    f"{_mask(str(exc), key)}"
+                ) from None
+            except SeatError:  # the server's HTTP error, explained by _post
+                outcome = "error"
+                raise
+            outcome = "answered"
+        finally:
+            # Info, not debug: what each call asked of the server (never the prompt or the
+            # answer), one line however it ended, so every request a server saw is counted.
+            log.info(
+                "seat.http",
+                seat=self.name,
+                step=request.step,
+                url=self.shown_url,
+                status=response.status_code if outcome == "answered" and response else outcome,
+                structured=mode,
+                max_tokens=self._max_tokens(request),
+                elapsed_ms=round((time.monotonic() - started) * 1000),
+                requests=sent,
+                **(_usage(response) if outcome == "answered" and response else {}),
+            )
+        if response is None:  # no mode to ask in: the ladder is never empty, but say so
+            raise self.fail("no request was sent: the seat has no structured-output mode to try")
         text, finish = self._content(response, key)
         return Completion(text, mode, cut_off=finish == "length")
 
@@ -290,6 +312,19 @@ class OpenAISeat(Seat):
                 f"(no choices[0].message.content): {_excerpt(response.text, key)}"
             )
         return content, finish if isinstance(finish, str) else None
+
+
+def _usage(response: httpx.Response) -> dict[str, int]:
+    """The server's own token counts for a call (`usage`), for the log; {} when it sent none:
+    what `bullpen eval` sums as a seat's tokens (agents/evaluate/runners.py)."""
+    try:
+        usage = response.json().get("usage") if response.is_success else None
+    except (ValueError, AttributeError):
+        return {}
+    if not isinstance(usage, dict):
+        return {}
+    counts = {"tokens_in": usage.get("prompt_tokens"), "tokens_out": usage.get("completion_tokens")}
+    return {k: v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
 def _refused_format(response: httpx.Response) -> bool:

@@ -3,6 +3,7 @@ Dig Report, with an extra `cmd` seat (`alt`, a real program) to replay steps wit
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -31,6 +32,23 @@ class RecordedRun:
     thread: str
     up: Proc
     calls: Path  # the alt seat's log: one JSON line per call
+
+
+def tree(*roots: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """Every file and link under `roots` -> its sha256 (a link: its target), `skip`ped folder
+    names left out: what a replay must leave exactly as it was."""
+    found: dict[str, str] = {}
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if any(part in skip for part in path.relative_to(root).parts):
+                continue
+            if path.is_symlink():
+                found[str(path)] = "link:" + str(path.readlink())
+            elif path.is_file():
+                found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                found[str(path)] = "folder"
+    return found
 
 
 def thread_from(output: str) -> str:

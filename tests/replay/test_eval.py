@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.build.helpers import PY_FIX, PY_SPEC, coder_seat, ticket
 from tests.replay.conftest import FAKES, cmd_table
 from tests.support import Society, run_cli, set_seat
 
@@ -113,3 +114,52 @@ def test_hidden_tests_run_on_the_artifact_behind_the_fence(tmp_path: Path) -> No
     (artifact / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     ran = hidden_tests(artifact, artifact / "hidden", home)
     assert ran.returncode == 1 and "test_add" in ran.output and "1 failed" in ran.output
+
+
+BUILD_TICKET = ticket("@REPO@", "@REPO@/tests/test_calc.py", tiers="pyfix")
+
+
+def build_case(suite: Path, name: str, hidden: str) -> None:
+    """A build case: the spec as the build dir's starting file, @REPO@ in the ticket, and
+    hidden tests the seats never see."""
+    folder = suite / name
+    (folder / "repo" / "tests").mkdir(parents=True)
+    (folder / "repo" / "tests" / "test_calc.py").write_text(PY_SPEC)
+    (folder / "hidden").mkdir()
+    (folder / "hidden" / "test_accept.py").write_text(hidden)
+    (folder / "ticket.md").write_text(BUILD_TICKET)
+    (folder / "case.toml").write_text(
+        'kind = "build"\nticket = "ticket.md"\nhidden_tests = "hidden"\nrepo = "repo"\n'
+    )
+
+
+def test_a_build_case_judged_by_hidden_tests_on_the_green_artifact(tmp_path: Path) -> None:
+    """A build case ground to green by a fake code seat (a real program writing the fix) in
+    the eval's own build root, then judged by hidden tests the seat never saw: it passes, the
+    code seat's call is counted, and the operator's home held no build. (A failing artifact
+    is test_hidden_tests_run_on_the_artifact_behind_the_fence's; one build keeps CI short.)"""
+    operator = Society(tmp_path / "home")
+    solution = tmp_path / "solution"
+    solution.mkdir()
+    (solution / "calc.py").write_text(PY_FIX)
+    log = tmp_path / "pyfix.log"
+    coder_seat(
+        operator.root, "pyfix", "copy", FAKE_CODER_SOLUTION=str(solution), FAKE_CODER_LOG=str(log)
+    )
+    set_seat(operator.root, "fake", cmd_table(FAKES / "expedition_model.py", {}))
+    suite = tmp_path / "suite"  # `--seat fake` puts fake in the roles; pyfix, a tier, stays
+    build_case(
+        suite,
+        "adds",
+        "from calc import add, sub\n\ndef test_both():\n    assert add(40, 2) - sub(2, 2) == 42\n",
+    )
+    done = run_cli(operator.root, "eval", str(suite), "--seat", "fake", "--json", timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (seat,) = json.loads(done.stdout)["seats"]
+    (result,) = seat["results"]
+    assert (result["case"], result["kind"], result["passed"]) == ("adds", "build", True), result
+    assert result["failed_gates"] == [] and result["thread"].startswith("build-")
+    assert (seat["cases"], seat["passed"], seat["failed_gates"]) == (1, 1, {})
+    calls = log.read_text().splitlines()
+    assert len(calls) == 1 and json.loads(calls[0])["tier"] == "pyfix"
+    assert str(tmp_path / "home") not in json.loads(calls[0])["cwd"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.replay.conftest import RecordedRun
+from tests.replay.conftest import RecordedRun, tree
 from tests.support import run_cli
 
 
@@ -121,17 +121,50 @@ def test_the_side_by_side_for_a_terminal(recorded: RecordedRun) -> None:
     assert any(line.startswith("terms ") for line in listed.stdout.splitlines())
 
 
-def test_a_step_that_writes_files_is_refused(recorded: RecordedRun) -> None:
-    """The brief writes a file: confirming the run and replaying `brief` is refused by name,
-    exit 2, and the brief the run wrote is left as it was."""
+def test_the_brief_is_replayed_against_a_private_copy(recorded: RecordedRun) -> None:
+    """The brief writes a file: confirmed, its step replays in a private copy of the briefs
+    folder and the knowledge base. The replayed answer names the brief where the run wrote
+    it, the copy's summary lists that file as written, and the room and every file of the
+    home (but the running lurkers' own logs and cursors) are exactly as they were."""
     root = recorded.society.root
     confirm = run_cli(root, "expedition", "confirm", recorded.thread, timeout=240)
     assert confirm.returncode == 0, confirm.stdout + confirm.stderr
     (brief,) = sorted((root / "briefs").glob("*.md"))
-    written = brief.read_bytes()
-    done = run_cli(root, "replay", recorded.thread, "--step", "brief")
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "@briefer" in done.stderr and "writes files" in done.stderr
     listed = json.loads(run_cli(root, "replay", recorded.thread, "--list", "--json").stdout)
-    assert "brief" not in [row["key"] for row in listed]
-    assert brief.read_bytes() == written
+    assert "brief" in [row["key"] for row in listed]
+    before, room = tree(root, skip=("logs", "state")), recorded.society.room.read_bytes()
+    done = run_cli(root, "replay", recorded.thread, "--step", "brief", "--json", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout)
+    assert result["recorded"]["data"]["written"] is True
+    assert result["replayed"]["data"]["written"] is True
+    assert result["replayed"]["data"]["path"] == str(brief.resolve())
+    assert result["gates"]["replayed"]["pass"] is True
+    copied = {c["path"] for c in result["copy"]["copied"]}
+    assert str((root / "briefs").resolve()) in copied
+    written = result["copy"]["written"]
+    assert str(brief.resolve()) in written["changed"] + written["created"]
+    assert written["deleted"] == [] and result["copy"]["would_post"] == []
+    assert tree(root, skip=("logs", "state")) == before
+    assert recorded.society.room.read_bytes() == room
+    shown = run_cli(root, "replay", recorded.thread, "--step", "brief", timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "replayed against a private copy" in shown.stdout and str(brief.name) in shown.stdout
+
+
+def test_a_step_of_an_external_program_is_refused(recorded: RecordedRun) -> None:
+    """A nick run as an external program: nothing can point it at a copy, so its step is
+    refused by name, exit 2, before anything runs, and the room is as it was."""
+    society_file = recorded.society.root / "society.toml"
+    text = society_file.read_text()
+    step = '[nicks.termgen]\nhandler = "agents.expedition.steps:gen_terms"\n'
+    assert step in text
+    society_file.write_text(text.replace(step, '[nicks.termgen]\ncommand = ["/bin/true"]\n'))
+    room = recorded.society.room.read_bytes()
+    try:
+        done = run_cli(recorded.society.root, "replay", recorded.thread, "--step", "terms")
+    finally:
+        society_file.write_text(text)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "@termgen runs an external program" in done.stderr and "Traceback" not in done.stderr
+    assert recorded.society.room.read_bytes() == room

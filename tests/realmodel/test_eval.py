@@ -1,0 +1,88 @@
+"""`bullpen eval example` with every model role on SmolLM2: the scoreboard is true, whatever it says.
+
+A 135M model is not expected to pass the example suite, and this never asserts it does.
+It asserts that the scoreboard tells the truth about what happened: both cases counted,
+passes and exit code agreeing, every failed case naming the gates it failed (and the seat's
+tally being their sum), every request the server answered counted as a call, and the
+tokens the scoreboard reports being the server's own counts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.realmodel.helpers import MODEL, SEAT_TIMEOUT_S
+from tests.realmodel.server import LlamaServer
+from tests.support import Society, run_cli, set_seat
+
+pytestmark = pytest.mark.timeout(2400)  # two cases on a 135M model, on a loaded 2-core machine
+GATE = re.compile(r"(?:run|expect)\.[a-z_]+|[a-z]+\.[a-z_]+|hidden_tests")
+REQUEST = "launch_slot_"  # llama-server logs this once per request it starts to answer
+
+
+def requests_so_far(llama: LlamaServer) -> int:
+    return llama.proc.output().count(REQUEST)
+
+
+def test_the_example_suite_on_smollm2_is_scored_truthfully(
+    llama: LlamaServer, tmp_path: Path
+) -> None:
+    operator = Society(tmp_path / "home")
+    table = [
+        'kind = "openai"',
+        f'base_url = "{llama.base_url}"',
+        f'model = "{MODEL}"',
+        f"timeout_s = {SEAT_TIMEOUT_S}",
+        "temperature = 0",
+    ]
+    set_seat(operator.root, "smol", "\n".join(table))
+    before, asked = llama.metrics(), requests_so_far(llama)
+    started = time.monotonic()
+    done = run_cli(operator.root, "eval", "example", "--seat", "smol", "--json", timeout=2300)
+    elapsed = time.monotonic() - started
+    after, answered = llama.metrics(), requests_so_far(llama) - asked
+    print(f"eval example on SmolLM2: exit {done.returncode} in {elapsed:.0f} s\n{done.stdout}")
+    assert "Traceback" not in done.stderr, done.stderr
+    board = json.loads(done.stdout)
+    (seat,) = board["seats"]
+    results = seat["results"]
+    assert seat["seat"] == "smol" and seat["lessons"] == "on"
+    assert seat["cases"] == len(results) == 2
+    assert {r["case"]: r["kind"] for r in results} == {
+        "sample-backpass": "backpass",
+        "sample-patience": "expedition",
+    }
+    assert seat["passed"] == sum(r["passed"] for r in results)
+    assert done.returncode == (0 if seat["passed"] == 2 else 1)
+    for result in results:
+        assert result["thread"], result  # each case really ran a run
+        if result["passed"]:
+            assert result["failed_gates"] == [], result
+        else:
+            assert result["failed_gates"], result  # a failed case names what failed
+            assert all(GATE.fullmatch(g) for g in result["failed_gates"]), result
+    tally = Counter(g for r in results for g in r["failed_gates"])
+    assert seat["failed_gates"] == dict(tally)
+    # every request the server answered is a call on the scoreboard, and only those
+    assert seat["server_calls"] == answered > 0
+    assert seat["model_calls"] == seat["server_calls"]  # every role was on the HTTP seat
+    # the tokens are the server's own: what it generated, and what it was given; a call cut
+    # off (a step's time budget) has no usage, so then the server generated more than counted
+    predicted = after["tokens_predicted_total"] - before.get("tokens_predicted_total", 0)
+    if seat["server_unanswered"] == 0:
+        assert seat["tokens_out"] == predicted
+        given = sum(
+            after.get(k, 0) - before.get(k, 0)
+            for k in ("prompt_tokens_total", "prompt_tokens_cached_total")
+        )  # the server counts a prompt's tokens it evaluated and those it had cached apart
+        assert seat["tokens_in"] == given
+    else:
+        assert 0 < seat["tokens_out"] <= predicted
+    assert seat["tokens_in"] > 0 and seat["tokens"] == seat["tokens_in"] + seat["tokens_out"]
+    assert seat["wall_s"] <= elapsed
