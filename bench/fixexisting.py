@@ -206,11 +206,15 @@ def main() -> int:
         for buggy, (wrong, right) in bugs:
             model = None
             if set(FAKE_SEATS) & set(seats):
-                model = Proc([sys.executable, str(FAKE), "--func", buggy, "--wrong", wrong,
-                              "--right", right, "--guess-path", "inventory.py"],
-                             base / f"model-{buggy}.out")  # fmt: skip
-                port = wait_for(lambda m=model: m.output().split("\n", 1)[0].strip() or None, 30,
-                                "the model")  # fmt: skip
+                fake = Proc([sys.executable, str(FAKE), "--func", buggy, "--wrong", wrong,
+                             "--right", right, "--guess-path", "inventory.py"],
+                            base / f"model-{buggy}.out")  # fmt: skip
+                model = fake
+
+                def port_line(m: Proc = fake) -> str | None:
+                    return m.output().split("\n", 1)[0].strip() or None
+
+                port = wait_for(port_line, 30, "the model")
                 for seat, name in (("shown", "fix"), ("sloppy", "sloppy"), ("unshown", "fix")):
                     set_seat(society.root, seat, f'kind = "openai"\nbase_url = '
                              f'"http://127.0.0.1:{port}/v1"\nmodel = "{name}"\ntimeout_s = 30')  # fmt: skip

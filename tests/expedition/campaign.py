@@ -33,6 +33,7 @@ from typing import Any
 from agents.runtime.step import AnswerT, Judgment, JudgmentRequest
 from agents.seats import build_seats, make_judge
 from agents.seats.tables import GatewayAccess
+from room.message import Message
 from tests.expedition.sim import Sim, local_judge, write_home
 from tests.expedition.texts import document, paragraph
 
@@ -248,20 +249,46 @@ def program_judge(phrases: Path) -> Any:
     return judge
 
 
+def dig_sim(
+    home_root: Path,
+    kb: Path,
+    theme: Theme,
+    judge: Any,
+    redirect: bool = False,
+    settings: dict[str, Any] | None = None,
+) -> tuple[Sim, Message]:
+    """One theme dug through the pipeline: the Sim (every line and request) and its last report;
+    `settings` are [expedition] keys set over the home's defaults."""
+    home = write_home(home_root, kb)
+    if settings:
+        path = home_root / "society.toml"
+        keys = "".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items())
+        path.write_text(path.read_text().replace("[expedition]\n", "[expedition]\n" + keys, 1))
+    sim = Sim(home, judge=judge)
+    sim.start(title=theme.title, keyword=theme.keyword)
+    (report,) = sim.settle()
+    if redirect and (report.data or {}).get("key") == "dig-report":
+        sim.reply_to_report(report, f"redirect {theme.redirect}")
+        (report,) = sim.settle()
+    return sim, report
+
+
 def dig(
     home_root: Path, kb: Path, theme: Theme, judge: Any, redirect: bool = False
 ) -> tuple[list[str], str]:
     """(the files one theme's last Dig Report lists as deep cuts, its first line or failure);
     with `redirect`, the first report is answered with the theme's redirect and the second read."""
-    sim = Sim(write_home(home_root, kb), judge=judge)
-    sim.start(title=theme.title, keyword=theme.keyword)
-    (report,) = sim.settle()
-    if redirect and report.data["key"] == "dig-report":
-        sim.reply_to_report(report, f"redirect {theme.redirect}")
-        (report,) = sim.settle()
-    if not str(report.data["key"]).startswith("dig-report"):  # ended before a report
+    _, report = dig_sim(home_root, kb, theme, judge, redirect)
+    return report_cuts(report)
+
+
+def report_cuts(report: Message) -> tuple[list[str], str]:
+    """(the deep cuts a report lists, 'dig report'), or ([], its first line) when the run ended
+    before a Dig Report: its `[STEP_n FAILED — reason]`."""
+    data = report.data or {}
+    if not str(data.get("key")).startswith("dig-report"):  # ended before a report
         return [], report.body.splitlines()[0]
-    return [str(cut["file"]) for cut in report.data["deep_cuts"]], "dig report"
+    return [str(cut["file"]) for cut in data["deep_cuts"]], "dig report"
 
 
 def seat_judge(home_root: Path, seat: str, caller: str = CALLER) -> Any:
