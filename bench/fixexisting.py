@@ -236,7 +236,9 @@ def main() -> int:
         print_table(rows)
         if real is not None:
             cost = real.cost()
-            print(f"real seat: {cost['calls']} calls, {cost['tokens_in']} tokens in, "
+            cut = sum(e["tokens_out"] >= REAL_ANSWER_TOKENS for e in real.gw.ledger())
+            print(f"real seat: {cost['calls']} calls ({cut} cut off at max_tokens "
+                  f"{REAL_ANSWER_TOKENS}), {cost['tokens_in']} tokens in, "
                   f"{cost['tokens_out']} out; wall {time.perf_counter() - started:.0f} s; "
                   f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
     finally:
