@@ -200,9 +200,10 @@ def main() -> int:
     builds.mkdir()
     set_build(society.root, root=str(builds), alias=str(base / "sandbox"))
     outcomes: dict[str, list[dict[str, Any]]] = {s: [] for s in seats}
-    real = start_real(society) if "real" in seats else None
+    real: RealSeat | None = None
     started = time.perf_counter()
     try:
+        real = start_real(society) if "real" in seats else None
         for buggy, (wrong, right) in bugs:
             model = None
             if set(FAKE_SEATS) & set(seats):
