@@ -16,14 +16,22 @@ the real fence, with real pytest. The seats:
             left out of the prompt, the model can only guess a whole file,
             which the grind refuses (a file not shown is never overwritten)
   local     the built-in seat, which writes no code
+  real      SmolLM2-135M-Instruct on llama.cpp's llama-server, an `openai` seat
+            through the home's gateway (tests/realmodel/helpers.py: real_seat),
+            its prompt and answer sized to the server's 4096-token context;
+            only with `--seat real` (build it: eval "$(bash .ci/build-llama-server)")
 
-No hub is needed: the iterations are not posted.
+    python bench/fixexisting.py --seat real    # the real model alone: minutes a campaign
+
+No hub is needed: the iterations are not posted. Each red campaign says why
+(the grind's problems: an edit refused and why, a seat that gave no answer).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import subprocess
 import sys
@@ -43,10 +51,21 @@ from agents.build.routing import by_name  # noqa: E402
 from agents.build.runs import Workspace, run_spec  # noqa: E402
 from bench.table import print_table  # noqa: E402
 from tests.build.helpers import set_build  # noqa: E402
+from tests.gateway.helpers import GatewayHome  # noqa: E402
+from tests.realmodel.helpers import RealSeat, real_seat  # noqa: E402
+from tests.realmodel.server import PartMissing, model_file, server_binary  # noqa: E402
 from tests.support import Proc, Society, set_seat, wait_for  # noqa: E402
 
 FAKE = REPO / "tests" / "fakes" / "fake_code_model.py"
 PYTHON = by_name("python")
+FAKE_SEATS = ("shown", "sloppy", "unshown")
+SEATS = (*FAKE_SEATS, "local", "real")
+NICK = "py"  # the grinder nick whose caller token the real seat's calls carry
+# SmolLM2's server holds 4096 tokens (tests/realmodel/server.py): the prompt's budget for the
+# repository (about 4 characters a token) and the answer's bound leave room for the rest.
+REAL_PROMPT_TOKENS = 2000
+REAL_ANSWER_TOKENS = 400  # an edit of one function fits; at ~7 tokens/s a call is a minute
+REAL_ITERATIONS = 2  # the second is told why the first failed: minutes, not an hour
 FILLER = "".join(
     f'\n\ndef helper_{i}(items):\n    """Helper {i}: a step of the stock report."""\n'
     f"    return [item for item in items if item.get('kind') == 'k{i}']\n"
@@ -100,7 +119,18 @@ def campaign(root: Path, buggy: str, seat: str) -> Path:
     return folder
 
 
+def build_config(builds: Path, sandbox: Path, seat: str) -> BuildConfig:
+    """The [build] settings of one campaign: the unshown seat's prompt at its floor, the real
+    seat's sized to its server's context."""
+    tokens = {"unshown": 500, "real": REAL_PROMPT_TOKENS}.get(seat, 12000)
+    iterations = REAL_ITERATIONS if seat == "real" else 3
+    return BuildConfig(root=str(builds), alias=str(sandbox), stall_after=2,
+                       max_iterations=iterations, prompt_tokens=tokens)  # fmt: skip
+
+
 async def one(society: Society, config: BuildConfig, folder: Path, tier: str) -> dict[str, Any]:
+    """Grind one campaign's clone with `tier`: green or not, the iterations, the grind's
+    seconds, its problems (why it is red), the seats its judgments name, the clone."""
     home = society.home
     spec = "tests/test_inventory.py"
     baseline = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"],
@@ -110,57 +140,94 @@ async def one(society: Society, config: BuildConfig, folder: Path, tier: str) ->
     cache.mkdir()
     space = Workspace(target, cache, choose("auto"), (home.root.resolve(),))
     text = (target / spec).read_text()
+    turns: list[dict[str, Any]] = []
 
     async def announce(data: dict[str, Any], output: str) -> None:
-        return None
+        turns.append(data)
 
+    started = time.perf_counter()
     try:
         first = await run_spec(config, PYTHON, space, spec, text)
         job = grinding.GrindJob(
-            home=home, nick="py", config=config, language=PYTHON, build_dir=folder,
+            home=home, nick=NICK, config=config, language=PYTHON, build_dir=folder,
             baseline=baseline, space=space, spec_relative=spec, tiers=[tier],
             ticket={"problem": "a stock figure is wrong", "traps": "none known",
                     "constraints": "none", "targets": []},
         )  # fmt: skip
-        started = time.perf_counter()
         result = await grinding.grind(job, first, text, announce)
         return {"green": result.green, "iterations": sum(result.iterations.values()),
-                "s": time.perf_counter() - started}  # fmt: skip
+                "s": time.perf_counter() - started, "problems": result.problems,
+                "passing": f"{result.passing}/{result.total}", "turns": turns,
+                "seats": sorted({t["judgment"]["seat"] for t in turns if t.get("judgment")}),
+                "clone": target}  # fmt: skip
     except Exception as exc:  # a ladder of only local seats fails loud: red
-        return {"green": False, "iterations": 0, "s": 0.0, "problem": str(exc)}
+        return {"green": False, "iterations": 0, "s": time.perf_counter() - started,
+                "problems": [str(exc)], "passing": "", "turns": turns, "seats": [],
+                "clone": target}  # fmt: skip
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+
+
+def start_real(society: Society) -> RealSeat:
+    """The real seat: llama-server and the home's gateway, both started here."""
+    return real_seat(GatewayHome(society), "real", (NICK,), max_tokens=REAL_ANSWER_TOKENS)
+
+
+def why_red(outcome: dict[str, Any]) -> str:
+    """A red campaign's reason in one line: the grind's last problem, else the spec's count."""
+    problems = outcome["problems"]
+    said = problems[-1] if problems else f"spec still red ({outcome['passing']} passing)"
+    return " ".join(said.split())[:300]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="two campaigns, not five")
-    bugs = list(BUGS.items())[: 2 if parser.parse_args().quick else None]
+    parser.add_argument("--seat", action="append", choices=SEATS,
+                        help="a seat to run (repeatable); default: every seat but real")  # fmt: skip
+    args = parser.parse_args()
+    seats = tuple(args.seat or [s for s in SEATS if s != "real"])
+    if "real" in seats:
+        try:
+            server_binary(), model_file()
+        except PartMissing as exc:
+            print(f"fixexisting: the real seat cannot run: {exc}", file=sys.stderr)
+            return 2
+    bugs = list(BUGS.items())[: 2 if args.quick else None]
     base = Path(tempfile.mkdtemp(prefix="bullpen-bench-fix-", dir="/tmp"))
     society = Society(base / "home")
     builds = base / "builds"
     builds.mkdir()
     set_build(society.root, root=str(builds), alias=str(base / "sandbox"))
-    outcomes: dict[str, list[dict[str, Any]]] = {s: [] for s in ("shown", "sloppy", "unshown",
-                                                                  "local")}  # fmt: skip
+    outcomes: dict[str, list[dict[str, Any]]] = {s: [] for s in seats}
+    real: RealSeat | None = None
+    started = time.perf_counter()
     try:
+        real = start_real(society) if "real" in seats else None
         for buggy, (wrong, right) in bugs:
-            func = buggy
-            model = Proc([sys.executable, str(FAKE), "--func", func, "--wrong", wrong,
-                          "--right", right, "--guess-path", "inventory.py"],
-                         base / f"model-{buggy}.out")  # fmt: skip
-            port = wait_for(lambda m=model: m.output().split("\n", 1)[0].strip() or None, 30,
-                            "the model")  # fmt: skip
-            for seat, name in (("shown", "fix"), ("sloppy", "sloppy"), ("unshown", "fix")):
-                set_seat(society.root, seat, f'kind = "openai"\nbase_url = '
-                         f'"http://127.0.0.1:{port}/v1"\nmodel = "{name}"\ntimeout_s = 30')  # fmt: skip
-            for seat in outcomes:
-                tokens = 500 if seat == "unshown" else 12000
-                config = BuildConfig(root=str(builds), alias=str(base / "sandbox"),
-                                     stall_after=2, max_iterations=3, prompt_tokens=tokens)  # fmt: skip
+            model = None
+            if set(FAKE_SEATS) & set(seats):
+                fake = Proc([sys.executable, str(FAKE), "--func", buggy, "--wrong", wrong,
+                             "--right", right, "--guess-path", "inventory.py"],
+                            base / f"model-{buggy}.out")  # fmt: skip
+                model = fake
+
+                def port_line(m: Proc = fake) -> str | None:
+                    return m.output().split("\n", 1)[0].strip() or None
+
+                port = wait_for(port_line, 30, "the model")
+                for seat, name in (("shown", "fix"), ("sloppy", "sloppy"), ("unshown", "fix")):
+                    set_seat(society.root, seat, f'kind = "openai"\nbase_url = '
+                             f'"http://127.0.0.1:{port}/v1"\nmodel = "{name}"\ntimeout_s = 30')  # fmt: skip
+            for seat in seats:
+                config = build_config(builds, base / "sandbox", seat)
                 folder = campaign(builds, buggy, seat)
-                outcomes[seat].append(asyncio.run(one(society, config, folder, seat)))
-            model.stop()
+                outcome = asyncio.run(one(society, config, folder, seat))
+                outcomes[seat].append(outcome)
+                if not outcome["green"]:
+                    print(f"{seat} {buggy}: red: {why_red(outcome)}", flush=True)
+            if model is not None:
+                model.stop()
         rows = [["seat", "green", "iterations (mean, green ones)", "grind s (mean)"]]
         for seat, found in outcomes.items():
             green = [o for o in found if o["green"]]
@@ -168,7 +235,16 @@ def main() -> int:
             seconds = sum(o["s"] for o in found) / len(found)
             rows.append([seat, f"{len(green)}/{len(found)}", f"{iterations:.1f}", f"{seconds:.1f}"])
         print_table(rows)
+        if real is not None:
+            cost = real.cost()
+            cut = sum(e["tokens_out"] >= REAL_ANSWER_TOKENS for e in real.gw.ledger())
+            print(f"real seat: {cost['calls']} calls ({cut} cut off at max_tokens "
+                  f"{REAL_ANSWER_TOKENS}), {cost['tokens_in']} tokens in, "
+                  f"{cost['tokens_out']} out; wall {time.perf_counter() - started:.0f} s; "
+                  f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
     finally:
+        if real is not None:
+            real.stop()
         society.stop_all()
         shutil.rmtree(base, ignore_errors=True)
     return 0

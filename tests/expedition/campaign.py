@@ -9,12 +9,20 @@ never names the keyword or repeats a phrase character for character.
 in-memory room of tests/expedition/sim.py) and counts the themes whose
 Dig Report lists the deep cut among its deep cuts.
 
-    python -m tests.expedition.campaign    # the share for the built-in seat and the fake
+    python -m tests.expedition.campaign         # the share for the built-in seat and the fake
+    python -m tests.expedition.campaign --real  # SmolLM2-135M through a gateway: minutes a theme
+
+With `--real` the three judged roles (termgen, score, scotoma) are one
+`openai` seat, `real`, on llama.cpp's llama-server through a home's own
+gateway (tests/realmodel/helpers.py: real_seat), so every call is a ledger
+line; build the server first: eval "$(bash .ci/build-llama-server)".
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -23,10 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from agents.runtime.step import AnswerT, Judgment, JudgmentRequest
+from agents.seats import build_seats, make_judge
+from agents.seats.tables import GatewayAccess
+from room.message import Message
 from tests.expedition.sim import Sim, local_judge, write_home
 from tests.expedition.texts import document, paragraph
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "phrase_model.py"
+JUDGED = ("termgen", "score", "scotoma")  # the roles a model answers in an expedition
+CALLER = "expedition"  # the caller token the real seat's calls carry through the gateway
 
 
 @dataclass(frozen=True)
@@ -236,48 +249,128 @@ def program_judge(phrases: Path) -> Any:
     return judge
 
 
+def dig_sim(
+    home_root: Path,
+    kb: Path,
+    theme: Theme,
+    judge: Any,
+    redirect: bool = False,
+    settings: dict[str, Any] | None = None,
+) -> tuple[Sim, Message]:
+    """One theme dug through the pipeline: the Sim (every line and request) and its last report;
+    `settings` are [expedition] keys set over the home's defaults."""
+    home = write_home(home_root, kb)
+    if settings:
+        path = home_root / "society.toml"
+        keys = "".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items())
+        path.write_text(path.read_text().replace("[expedition]\n", "[expedition]\n" + keys, 1))
+    sim = Sim(home, judge=judge)
+    sim.start(title=theme.title, keyword=theme.keyword)
+    (report,) = sim.settle()
+    if redirect and (report.data or {}).get("key") == "dig-report":
+        sim.reply_to_report(report, f"redirect {theme.redirect}")
+        (report,) = sim.settle()
+    return sim, report
+
+
 def dig(
     home_root: Path, kb: Path, theme: Theme, judge: Any, redirect: bool = False
 ) -> tuple[list[str], str]:
     """(the files one theme's last Dig Report lists as deep cuts, its first line or failure);
     with `redirect`, the first report is answered with the theme's redirect and the second read."""
-    sim = Sim(write_home(home_root, kb), judge=judge)
-    sim.start(title=theme.title, keyword=theme.keyword)
-    (report,) = sim.settle()
-    if redirect and report.data["key"] == "dig-report":
-        sim.reply_to_report(report, f"redirect {theme.redirect}")
-        (report,) = sim.settle()
-    if not str(report.data["key"]).startswith("dig-report"):  # ended before a report
+    _, report = dig_sim(home_root, kb, theme, judge, redirect)
+    return report_cuts(report)
+
+
+def report_cuts(report: Message) -> tuple[list[str], str]:
+    """(the deep cuts a report lists, 'dig report'), or ([], its first line) when the run ended
+    before a Dig Report: its `[STEP_n FAILED — reason]`."""
+    data = report.data or {}
+    if not str(data.get("key")).startswith("dig-report"):  # ended before a report
         return [], report.body.splitlines()[0]
-    return [str(cut["file"]) for cut in report.data["deep_cuts"]], "dig report"
+    return [str(cut["file"]) for cut in data["deep_cuts"]], "dig report"
+
+
+def seat_judge(home_root: Path, seat: str, caller: str = CALLER) -> Any:
+    """A judge that sends every judged role to `seat`, a table of the home at `home_root`
+    (through its gateway with `caller`'s token when it has one): the judge a lurker holds."""
+    from agents.home import Home
+
+    home = Home(home_root)
+    access = None
+    if home.has_gateway:
+        access = GatewayAccess(home.gateway_url(), home.gateway_token_file(caller))
+    registry = build_seats(home.society.seats, access)  # one registry: a seat remembers
+    return make_judge(registry, dict.fromkeys(JUDGED, seat), home.screen)
 
 
 SEATS = ("local", "local+redirect", "phrases")
 
 
-def run_campaign(root: Path, seat: str) -> dict[str, tuple[bool, str]]:
+def run_campaign(
+    root: Path, seat: str, judge: Any = None, themes: tuple[Theme, ...] = THEMES
+) -> dict[str, tuple[bool, str]]:
     """keyword -> (whether its deep cut was found, how the run ended), with `seat`: 'local'
-    (the built-in seat), 'local+redirect' (the same, redirected once to the theme's image), or
-    'phrases' (the natural-phrase fake model)."""
+    (the built-in seat), 'local+redirect' (the same, redirected once to the theme's image),
+    'phrases' (the natural-phrase fake model), or any other name with its `judge` (seat_judge)."""
     kb = write_kb(root / "kb")
-    phrases = seat == "phrases"
-    judge = program_judge(write_phrases(root / "phrases.json")) if phrases else local_judge
+    if judge is None:
+        phrases = seat == "phrases"
+        judge = program_judge(write_phrases(root / "phrases.json")) if phrases else local_judge
     found = {}
-    for theme in THEMES:
+    for theme in themes:
         home = root / f"home-{seat}-{theme.keyword}"
         cuts, outcome = dig(home, kb, theme, judge, redirect=seat == "local+redirect")
         found[theme.keyword] = (theme.deep_file in cuts, outcome)
     return found
 
 
+def print_share(seat: str, found: dict[str, tuple[bool, str]]) -> None:
+    hits = sum(ok for ok, _ in found.values())
+    print(f"{seat}: {hits}/{len(found)} deep cuts found", flush=True)
+    for keyword, (ok, outcome) in found.items():
+        print(f"  {keyword}: {'found' if ok else 'missed'} ({outcome})", flush=True)
+
+
+def run_real(tmp: Path) -> int:
+    """The campaign with the real seat: llama-server and a gateway, started and stopped here."""
+    import time
+
+    from tests.gateway.helpers import GatewayHome
+    from tests.realmodel.helpers import real_seat
+    from tests.realmodel.server import PartMissing, model_file, server_binary
+    from tests.support import Society
+
+    try:
+        server_binary(), model_file()
+    except PartMissing as exc:
+        print(f"campaign: the real seat cannot run: {exc}", file=sys.stderr)
+        return 2
+    society = Society(tmp / "gateway-home")
+    real = real_seat(GatewayHome(society), "real", (CALLER,))
+    started = time.perf_counter()
+    try:
+        found = run_campaign(tmp / "real", "real", seat_judge(society.root, "real"))
+        print_share("real", found)
+        cost = real.cost()
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"real seat: {cost['calls']} calls, {cost['tokens_in']} tokens in, "
+              f"{cost['tokens_out']} out; wall {time.perf_counter() - started:.0f} s; load {load}")  # fmt: skip
+    finally:
+        real.stop()
+        society.stop_all()
+    return 0
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--real", action="store_true", help="SmolLM2 through a gateway alone")
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        if args.real:
+            return run_real(Path(tmp))
         for seat in SEATS:
-            found = run_campaign(Path(tmp) / seat, seat)
-            hits = sum(ok for ok, _ in found.values())
-            print(f"{seat}: {hits}/{len(found)} deep cuts found")
-            for keyword, (ok, outcome) in found.items():
-                print(f"  {keyword}: {'found' if ok else 'missed'} ({outcome})")
+            print_share(seat, run_campaign(Path(tmp) / seat, seat))
     return 0
 
 

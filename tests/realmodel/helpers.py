@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.gateway.helpers import GatewayHome
-from tests.realmodel.server import LlamaServer
+from tests.realmodel.server import LlamaServer, start_llama
 from tests.support import _toml, run_cli, set_seat
 
 MODEL = "smol"  # the gateway routes it to llama-server by this prefix
@@ -120,3 +120,52 @@ def gather(
 def audit(root: Path) -> None:
     done = run_cli(root, "audit", timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@dataclass
+class RealSeat:
+    """A seat table on SmolLM2 through a home's own gateway: what a campaign asks, and what the
+    gateway's ledger says it cost. `stop` ends the gateway, and llama-server when it started it."""
+
+    gw: GatewayHome
+    llama: LlamaServer
+    seat: str
+    own_llama: bool = False
+
+    def cost(self) -> dict[str, int]:
+        """Calls, tokens in and tokens out, as the gateway's ledger has them."""
+        ledger = self.gw.ledger()
+        return {
+            "calls": len(ledger),
+            "tokens_in": sum(int(e.get("tokens_in") or 0) for e in ledger),
+            "tokens_out": sum(int(e.get("tokens_out") or 0) for e in ledger),
+        }
+
+    def stop(self) -> None:
+        if self.gw.proc is not None:
+            self.gw.proc.stop()
+        if self.own_llama:
+            self.llama.stop()
+
+
+def real_seat(
+    gw: GatewayHome,
+    seat: str,
+    nicks: tuple[str, ...],
+    llama: LlamaServer | None = None,
+    max_tokens: int | None = None,
+) -> RealSeat:
+    """Seat table `seat` on SmolLM2 via `gw`'s gateway (started here), caller tokens for `nicks`;
+    llama-server is `llama`, else one started here in the home (a bench's own, stopped with it)."""
+    own = llama is None
+    server = llama or start_llama(gw.society.root / "llama")
+    through_the_gateway(gw, server, (), nicks)
+    table = seat_table() + (f"\nmax_tokens = {max_tokens}" if max_tokens else "")
+    set_seat(gw.society.root, seat, table)
+    try:
+        gw.start()
+    except BaseException:
+        if own:
+            server.stop()
+        raise
+    return RealSeat(gw, server, seat, own)
