@@ -1,5 +1,7 @@
 """The hub's post path, stage by stage: CPU microseconds per post, in this process.
 
+    python bench/poststages.py PORT    # the HTTP floor's server (bench/room.py starts it)
+
 bench/room.py prints these beside the hub's measured CPU per post; what the
 stages do not cover (HTTP framing in uvicorn and httptools, the ASGI calls,
 the event loop's wake-ups, the hand-off to the writer thread and back, the
@@ -11,14 +13,19 @@ journal on the room's disk), so a change to any of them shows here.
 from __future__ import annotations
 
 import hmac
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from room import strictjson
 from room.chain import GENESIS, line_hash
+from room.hub import bind, serve_asgi
 from room.ids import IdClock
 from room.limits import HubLimits, Limits
 from room.log import Draft, build_line
@@ -132,3 +139,39 @@ def stage_costs(trust: TrustTable, secret: bytes, n: int) -> list[tuple[str, flo
         )
         tree.close()
     return rows
+
+
+async def _trivial(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An ASGI app that reads the body and answers `{}`: what the HTTP stack costs alone."""
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    headers = [(b"content-length", b"2"), (b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"{}"})
+
+
+def floor_server(port: int) -> subprocess.Popen[bytes]:
+    """The hub's server stack (uvicorn, httptools, the connection guard: room/hub.py's
+    serve_asgi) around the trivial app, in its own process, listening once this returns."""
+    server = subprocess.Popen([sys.executable, __file__, str(port)], stdout=subprocess.PIPE)
+    assert server.stdout is not None
+    if server.stdout.readline().strip() != b"listening":
+        server.kill()
+        raise RuntimeError("the HTTP floor's server did not start")
+    return server
+
+
+def _serve(port: int) -> None:
+    import uvloop  # as the hub runs (room/service.py)
+
+    async def run() -> None:
+        sock = bind("127.0.0.1", port)
+        await serve_asgi([(_trivial, sock)], on_ready=lambda: print("listening", flush=True))
+
+    uvloop.run(run())
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]))

@@ -27,12 +27,12 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.poststages import stage_costs  # noqa: E402
+from bench.poststages import floor_server, stage_costs  # noqa: E402
 from bench.table import print_table  # noqa: E402
 from room.chain import GENESIS, line_hash  # noqa: E402
 from room.client import read_file  # noqa: E402
 from room.reader import RoomFile  # noqa: E402
-from tests.support import Society, set_hub  # noqa: E402
+from tests.support import Society, free_port, set_hub  # noqa: E402
 
 CLIENT = str(REPO / "bench" / "load_client.py")
 
@@ -70,14 +70,24 @@ def measure_posts(
 ) -> tuple[float, float]:
     """Acknowledged posts per second through the strict listener from `clients` processes,
     and the hub's CPU microseconds per post meanwhile (0 without its pid)."""
-    secret = [str(society.home.trust.secret_file)] if signed else []
+    secret = society.home.trust.secret_file if signed else None
+    return drive(society.strict_port, clients, per_client, secret, hub_pid)
+
+
+def drive(
+    port: int, clients: int, per_client: int, secret_file: Path | None, pid: int | None
+) -> tuple[float, float]:
+    """`clients` load clients posting `per_client` each to a port: answers/s, and the CPU
+    microseconds per answer of the server `pid` meanwhile (0 without a pid)."""
+    hub_pid, signed = pid, secret_file is not None
+    secret = [str(secret_file)] if secret_file is not None else []
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
                 CLIENT,
                 "127.0.0.1",
-                str(society.strict_port),
+                str(port),
                 "operator" if signed else f"load{i}",
                 str(per_client),
                 *secret,
@@ -104,6 +114,28 @@ def measure_posts(
         f"only {ok} of {clients * per_client} posts were acknowledged"
     )
     return ok / elapsed, cpu / ok * 1e6
+
+
+def http_floor(quick: bool) -> list[tuple[str, str, str]]:
+    """CPU per request of the hub's HTTP stack around an app that does nothing: the part of
+    the hub's CPU per post no stage of the post path can cut."""
+    port = free_port()
+    server = floor_server(port)
+    rows = []
+    try:
+        for clients, per in ((1, 1500), (8, 400)) if quick else ((1, 3000), (8, 1500)):
+            rate, cpu = drive(port, clients, per, None, server.pid)
+            rows.append(
+                (
+                    f"  HTTP floor (empty app), {clients} client{'s' if clients > 1 else ''}",
+                    f"{cpu:,.0f} us",
+                    f"CPU per request; {rate:,.0f}/s",
+                )
+            )
+    finally:
+        server.terminate()
+        server.wait(10)
+    return rows
 
 
 def synthetic_room(path: Path, lines: int) -> None:
@@ -192,9 +224,10 @@ def main() -> int:
                 (
                     "  stages, sum",
                     f"{sum(us for _, us in stages):,.1f} us",
-                    "the rest: HTTP, loop, thread",
+                    "the rest: HTTP, loop, writer thread",
                 )
             )
+            rows += http_floor(args.quick)
         finally:
             society.stop_all()
         small_room, big_room = base / "small.jsonl", base / "big.jsonl"
