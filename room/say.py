@@ -13,7 +13,7 @@ JSON answer (the listener's `on_error`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import unquote_to_bytes
 
 from starlette.requests import ClientDisconnect
@@ -21,14 +21,23 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from room.errors import BadPost
-from room.log import Draft
+from room.limits import Limits
+from room.log import Draft, RoomLog
 from room.message import parse_request
-
-if TYPE_CHECKING:
-    from room.hub import Hub
+from room.tlog import TransparencyLog
+from trust.gate import Gate
 
 MAX_REQUEST_BYTES = 2 * 1024 * 1024
 _JSON = (b"content-type", b"application/json")
+
+
+class Hub(Protocol):
+    """What a post goes through: room/hub.py's Hub, which both listeners share."""
+
+    gate: Gate
+    log: RoomLog
+    limits: Limits | None
+    tlog: TransparencyLog | None
 
 
 def header(scope: Scope, name: bytes) -> str | None:
