@@ -25,7 +25,7 @@ from room import strictjson
 from room.ids import IdClock, _encode, rfc3339_ms
 from room.message import Post
 from room.say import MAX_REQUEST_BYTES
-from tests.support import Society, wait_for
+from tests.support import Society, set_hub, wait_for
 from trust.proof import SecretSigner
 
 ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -209,3 +209,53 @@ def test_strict_json_refuses_a_lone_surrogate_in_text_given_as_str() -> None:
     """A str may hold a lone surrogate itself (no escape): it is still refused."""
     with pytest.raises(strictjson.JsonRejected, match="surrogate"):
         strictjson.loads('{"body": "\ud800"}')
+
+
+@pytest.fixture(scope="module")
+def hasty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Society]:
+    """A hub that waits 1 s for a request head and 1.5 s for a body."""
+    society = Society(tmp_path_factory.mktemp("hasty") / "home")
+    set_hub(society.root, head_timeout_s=1.0, body_timeout_s=1.5)
+    society.start_hub()
+    try:
+        yield society
+    finally:
+        society.stop_all()
+
+
+def closed_within(sock: socket.socket, seconds: float) -> float | None:
+    """Seconds until the hub closed `sock` (reading whatever it answered first), or None."""
+    started = time.monotonic()
+    sock.settimeout(0.1)
+    while time.monotonic() - started < seconds:
+        try:
+            if sock.recv(65536) == b"":
+                return time.monotonic() - started
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            return time.monotonic() - started
+    return None
+
+
+@pytest.mark.parametrize("stall", ["head", "body"])
+def test_a_keep_alive_connection_stalling_its_next_request_is_cut_on_time(
+    hasty: Society, stall: str
+) -> None:
+    """The lazy timer keeps each request's own deadline: after a served post, a second
+    request that stalls in its head (or body) is cut by that request's timeout."""
+    body = json.dumps({"from": "staller", "to": "@echo", "type": "chat", "body": "one"}).encode()
+    with socket.create_connection(("127.0.0.1", hasty.strict_port), timeout=10) as sock:
+        sock.sendall(request_head(len(body)) + body)
+        data = b""
+        while b'"body":"one"' not in data:
+            data += sock.recv(65536)
+        time.sleep(0.8)  # most of a head timeout, idle between requests (keep-alive's own)
+        if stall == "head":
+            sock.sendall(b"POST /say HTTP/1.1\r\nHost: x\r\n")
+        else:
+            sock.sendall(request_head(100) + b'{"from": ')
+        took = closed_within(sock, 8)
+    timeout = 1.0 if stall == "head" else 1.5
+    assert took is not None, f"the stalled {stall} was never cut"
+    assert timeout - 0.2 <= took <= timeout + 3, f"cut after {took:.2f} s, timeout {timeout} s"
