@@ -86,6 +86,9 @@ def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
     """An HttpToolsProtocol class bound to one listener's guard (pass it as uvicorn's `http`)."""
 
     class Guarded(HttpToolsProtocol):
+        # The head or body deadline (loop time), None when nothing is being waited for; one
+        # lazy timer watches it: re-arming per request is a float, not a timer (the post path).
+        _deadline: float | None = None
         _timer: asyncio.TimerHandle | None = None
         _counted = False
         _broken = False  # bytes that are not HTTP came: answer what is whole, then 400
@@ -103,6 +106,9 @@ def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             guard.idle.pop(self, None)
             if self._counted:
                 guard.open -= 1
@@ -112,7 +118,7 @@ def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
         def data_received(self, data: bytes) -> None:
             if self._broken:
                 return  # the parser stopped at the garbage; nothing after it is read
-            if self._timer is None and self in guard.idle:
+            if self._deadline is None and self in guard.idle:
                 self._arm(guard.head_timeout_s)  # the next request's head has begun
             self._unset_keepalive_if_required()
             try:
@@ -164,16 +170,26 @@ def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
             guard.idle[self] = None  # uvicorn's keep-alive timeout watches it now
 
         def _arm(self, seconds: float) -> None:
-            self._disarm()
-            self._timer = self.loop.call_later(seconds, self._too_slow)
+            deadline = self._deadline = self.loop.time() + seconds
+            timer = self._timer
+            if timer is not None and timer.when() <= deadline:
+                return  # it fires first and looks again (_check)
+            if timer is not None:
+                timer.cancel()
+            self._timer = self.loop.call_at(deadline, self._check)
 
         def _disarm(self) -> None:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            self._deadline = None  # the timer, if any, finds nothing to do when it fires
 
-        def _too_slow(self) -> None:
+        def _check(self) -> None:
             self._timer = None
+            deadline = self._deadline
+            if deadline is None:
+                return
+            if self.loop.time() < deadline:  # re-armed since: wait for the new deadline
+                self._timer = self.loop.call_at(deadline, self._check)
+                return
+            self._deadline = None
             if not self.transport.is_closing():
                 guard.cut_slow += 1
                 self.transport.abort()

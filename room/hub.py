@@ -30,20 +30,20 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from room import guard, openapi
-from room.errors import BadPost, BadRequest, BullpenError, DurabilityError, PostRejected
+from room.errors import BadRequest, BullpenError, DurabilityError, PostRejected
 from room.limits import HubLimits, Limits
-from room.log import Draft, Filter, RoomLog
-from room.message import check_nick, parse_request
+from room.log import Filter, RoomLog
+from room.message import check_nick
 from room.openapi import MAX_AFTER, MAX_READ_SENDERS
 from room.params import int_param as _int_param
 from room.readbody import FIRST_PAGE_LINES, ReadAnswer
+from room.say import say, serve_say
 from room.tlog import TransparencyLog
 from room.tlogapi import TlogEndpoints
 from trust.gate import Gate
 
 log = structlog.get_logger("room.hub")
 
-MAX_REQUEST_BYTES = 2 * 1024 * 1024
 MAX_READ_LIMIT = 1000
 MAX_WAIT_S = 60.0
 
@@ -103,6 +103,9 @@ class ListenerApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return  # no lifespan or websockets here
+        if scope["path"] == "/say" and scope["method"] == "POST":  # the hot path (room/say.py)
+            await serve_say(self.hub, self.relaxed, scope, receive, send, self.on_error, self._gone)
+            return
         request = Request(scope, receive)
         route = self.routes.get(scope["path"])
         try:
@@ -121,31 +124,19 @@ class ListenerApp:
                 self.hub.gate.check_reader(request.headers.get("authorization"))
             response = await route[1](request)
         except ClientDisconnect:  # nobody to answer: one line, not a traceback per hang-up
-            log.info("client hung up mid-request", path=scope["path"], listener=self.listener)
+            self._gone(scope["path"])
             return
         except Exception as exc:  # every failure becomes a JSON answer
-            response = self.on_error(request, exc)
+            response = self.on_error(scope["path"], exc)
         await response(scope, receive, send)
 
+    def _gone(self, path: str) -> None:
+        log.info("client hung up mid-request", path=path, listener=self.listener)
+
     async def say(self, request: Request) -> Response:
-        failed = self.hub.log.failed
-        if failed is not None:  # stopping for good: refuse before the gate spends a nonce
-            raise failed
-        raw = await _body(request)
-        post_request = parse_request(raw, screen=self.hub.gate.refuse_secrets)
-        verified = await self.hub.gate.admit(post_request, self.relaxed)
-        if not verified and self.hub.limits is not None:
-            self.hub.limits.admit_unverified(post_request.post.from_, len(raw))
-        via = self.hub.gate.admitted_via(post_request, self.relaxed, verified)
-        stored = await self.hub.log.append(Draft(post_request.post, verified, via))
-        tlog = self.hub.tlog
-        if (
-            tlog is not None
-            and via is not None
-            and stored.sender in self.hub.gate.table.public_keys
-        ):
-            await tlog.cover(stored.seq)  # only the hub's signed word vouches for such a line
-        return Response(stored.raw, media_type="application/json")
+        """POST /say through the routes (the hot path, room/say.py, answers it first)."""
+        line = await say(self.hub, self.relaxed, request.scope, request.receive)
+        return Response(line, media_type="application/json")
 
     async def read(self, request: Request) -> Response:
         hub = self.hub
@@ -186,7 +177,7 @@ class ListenerApp:
     async def schema(self, request: Request) -> Response:
         return JSONResponse(openapi.schema(self.listener))
 
-    def on_error(self, request: Request, exc: Exception) -> Response:
+    def on_error(self, path: str, exc: Exception) -> Response:
         if isinstance(exc, PostRejected):
             return _error(exc, exc.status)
         if isinstance(exc, DurabilityError):
@@ -199,30 +190,11 @@ class ListenerApp:
                 status_code=exc.status_code,
                 headers=exc.headers,
             )
-        log.exception("unexpected error serving a request", path=request.url.path)
+        log.exception("unexpected error serving a request", path=path)
         return JSONResponse(
             {"error": "internal", "message": "the hub hit an unexpected error; see its log"},
             status_code=500,
         )
-
-
-async def _body(request: Request) -> bytes:
-    declared = request.headers.get("content-length", "")
-    too_big = BadPost(
-        f"the request is over {MAX_REQUEST_BYTES // (1024 * 1024)} MiB; a post's body may be "
-        "64 KiB and its data 256 KiB",
-        status=413,
-    )
-    if declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
-        raise too_big
-    chunks = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_REQUEST_BYTES:
-            raise too_big
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 _READ_PARAMS = {"after", "limit", "wait", "thread", "to", "from", "verified"}

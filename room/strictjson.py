@@ -65,8 +65,11 @@ def loads(raw: bytes | str) -> Any:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise JsonRejected(f"not UTF-8 at byte {exc.start}") from None
+        # Text decoded from UTF-8 holds a lone surrogate only through a \u escape, and
+        # nests no deeper than its brackets: without either, the walk below finds nothing.
+        walk = "\\u" in text or text.count("{") + text.count("[") > MAX_DEPTH
     else:
-        text = raw
+        text, walk = raw, True
     try:
         value = json.loads(
             text,
@@ -82,7 +85,8 @@ def loads(raw: bytes | str) -> Any:
         raise JsonRejected(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except ValueError:  # int() refuses more than sys.get_int_max_str_digits() digits
         raise JsonRejected("a number has too many digits; send it as a string") from None
-    _check(value, 0)
+    if walk:
+        _check(value, 0)
     return value
 
 

@@ -1,0 +1,261 @@
+"""POST /say's plain-ASGI path (room/say.py) and the per-line helpers made cheap for it.
+
+Through a real hub on loopback: bodies that arrive in pieces or without a
+declared length, the answer's exact bytes and headers, a hang-up mid-body,
+and a signed post's nonce journaled before its line is acknowledged. In
+process: the ULID and timestamp encoders against their plain definitions,
+and strict JSON's shortcut refusing all it refused before.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from room import strictjson
+from room.ids import IdClock, _encode, rfc3339_ms
+from room.message import Post
+from room.say import MAX_REQUEST_BYTES
+from tests.support import Society, set_hub, wait_for
+from trust.proof import SecretSigner
+
+ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+@pytest.fixture(scope="module")
+def hubbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Society]:
+    society = Society(tmp_path_factory.mktemp("say") / "home")
+    society.start_hub()
+    try:
+        yield society
+    finally:
+        society.stop_all()
+
+
+def exchange(society: Society, parts: list[bytes], pause: float = 0.05) -> tuple[bytes, bytes]:
+    """Send a request in `parts` (pausing between them) over one socket; return (head, body).
+
+    The sending runs beside the reading: a hub that refuses a body part-way answers
+    (and may close) before the rest is sent, which is no failure of the test.
+    """
+    with socket.create_connection(("127.0.0.1", society.strict_port), timeout=10) as sock:
+
+        def send_all() -> None:
+            for i, part in enumerate(parts):
+                if i:
+                    time.sleep(pause)
+                try:
+                    sock.sendall(part)
+                except OSError:
+                    return
+
+        sender = threading.Thread(target=send_all, daemon=True)
+        sender.start()
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += sock.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        while len(body) < length:
+            chunk = sock.recv(65536)
+            assert chunk, "the hub closed before its answer was whole"
+            body += chunk
+        sender.join(10)
+        return head, body
+
+
+def request_head(length: int | None, extra: str = "") -> bytes:
+    framing = f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
+    return (
+        f"POST /say HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{framing}\r\n"
+        f"{extra}\r\n"
+    ).encode()
+
+
+def chunked(*pieces: bytes) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces) + b"0\r\n\r\n"
+
+
+def test_a_body_in_pieces_is_stored_whole_and_answered_with_its_exact_line(
+    hubbed: Society,
+) -> None:
+    """A body split across packets is read to its end; the answer is the stored line's bytes."""
+    body = json.dumps({"from": "piecemeal", "to": "@echo", "type": "chat", "body": "a" * 5000})
+    raw = body.encode()
+    head, answer = exchange(hubbed, [request_head(len(raw)) + raw[:10], raw[10:3000], raw[3000:]])
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert b"content-type: application/json" in head.lower()
+    stored = json.loads(answer)
+    assert stored["body"] == "a" * 5000 and stored["from"] == "piecemeal"
+    on_disk = hubbed.room.read_bytes().split(b"\n")[stored["seq"] - 1]
+    assert answer == on_disk  # the reply is the line exactly as the room holds it
+
+
+def test_a_chunked_body_is_read_and_one_past_the_bound_is_413(hubbed: Society) -> None:
+    """No declared length: the body is read chunk by chunk, and cut off at the bound (413)."""
+    body = json.dumps({"from": "chunky", "to": "@echo", "type": "chat", "body": "hi"}).encode()
+    head, answer = exchange(hubbed, [request_head(None) + chunked(body[:7], body[7:])])
+    assert head.startswith(b"HTTP/1.1 200") and json.loads(answer)["from"] == "chunky"
+    before = hubbed.room.read_bytes()
+    piece = b" " * (256 * 1024)
+    pieces = [piece] * (MAX_REQUEST_BYTES // len(piece) + 1)
+    head, answer = exchange(hubbed, [request_head(None) + chunked(*pieces)], pause=0)
+    assert head.startswith(b"HTTP/1.1 413"), head
+    refusal = json.loads(answer)
+    assert refusal["error"] == "bad_post" and "MiB" in refusal["message"]
+    assert hubbed.room.read_bytes() == before
+
+
+def test_bad_json_gets_the_json_400_with_its_reason(hubbed: Society) -> None:
+    """The fast path answers bad input as the routes did: a JSON 400 naming the problem."""
+    raw = b'{"from": "x", "from": "y"}'
+    head, answer = exchange(hubbed, [request_head(len(raw)) + raw])
+    assert head.startswith(b"HTTP/1.1 400")
+    assert "duplicate key" in json.loads(answer)["message"]
+
+
+def test_a_hang_up_mid_body_writes_nothing_and_the_hub_serves_on(hubbed: Society) -> None:
+    """A poster gone mid-body gets no line stored; the next poster is served as usual."""
+    before = hubbed.room.read_bytes()
+    hub = hubbed.procs[0]
+    told = hub.output().count("client hung up mid-request")
+    with socket.create_connection(("127.0.0.1", hubbed.strict_port), timeout=10) as sock:
+        sock.sendall(request_head(500) + b'{"from": "gone", "to": "@echo", ')
+        time.sleep(0.1)
+    wait_for(
+        lambda: hub.output().count("client hung up mid-request") > told, 10, "the hang-up line"
+    )
+    assert hubbed.room.read_bytes() == before
+    answer = httpx.post(
+        f"{hubbed.strict_url}/say",
+        json={"from": "after", "to": "@echo", "type": "chat", "body": "still here"},
+    )
+    assert answer.status_code == 200 and answer.json()["body"] == "still here"
+
+
+def test_a_signed_posts_nonce_is_journaled_before_its_line_is_acknowledged(
+    hubbed: Society,
+) -> None:
+    """When the hub answers 200 for a proved post, its nonce is already in the journal."""
+    secret = hubbed.secret()
+    for k in range(5):
+        payload = {"from": "operator", "to": "@echo", "type": "chat", "body": f"signed {k}"}
+        payload.update(SecretSigner(secret).prove(Post.model_validate(payload)))
+        answer = httpx.post(f"{hubbed.strict_url}/say", json=payload, timeout=10)
+        assert answer.status_code == 200 and answer.json()["verified"] is True
+        journal = Path(str(hubbed.room) + ".nonces").read_bytes()
+        assert payload["proof"]["nonce"].encode() in journal
+        again = httpx.post(f"{hubbed.strict_url}/say", json=payload, timeout=10)
+        assert again.status_code == 401 and "already used" in again.json()["message"]
+
+
+def _plain_base32(value: int, length: int) -> str:
+    chars = []
+    for _ in range(length):
+        value, rem = divmod(value, 32)
+        chars.append(ALPHABET[rem])
+    return "".join(reversed(chars))
+
+
+def test_ulids_and_timestamps_match_their_plain_definitions() -> None:
+    """The C-backed encoders give the same text as the digit-by-digit definitions."""
+    rng = random.Random(26)
+    for _ in range(5000):
+        ms, rand = rng.randrange(1 << 48), rng.randrange(1 << 80)
+        assert _encode((ms << 80) | rand, 26) == _plain_base32(ms, 10) + _plain_base32(rand, 16)
+        stamp = rng.randrange(0, 4_102_444_800_000)
+        plain = datetime.fromtimestamp(stamp // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        assert rfc3339_ms(stamp) == f"{plain}{stamp % 1000:03d}Z"
+    # the cached second must not leak into the next one
+    assert rfc3339_ms(1_000_999).endswith("16:40.999Z")
+    assert rfc3339_ms(1_001_000).endswith("16:41.000Z")
+    clock = IdClock()
+    ids = [clock.next(1_700_000_000_000)[0] for _ in range(100)]
+    assert ids == sorted(ids) and len(set(ids)) == 100 and all(len(i) == 26 for i in ids)
+    assert ids[0][:10] == _plain_base32(1_700_000_000_000, 10)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"body": "\\ud800"}',
+        b'{"body": "\\udfff and more"}',
+        b"[" * 40 + b"1" + b"]" * 40,
+        b'{"a":' * 40 + b"1" + b"}" * 40,
+    ],
+)
+def test_strict_json_still_refuses_surrogates_and_depth(raw: bytes) -> None:
+    """The walk skipped for plain text still runs where a surrogate or deep nesting can hide."""
+    with pytest.raises(strictjson.JsonRejected):
+        strictjson.loads(raw)
+    with pytest.raises(strictjson.JsonRejected):
+        strictjson.loads(raw.decode())
+
+
+def test_strict_json_refuses_a_lone_surrogate_in_text_given_as_str() -> None:
+    """A str may hold a lone surrogate itself (no escape): it is still refused."""
+    with pytest.raises(strictjson.JsonRejected, match="surrogate"):
+        strictjson.loads('{"body": "\ud800"}')
+
+
+@pytest.fixture(scope="module")
+def hasty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Society]:
+    """A hub that waits 1 s for a request head and 1.5 s for a body."""
+    society = Society(tmp_path_factory.mktemp("hasty") / "home")
+    set_hub(society.root, head_timeout_s=1.0, body_timeout_s=1.5)
+    society.start_hub()
+    try:
+        yield society
+    finally:
+        society.stop_all()
+
+
+def closed_within(sock: socket.socket, seconds: float) -> float | None:
+    """Seconds until the hub closed `sock` (reading whatever it answered first), or None."""
+    started = time.monotonic()
+    sock.settimeout(0.1)
+    while time.monotonic() - started < seconds:
+        try:
+            if sock.recv(65536) == b"":
+                return time.monotonic() - started
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            return time.monotonic() - started
+    return None
+
+
+@pytest.mark.parametrize("stall", ["head", "body"])
+def test_a_keep_alive_connection_stalling_its_next_request_is_cut_on_time(
+    hasty: Society, stall: str
+) -> None:
+    """The lazy timer keeps each request's own deadline: after a served post, a second
+    request that stalls in its head (or body) is cut by that request's timeout."""
+    body = json.dumps({"from": "staller", "to": "@echo", "type": "chat", "body": "one"}).encode()
+    with socket.create_connection(("127.0.0.1", hasty.strict_port), timeout=10) as sock:
+        sock.sendall(request_head(len(body)) + body)
+        data = b""
+        while b'"body":"one"' not in data:
+            data += sock.recv(65536)
+        time.sleep(0.8)  # most of a head timeout, idle between requests (keep-alive's own)
+        if stall == "head":
+            sock.sendall(b"POST /say HTTP/1.1\r\nHost: x\r\n")
+        else:
+            sock.sendall(request_head(100) + b'{"from": ')
+        took = closed_within(sock, 8)
+    timeout = 1.0 if stall == "head" else 1.5
+    assert took is not None, f"the stalled {stall} was never cut"
+    assert timeout - 0.2 <= took <= timeout + 3, f"cut after {took:.2f} s, timeout {timeout} s"
