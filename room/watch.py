@@ -24,11 +24,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Protocol
 
-import structlog
-
 from room.durable import mark_path
-
-log = structlog.get_logger("room.watch")
 
 
 class WatchUnavailable(Exception):
