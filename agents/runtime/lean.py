@@ -25,8 +25,12 @@ loaded on the first line that may wake it:
 Only a local room file is followed this way; a room read from the hub or a
 stream, and a handler that works before its first wake (a tick, a prepare:
 the foreman, the librarian), start the full lurker at once. Under `bullpen up`
-lurkers are forked from a zygote that already holds the full lurker's pages
-(agents/runtime/zygote.py), so they skip this (`lone_args` says None).
+the lurkers, forked from a zygote that has imported the full lurker
+(agents/runtime/zygote.py), take this path too: the child that checks is forked
+from them, so what building the full lurker writes to the zygote's shared pages
+(reference counts, the allocator) leaves with it, an idle lurker holds little
+more than its idle loop (6 MB PSS, not 15: docs/performance.md) and its hand-over
+imports nothing.
 """
 
 from __future__ import annotations
@@ -60,11 +64,9 @@ HANDOVER = -1  # the idle loop's result when the full lurker must take over
 
 
 def lone_args(argv: Sequence[str]) -> tuple[str | None, str, str] | None:
-    """(home, nick, log level) when `argv` asks for exactly one lurker in a fresh interpreter
+    """(home, nick, log level) when `argv` asks for exactly one lurker
     (`[--home H] [--log-level L] lurk [--home H] NICK`); None for anything else, which the
     full command line parses (and explains when it is wrong)."""
-    if "agents.runtime.lurker" in sys.modules:  # the zygote's child: its pages are shared
-        return None
     home: str | None = None
     level = "info"
     rest = list(argv)
