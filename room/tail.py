@@ -187,15 +187,11 @@ class _FileTail(Generic[T]):
 class FileFollower(_FileTail["Message"]):
     """Yield every message appended to a room file after a position."""
 
-    def __init__(self, path: Path, start: Position, **options: Any) -> None:
-        from room.message import parse_line
-
-        super().__init__(path, start, **options)
-        self._parse = parse_line
-
     def _accept(self, raw: bytes, seq: int, start: int) -> tuple[Message, int] | None:
+        from room.message import parse_line  # loaded once; not by the lean idle loop
+
         try:
-            message = self._parse(raw)
+            message = parse_line(raw)
         except ValueError as exc:
             self.log.error(
                 "skipping a line that is not a room message",

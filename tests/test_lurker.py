@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agents.runtime.lean import lone_args
 from agents.runtime.wake import certain_refusal, refusal, wake_set
 from room.message import Message, Post
 from tests.support import Society, add_nick, run_cli, wait_for
@@ -115,6 +116,31 @@ class TestWakeRules:
             assert raw is not None and raw == full
         if not change:
             assert raw is None and full is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["lurk", "echo"], (None, "echo", "info")),
+        (["--home", "/h", "lurk", "echo"], ("/h", "echo", "info")),
+        (["--home=/h", "--log-level", "debug", "lurk", "echo"], ("/h", "echo", "debug")),
+        (["lurk", "--home", "/h", "echo"], ("/h", "echo", "info")),
+        (["lurk"], None),
+        (["lurk", "echo", "extra"], None),
+        (["lurk", "--help"], None),
+        (["--log-level", "loud", "lurk", "echo"], None),
+        (["lurk", "echo", "--log-level", "debug"], None),
+        (["read", "echo"], None),
+        (["--home", "/h"], None),
+    ],
+)
+def test_only_a_plain_lurk_takes_the_lean_start(
+    argv: list[str], expected: tuple[str | None, str, str] | None
+) -> None:
+    """`bullpen lurk NICK` with the options a unit passes starts on the stdlib idle loop;
+    anything else (a typo, --help, another command) goes to the full command line, which
+    explains what is wrong."""
+    assert lone_args(argv) == expected
 
 
 def say(

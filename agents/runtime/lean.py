@@ -161,8 +161,7 @@ def _checked(home: str | None, nick: str, level: str) -> dict[str, Any]:
 
             answer = check(home, nick, level)
         except BullpenError as exc:
-            kind = next((k for k in ERRORS if type(exc).__name__ == k), None)
-            kind = kind or ("ConfigError" if isinstance(exc, ConfigError) else "BullpenError")
+            kind = next(k for k, error in ERRORS.items() if isinstance(exc, error))
             answer = {"error": exc.message, "kind": kind}
         except OSError as exc:
             where = f": {exc.filename}" if exc.filename else ""
@@ -170,11 +169,13 @@ def _checked(home: str | None, nick: str, level: str) -> dict[str, Any]:
         except BaseException:
             traceback.print_exc()
             answer = {"error": "the lurker's start checks failed (above)", "kind": "BullpenError"}
-        with os.fdopen(write_end, "wb") as out:
-            out.write(json.dumps(answer).encode())
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        try:  # whatever happens, this child never returns into the caller's code
+            with os.fdopen(write_end, "wb") as out:
+                out.write(json.dumps(answer).encode())
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(0)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as answers:
         raw = answers.read()

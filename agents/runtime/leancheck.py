@@ -27,8 +27,8 @@ def check(home_arg: str | None, nick: str, level: str) -> dict[str, Any]:
     works_before_a_wake = handler.tick() is not None or (
         isinstance(handler, PythonStep) and handler.loaded
     )
-    if works_before_a_wake or not lurker.reads_file():
-        return {"lean": False}
+    if works_before_a_wake or not lurker.reads_file() or not home.room_path.exists():
+        return {"lean": False}  # no room file yet: the full lurker waits for the hub to make it
     start = asyncio.run(lurker.start_position())  # a file's durable end: no hub involved
     return {
         "lean": True,
