@@ -143,6 +143,15 @@ def test_only_a_plain_lurk_takes_the_lean_start(
     assert lone_args(argv) == expected
 
 
+def test_bullpen_lean_off_starts_the_full_lurker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BULLPEN_LEAN=off in a lurker's environment skips the lean start (its first wake then
+    loads nothing); any other value keeps it."""
+    monkeypatch.setenv("BULLPEN_LEAN", "off")
+    assert lone_args(["lurk", "echo"]) is None
+    monkeypatch.setenv("BULLPEN_LEAN", "on")
+    assert lone_args(["lurk", "echo"]) == (None, "echo", "info")
+
+
 def say(
     society: Society,
     to: str,

@@ -31,6 +31,11 @@ from them, so what building the full lurker writes to the zygote's shared pages
 (reference counts, the allocator) leaves with it, an idle lurker holds little
 more than its idle loop (6 MB PSS, not 15: docs/performance.md) and its hand-over
 imports nothing.
+
+The price is the first wake's: loading the full lurker (about half a second of
+CPU when started alone). BULLPEN_LEAN=off in a lurker's environment starts the
+full lurker at once instead, for a nick whose first answer must not wait, or a
+test that times a wake.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ ERRORS: dict[str, type[BullpenError]] = {
     "BullpenError": BullpenError,
 }
 EXIT_CONFIG = 78
+SWITCH = "BULLPEN_LEAN"  # "off": the full lurker from the start
 HANDOVER = -1  # the idle loop's result when the full lurker must take over
 
 
@@ -67,6 +73,8 @@ def lone_args(argv: Sequence[str]) -> tuple[str | None, str, str] | None:
     """(home, nick, log level) when `argv` asks for exactly one lurker
     (`[--home H] [--log-level L] lurk [--home H] NICK`); None for anything else, which the
     full command line parses (and explains when it is wrong)."""
+    if os.environ.get(SWITCH, "on").strip().lower() == "off":
+        return None
     home: str | None = None
     level = "info"
     rest = list(argv)
