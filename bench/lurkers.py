@@ -123,7 +123,9 @@ def main() -> int:
             lurkers = [society.start_lurker(nick, env=env) for nick in NICKS]
             signer = SecretSigner(society.secret())
             measure_latency(society, signer, NICKS, 20, marks_file, 10)  # warm up
+            herd = sum(cpu_seconds(p.pid) for p in lurkers)
             latencies, from_send = measure_latency(society, signer, NICKS, posts, marks_file, 10)
+            herd = sum(cpu_seconds(p.pid) for p in lurkers) - herd
             ms = [v * 1000 for v in latencies]
             sent_ms = [v * 1000 for v in from_send]
             rows.append(("wake after ack p50, 20 lurkers", f"{percentile(ms, 0.5):.2f} ms"))
@@ -135,6 +137,8 @@ def main() -> int:
                 ("wake after sending p99 (upper bound)", f"{percentile(sent_ms, 0.99):.2f} ms")
             )
             rows.append(("wake after ack mean", f"{statistics.mean(ms):.2f} ms"))
+            # Every lurker wakes for every post (one inotify folder): what the herd costs.
+            rows.append(("CPU of all 20 lurkers per post", f"{herd / posts * 1000:.2f} ms"))
             blocking = society.start_lurker("blocking", env=env)
             measure_latency(society, signer, ["blocking"], 5, marks_file, 20)  # warm up
             forked, _ = measure_latency(society, signer, ["blocking"], 40, marks_file, 20)

@@ -10,14 +10,18 @@ society is read from /proc: RSS, PSS (its fair share of pages it shares) and
 USS (its own pages). The baseline, measured in the same run, is a bare
 interpreter that imports asyncio and waits: no lurker can cost less than that.
 Import time is the CPU a fresh interpreter spends importing what a lurker
-imports before it reads its first line (`bullpen lurk`'s module), beside the
-bare `import asyncio`.
+imports before it listens (the command line and the idle loop,
+agents/runtime/lean.py) and what its first wake loads (the full lurker), beside
+the bare `import asyncio`.
 
 Under `up` the lurkers are forked from one zygote (agents/runtime/zygote.py) and
 share its pages, so they are found by the pids in `state/up.json`, not by their
 command line. A lone lurker (`bullpen lurk echo` beside a hub, as a systemd
 unit runs it) is measured after `up` stops: the figure the lazy loading alone
-must bring down.
+must bring down (agents/runtime/lean.py: it idles on the stdlib). Then every nick
+of the society is started that way at once, as their systemd units run: each
+pays for its own interpreter, but the interpreter's file pages are shared
+between them, so each one's PSS is below the lone lurker's.
 
 Goals (issue 26): one idle lurker ≤ 15 MB PSS, a 20-nick society ≤ 300 MB PSS
 in all, ready ≤ 2 s on an idle machine.
@@ -44,7 +48,8 @@ from bench.table import print_table  # noqa: E402
 from tests.support import Society, wait_for  # noqa: E402
 
 BARE = "import asyncio, sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); asyncio.run(asyncio.sleep(3600))"
-LURKER_MODULE = "agents.runtime.lurker"
+LURKER_MODULE = "agents.runtime.lurker"  # the full lurker: what a first wake loads
+LEAN_MODULE = "agents.runtime.lean"  # the idle loop: what a lurker loads to listen
 
 
 def session_members(sid: int) -> dict[int, str]:
@@ -86,14 +91,15 @@ def import_cpu_s(code: str, samples: int) -> float:
     return statistics.median(times)
 
 
-def lone_lurker(society: Society, nick: str) -> dict[str, int]:
-    """A lurker started on its own beside a hub (as its systemd unit runs), once listening."""
+def lone_lurkers(society: Society, nicks: list[str]) -> dict[str, dict[str, int]]:
+    """Lurkers started each on its own beside a hub (as their systemd units run), all at
+    once, measured once listening: how much each holds when nothing forked them."""
     try:
         society.start_hub()
-        lurker = society.start_lurker(nick)
+        lurkers = {nick: society.start_lurker(nick) for nick in nicks}
         # Settle as the society did: the first reads and the idle loop's lazy imports.
         time.sleep(2.0)  # a settling window, not a wait for a condition: nothing to poll
-        return memory_kb(lurker.pid)
+        return {nick: memory_kb(proc.pid) for nick, proc in lurkers.items()}
     finally:
         society.stop_all()
 
@@ -110,6 +116,7 @@ def main() -> int:
     bare = bare_interpreter()
     bare_import = import_cpu_s("import asyncio", samples)
     lurker_import = import_cpu_s(f"import {LURKER_MODULE}", samples)
+    lean_import = import_cpu_s(f"import agents.cli, {LEAN_MODULE}", samples)
     with tempfile.TemporaryDirectory(prefix="bullpen-bench-society-") as tmp:
         society = Society(Path(tmp) / "home")
         nicks = list(society.home.society.nicks)
@@ -127,10 +134,12 @@ def main() -> int:
             lurker_pids = {pid for name, pid in pids.items() if name in nicks}
         finally:
             society.stop_all()
-        lone = lone_lurker(society, "echo")
+        lone = lone_lurkers(society, ["echo"])["echo"]
+        units = lone_lurkers(society, nicks)
     lurkers = [m for pid, m in memory.items() if pid in lurker_pids]
     total = {k: sum(m[k] for m in memory.values()) for k in ("rss", "pss", "uss")}
     one = {k: statistics.median(m[k] for m in lurkers) for k in ("rss", "pss", "uss")}
+    unit_pss = sorted(m["pss"] for m in units.values())
     rows = [
         ("measure", "value", "vs baseline"),
         ("bare interpreter (asyncio, waiting): PSS", mb(bare["pss"]), "baseline"),
@@ -145,6 +154,12 @@ def main() -> int:
         ("one lone lurker: RSS", mb(lone["rss"]), f"{lone['rss'] / bare['rss']:.2f}x"),
         ("one lone lurker: USS", mb(lone["uss"]), f"{lone['uss'] / max(bare['uss'], 1):.2f}x"),
         (
+            f"{len(units)} lone lurkers at once (one systemd unit per nick): PSS each, median",
+            mb(statistics.median(unit_pss)),
+            f"{statistics.median(unit_pss) / bare['pss']:.2f}x (max {mb(unit_pss[-1])})",
+        ),
+        (f"{len(units)} lone lurkers at once: PSS in all", mb(sum(unit_pss)), ""),
+        (
             f"society: {len(memory)} processes ({len(lurkers)} lurkers of {len(nicks)} nicks), PSS",
             mb(total["pss"]),
             f"{total['pss'] / bare['pss']:.1f}x bare (goal ≤ 300 MB)",
@@ -153,7 +168,12 @@ def main() -> int:
         ("time to 'lurkers up'", f"{ready_s:.2f} s", "goal ≤ 2 s"),
         ("import asyncio (CPU)", f"{bare_import * 1e3:.0f} ms", "baseline"),
         (
-            f"import {LURKER_MODULE} (CPU)",
+            f"import agents.cli, {LEAN_MODULE} (CPU): the idle loop",
+            f"{lean_import * 1e3:.0f} ms",
+            f"{lean_import / bare_import:.1f}x",
+        ),
+        (
+            f"import {LURKER_MODULE} (CPU): the first wake's load",
             f"{lurker_import * 1e3:.0f} ms",
             f"{lurker_import / bare_import:.1f}x",
         ),

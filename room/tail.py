@@ -21,20 +21,29 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import structlog
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from room import strictjson
-from room.client import RoomClient
 from room.durable import MarkReader
 from room.errors import CursorAhead, HubUnavailable
-from room.message import Message, parse_line
 from room.reader import RoomFile, seq_of
 from room.watch import WatchUnavailable, open_watch
 
-__all__ = ["FileFollower", "HubFollower", "Position", "WatchUnavailable"]
+if TYPE_CHECKING:
+    from room.client import RoomClient
+    from room.message import Message
 
-log = structlog.get_logger("room.tail")
+__all__ = ["FileFollower", "HubFollower", "Position", "RawFollower", "WatchUnavailable"]
+
+T = TypeVar("T")
+
+
+def _structlog(name: str) -> Any:
+    """The process's structlog logger, imported when a follower is made: a lone lurker's idle
+    loop (agents/runtime/lean.py) follows the room on the stdlib and passes its own log."""
+    import structlog
+
+    return structlog.get_logger(name)
 
 
 @dataclass(frozen=True)
@@ -43,8 +52,9 @@ class Position:
     offset: int = -1  # byte offset just past `seq`'s line; -1 when unknown (hub reads)
 
 
-class FileFollower:
-    """Yield every line appended to a room file after a position."""
+class _FileTail(Generic[T]):
+    """Follow a room file's durable lines after a position; `_accept` turns a line that
+    passed the `to` needle into what the follower yields (None: skip it)."""
 
     def __init__(
         self,
@@ -54,7 +64,9 @@ class FileFollower:
         safety_s: float = 30.0,
         watcher: str = "auto",
         to: str | None = None,
+        log: Any = None,
     ) -> None:
+        self.log = log if log is not None else _structlog("room.tail")
         self.path = path
         self._pos = start
         # Lines not addressed to `to` are skipped on their bytes, unparsed: with twenty
@@ -90,13 +102,17 @@ class FileFollower:
             )
         return offset
 
-    def _drain(self) -> list[tuple[Message, Position]]:
+    def _accept(self, raw: bytes, seq: int, start: int) -> tuple[T, int] | None:
+        """(what to yield, its seq), or None to skip the line (keeping the seq read so far)."""
+        raise NotImplementedError
+
+    def _drain(self) -> list[tuple[T, Position]]:
         """Read every whole line past the offset; reopen when the file was replaced."""
         if self._room is None:
             self._room = RoomFile(self.path)
         room = self._room
         if room.replaced():
-            log.warning("room file was replaced; reopening", path=str(self.path))
+            self.log.warning("room file was replaced; reopening", path=str(self.path))
             room.reopen()
             self._pos = Position(self._pos.seq, -1)
         size = room.size()
@@ -119,28 +135,22 @@ class FileFollower:
             if self._needle is not None and self._needle not in raw:
                 self._pos = Position(seq, end)
                 continue
-            try:
-                message = parse_line(raw)
-            except ValueError as exc:
-                log.error(
-                    "skipping a line that is not a room message",
-                    seq=seq,
-                    offset=start,
-                    error=str(exc),
-                )
+            accepted = self._accept(raw, seq, start)
+            if accepted is None:
                 self._pos = Position(self._pos.seq, end)
                 continue
-            self._pos = Position(message.seq, end)
-            found.append((message, self._pos))
+            item, item_seq = accepted
+            self._pos = Position(item_seq, end)
+            found.append((item, self._pos))
         if not found:
             self._pos = Position(self._pos.seq, max(self._pos.offset, offset))
         return found
 
-    async def follow(self) -> AsyncIterator[tuple[Message, Position]]:
+    async def follow(self) -> AsyncIterator[tuple[T, Position]]:
         """Yield new lines as they arrive; raise WatchUnavailable when no watcher can be had."""
         folder = self.path.parent
         while not folder.exists():
-            log.warning("room folder missing; waiting for it", folder=str(folder))
+            self.log.warning("room folder missing; waiting for it", folder=str(folder))
             if await self._wait_stop(2.0):
                 return
         watch = open_watch(self.path, self._watcher)  # set up before the first read: no gap
@@ -156,14 +166,14 @@ class FileFollower:
                 self._room.close()
                 self._room = None
 
-    def _drain_safely(self) -> list[tuple[Message, Position]]:
+    def _drain_safely(self) -> list[tuple[T, Position]]:
         try:
             return self._drain()
         except FileNotFoundError:
             if self._room is not None:
                 self._room.close()
                 self._room = None
-            log.warning("room file missing; waiting for it to come back", path=str(self.path))
+            self.log.warning("room file missing; waiting for it to come back", path=str(self.path))
             return []
 
     async def _wait_stop(self, seconds: float) -> bool:
@@ -172,6 +182,33 @@ class FileFollower:
         except TimeoutError:
             return False
         return True
+
+
+class FileFollower(_FileTail["Message"]):
+    """Yield every message appended to a room file after a position."""
+
+    def _accept(self, raw: bytes, seq: int, start: int) -> tuple[Message, int] | None:
+        from room.message import parse_line  # loaded once; not by the lean idle loop
+
+        try:
+            message = parse_line(raw)
+        except ValueError as exc:
+            self.log.error(
+                "skipping a line that is not a room message",
+                seq=seq,
+                offset=start,
+                error=str(exc),
+            )
+            return None
+        return message, message.seq
+
+
+class RawFollower(_FileTail[bytes]):
+    """Yield the raw bytes of every line addressed to `to` after a position, unparsed: the
+    idle loop of a lone lurker (agents/runtime/lean.py) decides on them without pydantic."""
+
+    def _accept(self, raw: bytes, seq: int, start: int) -> tuple[bytes, int] | None:
+        return raw, seq
 
 
 class HubFollower:
@@ -190,17 +227,20 @@ class HubFollower:
         self._to = to
         self._wait = wait_s
         self._stop = asyncio.Event()
+        self.log = _structlog("room.tail")
 
     def stop(self) -> None:
         self._stop.set()
 
     async def follow(self) -> AsyncIterator[tuple[Message, Position]]:
+        from room.message import Message
+
         delay = 0.2
         while not self._stop.is_set():
             try:
                 lines, last = await self._client.read(self._seq, 500, to=self._to, wait=self._wait)
             except HubUnavailable as exc:
-                log.warning("hub unreachable; retrying", error=exc.message, retry_in_s=delay)
+                self.log.warning("hub unreachable; retrying", error=exc.message, retry_in_s=delay)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), delay)
                 delay = min(delay * 2, 10.0)
@@ -218,7 +258,7 @@ class HubFollower:
                     message = Message.model_validate(obj)
                 except ValueError as exc:  # a hub serves room lines only; never crash on one
                     seq = obj.get("seq") if isinstance(obj, dict) else None
-                    log.warning(
+                    self.log.warning(
                         "skipping a line that is not a room message",
                         seq=seq,
                         error=str(exc).splitlines()[0],

@@ -18,17 +18,17 @@ when none is left, WatchUnavailable tells the caller to follow the hub.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Protocol
-
-import structlog
+from typing import TYPE_CHECKING, Protocol
 
 from room.durable import mark_path
 
-log = structlog.get_logger("room.watch")
+if TYPE_CHECKING:
+    from asyncinotify import Watch as InotifyHandle
 
 
 class WatchUnavailable(Exception):
@@ -77,10 +77,20 @@ class _EventWatch:
 
 
 class InotifyWatch(_EventWatch):
+    """The room's folder for files appearing, moving and going, and one file's own writes: the
+    durable mark's when there is one (only its rewrite, after an fsync, can bring a line a
+    follower may deliver), else the room's. Watching the folder's writes as well woke every
+    lurker three times a post (the nonce journal, the room, the mark) where once will do:
+    twenty lurkers on two cores made that a herd (docs/performance.md, "Lurkers")."""
+
     def __init__(self, room: Path) -> None:
         from asyncinotify import Inotify, Mask
 
-        self._names = {room.name, mark_path(room).name}
+        self._room = room
+        self._mark = mark_path(room)
+        self._names = {room.name, self._mark.name}
+        self._modify = Mask.MODIFY
+        self._written: InotifyHandle | None = None  # the watch on the file whose writes count
         try:
             self._inotify = Inotify()
         except OSError as exc:
@@ -89,8 +99,7 @@ class InotifyWatch(_EventWatch):
                 "or run fewer watchers"
             ) from exc
         mask = (
-            Mask.MODIFY
-            | Mask.CREATE
+            Mask.CREATE
             | Mask.MOVED_TO
             | Mask.MOVED_FROM
             | Mask.DELETE
@@ -99,20 +108,41 @@ class InotifyWatch(_EventWatch):
         )
         try:
             self._inotify.add_watch(room.parent, mask)
+            self._watch_writes()
         except OSError as exc:
             self._inotify.close()
-            if exc.errno == errno.ENOSPC:
-                raise WatchUnavailable(
-                    "no inotify watch left (fs.inotify.max_user_watches)"
-                ) from exc
+            _no_watch_left(exc)
             raise
+
+    def _watch_writes(self) -> None:
+        """Watch the mark's writes when it is there, else the room's (a room with no mark
+        delivers every whole line); called again whenever either file appears or goes."""
+        if self._written is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._inotify.rm_watch(self._written)
+            self._written = None
+        for target in (self._mark, self._room):
+            try:
+                self._written = self._inotify.add_watch(target, self._modify)
+                return
+            except FileNotFoundError:
+                continue  # not there (yet): its folder's CREATE will call again
 
     def _next_event(self) -> Awaitable[object]:
         return self._inotify.get()
 
     def _is_change(self, event: object) -> bool:
         name = getattr(event, "name", None)
-        return name is None or str(name) in self._names
+        if name is None:  # a write to the watched file itself
+            return True
+        if str(name) not in self._names:
+            return False
+        try:
+            self._watch_writes()
+        except OSError as exc:
+            _no_watch_left(exc)
+            raise
+        return True
 
     def close(self) -> None:
         if self._pending is not None:
@@ -149,6 +179,12 @@ class WatchfilesWatch(_EventWatch):
         self._stop.set()
         if self._pending is not None:
             self._pending.cancel()
+
+
+def _no_watch_left(exc: OSError) -> None:
+    """WatchUnavailable when `exc` says the user's inotify watches are all taken."""
+    if exc.errno == errno.ENOSPC:
+        raise WatchUnavailable("no inotify watch left (fs.inotify.max_user_watches)") from exc
 
 
 def open_watch(room: Path, kind: str = "auto") -> Watch:

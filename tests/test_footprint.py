@@ -15,13 +15,15 @@ import signal
 from pathlib import Path
 
 from tests.support import Society, add_nick, run_cli, start_up, wait_for
-from tests.test_lurker import say, wait_reply
+from tests.test_lurker import replies_to, say, wait_reply
 from tests.tools.lazy_step import MARKER
 
 # What an idle lurker must not have imported: its handler's module (seen by the module
 # it imports), the memory index and the lessons handed over on a wake, and the
-# forked-step machinery. (The seat tables are checked when society.toml loads, so
-# agents.seats is loaded at start: a bad [seats.X] is an error before anything runs.)
+# forked-step machinery. A lurker started alone idles on the stdlib (agents/runtime/lean.py):
+# it has not loaded the full lurker, the handler table, the config and message models
+# (pydantic), the hub client (httpx) or structlog (and rich) either; they load on the first
+# line that may wake it.
 DEFERRED = (
     MARKER,
     "agents.memory",
@@ -29,22 +31,53 @@ DEFERRED = (
     "agents.runtime.lessons",
     "agents.runtime.forked",
     "multiprocessing",
+    "agents.runtime.lurker",
+    "agents.runtime.handlers",
+    "agents.seats",
+    "agents.config",
+    "agents.home",
+    "room.message",
+    "room.client",
+    "room.logs",
+    "pydantic",
+    "httpx",
+    "structlog",
+    "rich",
+    "uvloop",
 )
 IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
+# The lone lurker's own log lines that bound its phases (agents/runtime/lean.py).
+CHECKING, LURKING, HANDOVER = (
+    '"event": "checking the start in a child"',
+    '"event": "lurking"',
+    '"event": "a line may wake us',
+)
 
 
 def imported(log: str) -> tuple[set[str], set[str]]:
-    """The modules imported before the "lurking" line of a lurker's log, and after it."""
-    before: set[str] = set()
-    after: set[str] = set()
-    seen = before
+    """The modules a lone lurker's own process imported while idle, and from its first wake on.
+
+    The start checks run in a child that imports the full lurker and exits: its lines, between
+    "checking the start" and the first "lurking", are the child's and count for neither."""
+    idle: set[str] = set()
+    woken: set[str] = set()
+    seen: set[str] | None = idle
     for line in log.splitlines():
-        if '"event": "lurking"' in line:
-            seen = after
+        if CHECKING in line:
+            seen = None
+        elif LURKING in line and seen is None:
+            seen = idle
+        elif HANDOVER in line:
+            seen = woken
         found = IMPORT_LINE.match(line)
-        if found:
+        if found and seen is not None:
             seen.add(found.group(1))
-    return before, after
+    return idle, woken
+
+
+def mapped(pid: int, fragment: str) -> bool:
+    """Whether a file whose path holds `fragment` (a compiled module) is mapped in `pid`."""
+    return fragment in Path(f"/proc/{pid}/maps").read_text()
 
 
 def uss_kb(pid: int) -> int:
@@ -69,25 +102,53 @@ def lone_echo_uss(society: Society) -> int:
 class TestLazyLoading:
     def test_an_idle_lurker_has_not_imported_what_a_wake_needs(self, society: Society) -> None:
         """Until its first wake, a lurker started alone has imported neither its handler's
-        module nor memory, seats or the forked-step machinery; its first wake loads them and
-        is answered as before."""
+        module nor memory, the forked-step machinery, pydantic, httpx or structlog, and holds
+        no page of them; its first wake loads them and is answered as before."""
         add_nick(society.root, "hues", handler="tests.tools.lazy_step:hue")
         society.start_hub()
         lurker = society.start_lurker(
             "hues", env={"PYTHONPROFILEIMPORTTIME": "1", "PYTHONUNBUFFERED": "1"}
         )
-        before, _ = imported(lurker.output())
-        assert {"agents.runtime.handlers", "room.client"} <= before  # the log is an import log
-        assert sorted(set(DEFERRED) & before) == []
+        idle, _ = imported(lurker.output())
+        assert {"agents.runtime.lean", "room.tail"} <= idle  # the log is an import log
+        assert sorted(m for m in idle if m.split(".")[0] in DEFERRED or m in DEFERRED) == []
+        assert not mapped(lurker.pid, "pydantic_core") and not mapped(lurker.pid, "uvloop")
         ask = say(society, "@hues", "wake up")
-        assert wait_reply(society, ask["id"], 30)["body"] == "wave: 1"
+        assert wait_reply(society, ask["id"], 60)["body"] == "wave: 1"
         wait_for(
             lambda: (
-                {MARKER, "agents.memory.lessons", "multiprocessing"} <= imported(lurker.output())[1]
+                {MARKER, "agents.memory.lessons", "multiprocessing", "pydantic"}
+                <= imported(lurker.output())[1]
             ),
             10,
             "the first wake's imports in the lurker's log",
         )
+        assert mapped(lurker.pid, "pydantic_core")  # the check above can see a loaded module
+
+    def test_lines_the_wake_rules_refuse_leave_a_lone_lurker_idle(self, society: Society) -> None:
+        """Lines addressed to the nick that surely fail a wake rule (a stranger's, a reply,
+        a system note, one for another nick) are passed on their raw fields: the idle loop
+        stays on the stdlib and answers none; the first line that may wake it loads the full
+        lurker, which answers it, once."""
+        society.start_hub()
+        lurker = society.start_lurker("echo")
+        ignored = [
+            say(society, "@echo", "from a stranger", sender="stranger", signed=False),
+            say(society, "@echo", "a reply", type="reply"),
+            say(society, "@echo", "a system note", type="system"),
+            say(society, "@someone", "not for echo"),
+        ]
+        cursor = society.root / "state" / "echo" / "cursor"
+        first = json.loads(cursor.read_text())["seq"]
+        valid = say(society, "@echo", "for echo")
+        assert wait_reply(society, valid["id"], 60)["body"] == "echo: for echo"
+        log = lurker.output()
+        assert log.count(HANDOVER) == 1, log
+        handover = json.loads(next(line for line in log.splitlines() if HANDOVER in line))
+        assert first < handover["after"] < valid["seq"]  # the refused lines were passed
+        for line in ignored:
+            assert replies_to(society, line["id"]) == []
+        assert len(replies_to(society, valid["id"])) == 1
 
     def test_a_handler_module_that_does_not_exist_still_stops_the_lurker(
         self, society: Society

@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.runtime.wake import refusal, wake_set
+from agents.runtime.lean import lone_args
+from agents.runtime.wake import certain_refusal, refusal, wake_set
 from room.message import Message, Post
 from tests.support import Society, add_nick, run_cli, wait_for
 from trust.proof import SecretSigner
@@ -34,6 +35,14 @@ def message(**fields: Any) -> Message:
 
 class TestWakeRules:
     TRUSTED = frozenset({"operator", "foreman", "echo"})
+    PLAIN_FAILURES: tuple[dict[str, Any], ...] = (
+        {"from": "echo"},
+        {"type": "reply"},
+        {"type": "system"},
+        {"to": "@other"},
+        {"from": "stranger"},
+        {"verified": False},
+    )
 
     def test_all_rules_hold(self) -> None:
         """A verified ask from a trusted nick to us wakes us."""
@@ -62,6 +71,85 @@ class TestWakeRules:
         assert refusal(reply, "foreman", wake_set(False), self.TRUSTED) is not None
         own = message(type="reply", to="@foreman", **{"from": "foreman"})
         assert refusal(own, "foreman", wake_set(True), self.TRUSTED) is not None
+
+    @pytest.mark.parametrize(
+        "change",
+        [
+            {},
+            {"from": "echo"},
+            {"type": "reply"},
+            {"type": "system"},
+            {"to": "@other"},
+            {"to": "echo"},
+            {"from": "stranger"},
+            {"verified": False},
+            {"verified": None},
+            {"verified": 0},
+            {"verified": 1},
+            {"verified": "true"},
+            {"verified": "no"},
+            {"from": 7},
+            {"to": ["@echo"]},
+            {"type": None},
+            {"to": None},
+        ],
+    )
+    def test_the_raw_rules_refuse_only_what_the_full_rules_refuse(
+        self, change: dict[str, Any]
+    ) -> None:
+        """The lone lurker's idle loop judges a line on its raw fields: whatever it refuses,
+        the model refuses to read or the full rules refuse for the same rule; the plain
+        single-rule failures are all refused there, without the model."""
+        line = {**message().to_dict(), **change}
+        wake = wake_set(False)
+        raw = certain_refusal(line, "echo", wake, self.TRUSTED)
+        try:
+            full = refusal(Message.model_validate(line), "echo", wake, self.TRUSTED)
+        except ValueError:
+            full = "not a room message"
+        if raw is not None:
+            assert full is not None and full.split(":")[0] in (
+                raw.split(":")[0],
+                "not a room message",
+            )
+        if any(repr(change) == repr(plain) for plain in self.PLAIN_FAILURES):  # 0 is not False
+            assert raw is not None and raw == full
+        if not change:
+            assert raw is None and full is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["lurk", "echo"], (None, "echo", "info")),
+        (["--home", "/h", "lurk", "echo"], ("/h", "echo", "info")),
+        (["--home=/h", "--log-level", "debug", "lurk", "echo"], ("/h", "echo", "debug")),
+        (["lurk", "--home", "/h", "echo"], ("/h", "echo", "info")),
+        (["lurk"], None),
+        (["lurk", "echo", "extra"], None),
+        (["lurk", "--help"], None),
+        (["--log-level", "loud", "lurk", "echo"], None),
+        (["lurk", "echo", "--log-level", "debug"], None),
+        (["read", "echo"], None),
+        (["--home", "/h"], None),
+    ],
+)
+def test_only_a_plain_lurk_takes_the_lean_start(
+    argv: list[str], expected: tuple[str | None, str, str] | None
+) -> None:
+    """`bullpen lurk NICK` with the options a unit passes starts on the stdlib idle loop;
+    anything else (a typo, --help, another command) goes to the full command line, which
+    explains what is wrong."""
+    assert lone_args(argv) == expected
+
+
+def test_bullpen_lean_off_starts_the_full_lurker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BULLPEN_LEAN=off in a lurker's environment skips the lean start (its first wake then
+    loads nothing); any other value keeps it."""
+    monkeypatch.setenv("BULLPEN_LEAN", "off")
+    assert lone_args(["lurk", "echo"]) is None
+    monkeypatch.setenv("BULLPEN_LEAN", "on")
+    assert lone_args(["lurk", "echo"]) == (None, "echo", "info")
 
 
 def say(

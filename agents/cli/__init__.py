@@ -15,11 +15,18 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from agents.cli.parser import Command, build_parser
-from room import logs
 from room.errors import BullpenError, ConfigError, UsageError
 
 __all__ = ["build_parser", "main"]
+
+
+def __getattr__(name: str) -> Any:
+    """`build_parser`, imported when asked for: a lone lurker does not load the parser."""
+    if name == "build_parser":
+        from agents.cli.parser import build_parser
+
+        return build_parser
+    raise AttributeError(name)
 
 
 PRIVATE_UMASK = 0o077
@@ -30,15 +37,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # and whatever a child process makes) is its user's alone: 0700 folders, 0600
     # files. One umask here covers every mkdir and open, and every child inherits it.
     os.umask(PRIVATE_UMASK)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not hasattr(args, "home"):
-        args.home = None
-    logs.configure(level=args.log_level)
     warnings.showwarning = _show_warning
-    func: Command = args.func
+    from agents.runtime import lean
+
+    lone = lean.lone_args(sys.argv[1:] if argv is None else argv)
     try:
-        return func(args)
+        if lone is not None:  # one lurker, started alone: idle on the stdlib (lean.py)
+            return lean.run(*lone)
+        return _command(argv)
     except (ConfigError, UsageError) as exc:
         print(f"bullpen: {exc.message}", file=sys.stderr)
         return exc.exit_code
@@ -54,6 +60,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _command(argv: Sequence[str] | None) -> int:
+    from agents.cli.parser import Command, build_parser
+    from room import logs
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "home"):
+        args.home = None
+    logs.configure(level=args.log_level)
+    func: Command = args.func
+    return func(args)
 
 
 def _show_warning(message: Warning | str, *_: Any, **__: Any) -> None:

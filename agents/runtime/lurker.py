@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agents.home import Home
-from agents.runtime import handlers
+from agents.runtime import handlers, nicklock
 from agents.runtime.cancel import is_cancel
 from agents.runtime.cursor import Cursor
 from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost, screened
@@ -35,7 +35,7 @@ from agents.runtime.services import StepServices
 from agents.runtime.step import Reply, StepContext
 from agents.runtime.stepcancel import CancellableSteps
 from agents.runtime.wake import is_ping, orchestrator_problem, refusal, wake_set
-from room import logs, pidlock
+from room import logs
 from room.client import RoomClient, read_file
 from room.durable import durable_end
 from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
@@ -56,7 +56,7 @@ def failure_body(nick: str, reason: str) -> str:
 
 
 class Lurker:
-    def __init__(self, home: Home, nick: str) -> None:
+    def __init__(self, home: Home, nick: str, lock: int | None = None) -> None:
         society = home.society
         if nick not in society.nicks:
             known = ", ".join(sorted(society.nicks)) or "none"
@@ -68,7 +68,8 @@ class Lurker:
         self.config = society.nicks[nick]
         self.state = home.state_dir(nick)
         self.state.mkdir(parents=True, exist_ok=True)
-        self._lock = _one_lurker_per_nick(home, nick)
+        # `lock`: the nick's lock, already taken by a lone lurker's idle loop (lean.py).
+        self._lock = lock if lock is not None else nicklock.take(home.home_state_dir(nick), nick)
         self.wake = wake_set(self.config.wake_replies or home.wake_replies_flagged(nick))
         self.trusted = home.trust.trusted
         # Its module is loaded on the first wake unless it works before one (handlers.eager).
@@ -118,9 +119,9 @@ class Lurker:
     def _source_name(self) -> str:
         if self.home.society.room.engine != "jsonl":
             return "stream"
-        return "file" if self._local() else "hub"
+        return "file" if self.reads_file() else "hub"
 
-    def _local(self) -> bool:
+    def reads_file(self) -> bool:
         """Read the room file here? Never when the room is a stream: a file left beside it
         (say, after `bullpen import`) is not the room."""
         if self.home.society.room.engine != "jsonl":
@@ -142,10 +143,10 @@ class Lurker:
                 return inherited
         return None
 
-    async def _start_position(self) -> Position:
+    async def start_position(self) -> Position:
         saved = self._saved_position()
         if saved is not None:
-            if not self._local():  # the file followers check this themselves, at once
+            if not self.reads_file():  # the file followers check this themselves, at once
                 head = int((await self.client.health())["seq"])
                 if saved.seq > head:
                     raise CursorAhead(
@@ -155,7 +156,7 @@ class Lurker:
                         "if the room was deliberately started over"
                     )
             return saved
-        if self._local() and self.home.room_path.exists():
+        if self.reads_file() and self.home.room_path.exists():
             with RoomFile(self.home.room_path) as room:  # its durable end: a line not yet
                 head = room.last_seq(durable_end(room.path, room.size()))  # fsynced may go
         else:
@@ -167,7 +168,7 @@ class Lurker:
 
     async def _collect_answered(self, after: int) -> None:
         """Ids this nick already replied to after its cursor: never answer them again."""
-        if self._local() and self.home.room_path.exists():
+        if self.reads_file() and self.home.room_path.exists():
             mine, _ = read_file(self.home.room_path, after, None, Filter(sender=self.nick))
         else:
             mine = []
@@ -190,7 +191,7 @@ class Lurker:
                 # The client's first request pays for lazy imports and the connection;
                 # pay it now, not in the first reply.
                 await self.client.health()
-            start = await self._retrying(self._start_position)
+            start = await self._retrying(self.start_position)
             await self._retrying(lambda: self._collect_answered(start.seq))
             self._last = start
             self.log.info(
@@ -238,7 +239,7 @@ class Lurker:
         return True
 
     async def _follow(self, start: Position) -> None:
-        use_file = self._local()
+        use_file = self.reads_file()
         while not self._stop.is_set():
             source: AsyncIterator[tuple[Message, Position]]
             if self.home.society.room.engine == "jetstream":
@@ -468,25 +469,14 @@ class Lurker:
                 self.log.exception("periodic check failed")
 
 
-def _one_lurker_per_nick(home: Home, nick: str) -> int:
-    """Hold the nick's lock in the home for this process's life: two lurkers for one nick
-    (say, `bullpen up` and its systemd unit) would answer every message twice."""
-    folder = home.home_state_dir(nick)
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        return pidlock.take(folder / "lurker.lock")
-    except pidlock.Held as held:
-        raise ConfigError(
-            f"another lurker for {nick} is already running (pid {held.holder}); two would "
-            f"answer every message twice. Stop it first, or run {nick} in one place only: "
-            "`bullpen up` or its systemd unit, not both"
-        ) from None
-
-
 def cmd_lurk(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
-    lurker = Lurker(home, args.nick)
+    return serve(Lurker(home, args.nick))
+
+
+def serve(lurker: Lurker) -> int:
+    """Run a lurker to its end on uvloop (asyncio without it); its exit code."""
     try:
         import uvloop
 

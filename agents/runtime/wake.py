@@ -12,9 +12,11 @@ reply, so plain workers never ping-pong replies forever.
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Mapping, Set
+from typing import TYPE_CHECKING, Any
 
-from room.message import Message
+if TYPE_CHECKING:  # this module runs in a lone lurker's stdlib idle loop (agents/runtime/lean.py)
+    from room.message import Message
 
 DEFAULT_WAKE = frozenset({"ask", "chat"})
 
@@ -34,6 +36,32 @@ def refusal(message: Message, nick: str, wake: Set[str], trusted: Set[str]) -> s
     if message.from_ not in trusted:
         return f"rule 4: {message.from_} is not in TRUST"
     if not message.verified:
+        return "rule 5: not verified"
+    return None
+
+
+def certain_refusal(
+    line: Mapping[str, Any], nick: str, wake: Set[str], trusted: Set[str]
+) -> str | None:
+    """The rule a decoded room line surely fails, judged on its raw fields without the
+    Message model; None when it may wake the lurker (then `refusal` decides on the model).
+
+    It refuses only what `refusal` would refuse on the same line, or what the model would not
+    accept at all: a field of an unexpected kind is left to the model, never refused here.
+    """
+    sender, kind, to = line.get("from"), line.get("type"), line.get("to")
+    if not (isinstance(sender, str) and isinstance(kind, str) and isinstance(to, str)):
+        return None
+    if sender == nick:
+        return "rule 1: it is our own post"
+    if kind not in wake:
+        return f"rule 2: type {kind!r} is not in the wake set"
+    if to.removeprefix("@") != nick:
+        return "rule 3: not addressed to us"
+    if sender not in trusted:
+        return f"rule 4: {sender} is not in TRUST"
+    verified = line.get("verified", False)
+    if verified is False or verified is None:
         return "rule 5: not verified"
     return None
 

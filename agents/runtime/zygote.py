@@ -1,10 +1,10 @@
 """The lurkers' common parent under `bullpen up`: one process that has imported what every
 lurker imports, forking one child per lurker, so their pages are shared copy-on-write.
 
-A lurker started on its own (a systemd unit, `bullpen lurk`) pays for its
-interpreter and its imports (pydantic, httpx, structlog, the config and message
-models: some 35 MB). Twenty of them paid it twenty times. Under `bullpen up`
-the zygote pays it once: `up` forks it before its event loop starts, it imports
+A lurker started on its own (a systemd unit, `bullpen lurk`) idles without the
+full lurker's imports (agents/runtime/lean.py) but pays for them on its first
+wake (pydantic, httpx, structlog, the config and message models: some 30 MB), and
+twenty of them pay it twenty times. Under `bullpen up` the zygote pays it once: `up` forks it before its event loop starts, it imports
 the lurker's modules, freezes them out of the garbage collector (gc.freeze: a
 collection would otherwise write to every object's header and unshare its
 page), and from then on forks a lurker on request. The child runs the same

@@ -53,7 +53,11 @@ def test_a_lurker_acts_only_once_the_line_is_fsynced(society: Society, tmp_path:
     add_nick(society.root, "worker", handler="tests.tools.steps:counted")
     # fsync 1 is recovery's at start-up; fsync 2 is the first batch: the post below.
     society.start_hub(env={"BULLPEN_FAULTS": f"delay@fsync:2:{DELAY_MS}"})
-    society.start_lurker("worker", env={"BULLPEN_TEST_COUNT_FILE": str(count)})
+    # The full lurker from the start (agents/runtime/lean.py): this times the wake against
+    # the fsync, not a lean lurker's first wake, which also loads the full lurker.
+    society.start_lurker(
+        "worker", env={"BULLPEN_TEST_COUNT_FILE": str(count), "BULLPEN_LEAN": "off"}
+    )
     assert society.lines() == [], "something was posted before the held one"
     acked: dict[str, Any] = {}
 
