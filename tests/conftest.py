@@ -80,9 +80,21 @@ def engine_society(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[S
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Every secret of every home the run made must appear in no file, output or log."""
+    """Every secret of every home the run made must appear in no file, output or log.
+
+    Code a test runs in this process logs as every bullpen process does (room/logs.py,
+    JSON lines), not through structlog's unconfigured default: that renders each logged
+    exception as a rich traceback with every frame's locals, which cost the power-loss
+    suite over a second per simulated crash, and shows values no bullpen log would.
+    """
+    import structlog
+
+    from room import logs
     from tests.reliability.secretscan import SecretScan
 
+    logs.configure(json=True)
+    # Not cached: structlog.testing.capture_logs must still see loggers used before it.
+    structlog.configure(cache_logger_on_first_use=False)
     config.pluginmanager.register(SecretScan(), "bullpen-secret-scan")
 
 
