@@ -208,15 +208,32 @@ class Society:
         except httpx.HTTPError:
             return False
 
-    def start_hub(self, env: dict[str, str] | None = None) -> Proc:
-        hub = self.spawn("hub", "hub", env=env)
-        # Its own "hub listening" line, not only /health: on a shared machine another run's
-        # hub may hold the port picked here, answer /health, and leave this one unbound.
-        wait_for(
-            lambda: (self.healthy() and "hub listening" in hub.output()) or not hub.alive(),
-            20,
-            "the hub to listen and answer /health",
-        )
+    def start_hub(self, env: dict[str, str] | None = None, tries: int = 3) -> Proc:
+        """The hub, waited on until it listens on this home's own ports.
+
+        On a shared machine another run's program may bind a port picked here before the
+        hub does; the hub then says it cannot listen and exits, and it is started again on
+        two new ports (at most `tries` starts). Ask for the URLs after this, not before.
+        """
+        for attempt in range(1, tries + 1):
+            hub = self.spawn("hub" if attempt == 1 else f"hub-{attempt}", "hub", env=env)
+            # Its own "hub listening" line, not only /health: another run's hub may hold the
+            # port picked here and answer /health while this one is unbound.
+            wait_for(
+                lambda h=hub: (self.healthy() and "hub listening" in h.output()) or not h.alive(),
+                20,
+                "the hub to listen and answer /health",
+            )
+            if hub.alive() or "cannot listen on" not in hub.output() or attempt == tries:
+                break
+            self.procs.remove(hub)
+            hub.stop()
+            self.strict_port, self.relaxed_port = free_port(), free_port()
+            set_hub(
+                self.root,
+                strict=f"127.0.0.1:{self.strict_port}",
+                relaxed=f"127.0.0.1:{self.relaxed_port}",
+            )
         assert hub.alive(), f"the hub exited:\n{hub.output()}"
         return hub
 
