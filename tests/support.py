@@ -105,6 +105,8 @@ class Proc:
     def __init__(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
         self.argv = argv
         self.log = log
+        # Where this process's output starts: a name started again appends to the same log.
+        self.start = log.stat().st_size if log.exists() else 0
         self._log_file = open(log, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             argv,
@@ -124,6 +126,13 @@ class Proc:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
+
+    def own_output(self) -> str:
+        """What this process wrote, without what an earlier one of the same name left in the
+        log: a restart is not ready because the one before it said so."""
+        with open(self.log, "rb") as log:
+            log.seek(self.start)
+            return log.read().decode(errors="replace")
 
     def signal(self, sig: int) -> None:
         if self.alive():
@@ -220,11 +229,13 @@ class Society:
             # Its own "hub listening" line, not only /health: another run's hub may hold the
             # port picked here and answer /health while this one is unbound.
             wait_for(
-                lambda h=hub: (self.healthy() and "hub listening" in h.output()) or not h.alive(),
+                lambda h=hub: (
+                    (self.healthy() and "hub listening" in h.own_output()) or not h.alive()
+                ),
                 20,
                 "the hub to listen and answer /health",
             )
-            if hub.alive() or "cannot listen on" not in hub.output() or attempt == tries:
+            if hub.alive() or "cannot listen on" not in hub.own_output() or attempt == tries:
                 break
             self.procs.remove(hub)
             hub.stop()
@@ -240,7 +251,7 @@ class Society:
     def start_lurker(self, nick: str, env: dict[str, str] | None = None) -> Proc:
         proc = self.spawn(f"lurk-{nick}", "lurk", nick, env=env)
         wait_for(
-            lambda: '"lurking"' in proc.output() or "lurking" in proc.output() or not proc.alive(),
+            lambda: "lurking" in proc.own_output() or not proc.alive(),
             20,
             f"lurker {nick} to start",
         )
