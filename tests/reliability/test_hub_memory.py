@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.reliability.helpers import figures
 from tests.support import Society
@@ -45,6 +46,7 @@ def big_post(rng: random.Random, n: int) -> bytes:
     return json.dumps(payload).encode()
 
 
+@pytest.mark.long
 def test_large_posts_leave_the_hub_bounded_and_old_lines_readable(society: Society) -> None:
     hub = society.start_hub()
     rng = random.Random(23)
