@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,10 @@ class Society:
         except httpx.HTTPError:
             return False
 
+    def _listening(self, hub: Proc) -> bool:
+        """`hub` said it listens and /health answers, or it exited."""
+        return (self.healthy() and "hub listening" in hub.own_output()) or not hub.alive()
+
     def start_hub(self, env: dict[str, str] | None = None, tries: int = 3) -> Proc:
         """The hub, waited on until it listens on this home's own ports.
 
@@ -228,13 +233,7 @@ class Society:
             hub = self.spawn("hub" if attempt == 1 else f"hub-{attempt}", "hub", env=env)
             # Its own "hub listening" line, not only /health: another run's hub may hold the
             # port picked here and answer /health while this one is unbound.
-            wait_for(
-                lambda h=hub: (
-                    (self.healthy() and "hub listening" in h.own_output()) or not h.alive()
-                ),
-                20,
-                "the hub to listen and answer /health",
-            )
+            wait_for(partial(self._listening, hub), 20, "the hub to listen and answer /health")
             if hub.alive() or "cannot listen on" not in hub.own_output() or attempt == tries:
                 break
             self.procs.remove(hub)
