@@ -15,6 +15,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files holding one of the longest tests (`soak`, `long`) run first, whole and in their
+    order (a module's shared fixtures are still made once): under `pytest -n 2` a 60 s test
+    dealt out last would keep one core busy alone at the end of the run."""
+    first = {item.path for item in items if item.get_closest_marker("soak") is not None}
+    first |= {item.path for item in items if item.get_closest_marker("long") is not None}
+    items.sort(key=lambda item: item.path not in first)
+
+
 @pytest.fixture
 def soak(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--soak"))
@@ -80,9 +89,21 @@ def engine_society(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[S
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Every secret of every home the run made must appear in no file, output or log."""
+    """Every secret of every home the run made must appear in no file, output or log.
+
+    Code a test runs in this process logs as every bullpen process does (room/logs.py,
+    JSON lines), not through structlog's unconfigured default: that renders each logged
+    exception as a rich traceback with every frame's locals, which cost the power-loss
+    suite over a second per simulated crash, and shows values no bullpen log would.
+    """
+    import structlog
+
+    from room import logs
     from tests.reliability.secretscan import SecretScan
 
+    logs.configure(json=True)
+    # Not cached: structlog.testing.capture_logs must still see loggers used before it.
+    structlog.configure(cache_logger_on_first_use=False)
     config.pluginmanager.register(SecretScan(), "bullpen-secret-scan")
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,8 @@ class Proc:
     def __init__(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
         self.argv = argv
         self.log = log
+        # Where this process's output starts: a name started again appends to the same log.
+        self.start = log.stat().st_size if log.exists() else 0
         self._log_file = open(log, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             argv,
@@ -124,6 +127,13 @@ class Proc:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
+
+    def own_output(self) -> str:
+        """What this process wrote, without what an earlier one of the same name left in the
+        log: a restart is not ready because the one before it said so."""
+        with open(self.log, "rb") as log:
+            log.seek(self.start)
+            return log.read().decode(errors="replace")
 
     def signal(self, sig: int) -> None:
         if self.alive():
@@ -208,22 +218,39 @@ class Society:
         except httpx.HTTPError:
             return False
 
-    def start_hub(self, env: dict[str, str] | None = None) -> Proc:
-        hub = self.spawn("hub", "hub", env=env)
-        # Its own "hub listening" line, not only /health: on a shared machine another run's
-        # hub may hold the port picked here, answer /health, and leave this one unbound.
-        wait_for(
-            lambda: (self.healthy() and "hub listening" in hub.output()) or not hub.alive(),
-            20,
-            "the hub to listen and answer /health",
-        )
+    def _listening(self, hub: Proc) -> bool:
+        """`hub` said it listens and /health answers, or it exited."""
+        return (self.healthy() and "hub listening" in hub.own_output()) or not hub.alive()
+
+    def start_hub(self, env: dict[str, str] | None = None, tries: int = 3) -> Proc:
+        """The hub, waited on until it listens on this home's own ports.
+
+        On a shared machine another run's program may bind a port picked here before the
+        hub does; the hub then says it cannot listen and exits, and it is started again on
+        two new ports (at most `tries` starts). Ask for the URLs after this, not before.
+        """
+        for attempt in range(1, tries + 1):
+            hub = self.spawn("hub" if attempt == 1 else f"hub-{attempt}", "hub", env=env)
+            # Its own "hub listening" line, not only /health: another run's hub may hold the
+            # port picked here and answer /health while this one is unbound.
+            wait_for(partial(self._listening, hub), 20, "the hub to listen and answer /health")
+            if hub.alive() or "cannot listen on" not in hub.own_output() or attempt == tries:
+                break
+            self.procs.remove(hub)
+            hub.stop()
+            self.strict_port, self.relaxed_port = free_port(), free_port()
+            set_hub(
+                self.root,
+                strict=f"127.0.0.1:{self.strict_port}",
+                relaxed=f"127.0.0.1:{self.relaxed_port}",
+            )
         assert hub.alive(), f"the hub exited:\n{hub.output()}"
         return hub
 
     def start_lurker(self, nick: str, env: dict[str, str] | None = None) -> Proc:
         proc = self.spawn(f"lurk-{nick}", "lurk", nick, env=env)
         wait_for(
-            lambda: '"lurking"' in proc.output() or "lurking" in proc.output() or not proc.alive(),
+            lambda: "lurking" in proc.own_output() or not proc.alive(),
             20,
             f"lurker {nick} to start",
         )

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.quick import BENCHES, HELPERS
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
@@ -22,6 +24,7 @@ def test_every_bench_is_run_by_quick() -> None:
     assert benches == set(BENCHES), f"bench/quick.py's BENCHES differs: {benches ^ set(BENCHES)}"
 
 
+@pytest.mark.long
 def test_every_listed_bench_has_a_quick_mode() -> None:
     """Each listed bench takes --quick (argparse says so in its help), so CI can run it small."""
     for name in BENCHES:

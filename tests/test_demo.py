@@ -6,10 +6,13 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.support import run_cli
 from trust.audit import audit_file
 
 
+@pytest.mark.long
 def test_the_demo_runs_in_the_home_it_is_given_and_keeps_it(tmp_path: Path) -> None:
     """`bullpen demo --home DIR` runs every step there, exits 0 and says the home is kept."""
     home = tmp_path / "demo-home"

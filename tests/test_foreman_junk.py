@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 
 from agents.foreman.sequencer import Foreman
 from agents.home import Home
@@ -38,6 +39,7 @@ async def flood(url: str, thread: str, count: int, to: str = "@foreman") -> None
         await asyncio.gather(*(one(n) for n in range(count)))
 
 
+@pytest.mark.long
 def test_unverified_junk_does_not_grow_the_foremans_reads(society: Society) -> None:
     """After 3,000 unverified lines land in an open run's thread, a tick reads no more bytes."""
     society.start_hub()

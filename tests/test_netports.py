@@ -15,7 +15,7 @@ from agents.netports import (
     free_ports,
     parse_range,
 )
-from tests.support import free_port, run_cli
+from tests.support import Society, free_port, run_cli
 
 
 def test_a_range_is_low_dash_high_within_the_unprivileged_ports() -> None:
@@ -72,3 +72,19 @@ def test_the_demo_says_what_to_do_when_its_range_has_no_free_port(tmp_path: Path
     assert f"only 0 of 2 ports are free in {port}-{port}" in done.stderr
     assert "set BULLPEN_PORT_RANGE=LOW-HIGH" in done.stderr
     assert not home.exists()
+
+
+def test_a_test_hub_whose_port_was_taken_starts_again_on_new_ports(society: Society) -> None:
+    """Another run on a shared machine may bind a port picked here before the hub does: the
+    hub says it cannot listen, and Society.start_hub starts it again on two new ports."""
+    picked = society.strict_port
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", picked))
+        taken.listen()
+        society.start_hub()
+        assert society.strict_port != picked and society.healthy()
+    first = (society.root / "test-logs" / "hub.log").read_text()
+    assert f"cannot listen on 127.0.0.1:{picked}" in first
+    config = (society.root / "society.toml").read_text()
+    assert f'strict = "127.0.0.1:{society.strict_port}"' in config
+    assert f'relaxed = "127.0.0.1:{society.relaxed_port}"' in config

@@ -17,7 +17,6 @@ import pytest
 
 from tests.backpass.helpers import BackpassHome, FakeJudge, drive, git
 from tests.backpass.test_run import ALPHA, GOOD_AND_FABRICATED, scripted
-from tests.build.helpers import own_hub
 from tests.support import Society, run_cli, wait_for
 
 SECRET = "memory-plant-secret-value"
@@ -81,7 +80,8 @@ NICKS = ("foreman", "tracelister", "analyst", "quotechecker", "ledgerkeeper", "s
 
 @pytest.fixture
 def running(tmp_path: Path) -> Iterator[Society]:
-    society = own_hub(lambda attempt: Society(tmp_path / f"home{attempt}", demo=True))
+    society = Society(tmp_path / "home", demo=True)
+    society.start_hub()
     try:
         lurkers = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in NICKS]
         wait_for(

@@ -4,31 +4,12 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-from tests.support import Society, set_seat, wait_for
+from tests.support import set_seat
 
 FAKE_CODER = Path(__file__).resolve().parent.parent / "fakes" / "fake_coder.py"
 CLOSING = "Dispatch, then END YOUR TURN."
-
-
-def own_hub(make: Callable[[int], Society], tries: int = 3) -> Society:
-    """A society (`make(attempt)`) whose hub bound its own ports: on a shared machine
-    another session may bind a picked port before the hub does, and then /health is
-    answered by that session's hub while ours has exited."""
-    for attempt in range(tries):
-        society = make(attempt)
-        try:
-            hub = society.start_hub()
-            wait_for(lambda h=hub: "hub listening" in h.output() or not h.alive(), 20, "the hub")
-        except AssertionError:
-            society.stop_all()
-            continue
-        if hub.alive() and "hub listening" in hub.output():
-            return society
-        society.stop_all()
-    raise AssertionError(f"no hub of ours could bind its ports in {tries} tries")
 
 
 def set_build(home: Path, **keys: object) -> None:

@@ -29,7 +29,7 @@ from agents.build.grind import GrindJob, grind
 from agents.build.routing import by_name
 from agents.build.runs import Workspace, run_spec
 from room.errors import StepFailed
-from tests.build.helpers import PY_SPEC, own_hub, set_build, ticket
+from tests.build.helpers import PY_SPEC, set_build, ticket
 from tests.support import Society, set_seat, wait_for
 
 NICKS = ("foreman", "sandbox", "testdesigner", "py")
@@ -93,7 +93,8 @@ class Bench:
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
     base = tmp_path_factory.mktemp("planted")
-    society = own_hub(lambda attempt: Society(base / f"home{attempt}"))
+    society = Society(base / "home")
+    society.start_hub()
     builds = base / "builds"
     builds.mkdir()
     outside = base / "outside"

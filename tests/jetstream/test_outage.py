@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.jetstream.helpers import post
 from tests.jetstream.servers import NatsCluster
@@ -60,6 +61,7 @@ def test_health_is_503_while_nats_is_down_and_200_once_it_is_back(
     assert post(society, "@echo", "after")["seq"] == 2
 
 
+@pytest.mark.long
 def test_a_post_nats_never_confirmed_stops_the_hub_and_is_never_stored_later(
     tmp_path: Path, own_nats: Callable[..., NatsCluster]
 ) -> None:

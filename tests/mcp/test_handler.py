@@ -208,6 +208,7 @@ class TestLurkerRunsTheAgent:
         wait_for(lambda: not alive(pid), 10, "the agent to be gone")
         wait_for(lambda: not servers_for(lurkers.root, "hanger"), 10, "its MCP server to be gone")
 
+    @pytest.mark.long
     def test_an_agent_that_replied_and_then_hung_is_not_flagged(self, lurkers: Society) -> None:
         """The reply is in the room before the timeout: stop the agent, post nothing more."""
         question = ask(lurkers, "@lingerer", "answer, then linger")

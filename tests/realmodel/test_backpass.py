@@ -38,6 +38,7 @@ TRACES = {
 }
 
 
+@pytest.mark.long
 def test_a_backpass_on_smollm2_over_two_traces(demo_gw: GatewayHome, llama: LlamaServer) -> None:
     society = demo_gw.society
     traces = society.root / "traces"

@@ -29,6 +29,7 @@ NICKS = ("foreman", "sandbox", "testdesigner", "py")
 CODE_TOKENS = 400  # the seat table's max_tokens: a small model's answer, capped by its operator
 
 
+@pytest.mark.long
 def test_a_build_with_smollm2_as_its_code_seat_reports_honestly(
     gw: GatewayHome, llama: LlamaServer, tmp_path: Path
 ) -> None:

@@ -38,6 +38,7 @@ BATCH = 5  # one score batch of five rows, then the top four to scotoma: small p
 TOP = 4
 
 
+@pytest.mark.long
 def test_an_expedition_on_smollm2_reaches_its_report_or_fails_loud(
     demo_gw: GatewayHome, llama: LlamaServer
 ) -> None:

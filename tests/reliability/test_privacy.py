@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support import LIVE, Society, free_port, run_cli, start_up, wait_for
 
@@ -33,6 +34,7 @@ def _loose(root: Path) -> list[str]:
     return found
 
 
+@pytest.mark.long
 def test_a_home_run_leaves_nothing_group_or_other_readable(tmp_path: Path) -> None:
     """init, up, say, tail, read, a backpass and audit: nothing in the home is group/other readable."""
     root = tmp_path / "home"

@@ -132,6 +132,7 @@ def test_a_hub_key_trust_toml_does_not_name_stops_the_hub(society: Society, chan
     assert check.returncode == 1 and "hub_public_key" in check.stdout + check.stderr
 
 
+@pytest.mark.long
 def test_no_secret_anywhere_after_a_busy_session(society: Society, tmp_path: Path) -> None:
     """Posts, bad proofs, wrong tokens, debug-level CLI commands and a fail-stop: no secret in any line, log, body or output."""
     done = run_cli(society.root, "keys", "new", "alice")

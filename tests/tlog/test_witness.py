@@ -42,6 +42,7 @@ def _fork_of(original: Society, root: Path) -> Society:
     return fork
 
 
+@pytest.mark.long
 def test_a_witness_cosigns_growth_and_refuses_a_fork(tmp_path: Path) -> None:
     """Cosigned twice as the room grows; a forked tree of the same size is refused and reported."""
     society = Society(tmp_path / "home")

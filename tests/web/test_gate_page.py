@@ -92,6 +92,7 @@ def operator_replies(site: Site) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.long
 def test_the_gate_refuses_bad_answers_then_confirms_with_a_drop(site: Site) -> None:
     """Bad answers get a message and post nothing; a confirm that drops the deep cut posts what
     `bullpen expedition confirm --drop row_2` posts, and the brief arrives on the page without
