@@ -80,6 +80,7 @@ def test_a_malformed_case_is_refused_naming_file_and_field(
 
 
 @pytest.mark.long
+@pytest.mark.long
 def test_the_shipped_example_suite_passes_with_the_local_seat(tmp_path: Path) -> None:
     """`bullpen eval example` by name (config/eval/example, in the wheel): both cases pass with
     the built-in seat, with and without lessons, and the scoreboard counts their model calls."""

@@ -26,6 +26,7 @@ def backend() -> Iterator[FakeOpenAI]:
 
 
 @pytest.mark.long
+@pytest.mark.long
 def test_an_offline_replay_asks_no_backend(tmp_path: Path, backend: FakeOpenAI) -> None:
     """termgen through the recording gateway: the run asks the fake backend; the offline
     replay of the step, and of every step of the run, gives the recorded answers with zero

@@ -163,6 +163,7 @@ class TestSayRead:
         assert len(done.stderr.strip().splitlines()) == 1 and done.stdout == ""
         assert society.lines() == []
 
+    @pytest.mark.long
     def test_read_through_the_hub_pages_past_its_limit(self, society: Society) -> None:
         """`read --hub` prints the whole room, not only the hub's first 1,000-line answer."""
         # 1,005 unverified posts at full speed: past the default stranger limits (test_flood.py)
@@ -193,6 +194,7 @@ class TestSayRead:
             done = run_cli(society.root, "read", *args, *extra)
             assert done.returncode == 2 and args[0] in done.stderr, done.stderr
 
+    @pytest.mark.long
     def test_read_prints_jsonl_with_filters(self, society: Society) -> None:
         """read prints matching lines as JSONL, from the file or through the hub."""
         society.start_hub()

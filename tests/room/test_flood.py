@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from bench.flood import big_room, old_thread, rss_mib, unread
 from tests.support import REPO, Society, run_cli, set_hub, wait_for
@@ -78,6 +79,7 @@ def test_half_open_and_trickling_connections_are_cut_and_the_operator_gets_in(
     assert int(trickled["cut"]) >= 20, outputs[2]  # no trickler outlived its head timeout
 
 
+@pytest.mark.long
 def test_read_answers_are_bounded_in_bytes_and_resume_where_they_stopped(
     society: Society,
 ) -> None:
@@ -180,6 +182,7 @@ def test_low_disk_refuses_unverified_posts_and_health_reports_the_room(society: 
     assert report["disk_free_bytes"] > 0
 
 
+@pytest.mark.long
 def test_reads_of_unknown_threads_do_not_delay_acknowledgements(
     society: Society, tmp_path: Path
 ) -> None:

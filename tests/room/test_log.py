@@ -140,6 +140,7 @@ class TestConcurrency:
         """Both engines: these cases are the room's behaviour, not the file's."""
         return engine_society
 
+    @pytest.mark.long
     def test_sixteen_posting_processes(self, society: Society) -> None:
         """16 processes × 100 posts: exactly 1,600 new lines, seq gapless, order per client kept, audit ok."""
         society.start_hub()
