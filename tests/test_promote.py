@@ -91,6 +91,9 @@ class TestTheOrder:
         verified, with no FAILED reply."""
         hub = worker.start_hub()
         lurker = start_lurker(worker, "worker", 1)
+        # One wake first: a lean lurker reads the home's trust only on its first wake, and
+        # this is about one that was already running its full loop when promoted.
+        wait_reply(worker, say(worker, "@worker", "before the promotion")["id"])
         make_privileged(worker.root, "worker", "secret")  # the table, then the hub
         restart_hub(worker, hub)
         ask = say(worker, "@worker", "after the promotion")
