@@ -71,9 +71,7 @@ READ_ONLY = "Read-only file system"  # what a write the fence refused fails with
 # themselves (a folder of its own inside them is the operator's call).
 SYSTEM_TREES = tuple(Path(p) for p in OS_TREES)
 SYSTEM_FOLDERS = tuple(Path(p) for p in ("/", "/tmp", *SHARED_AREAS))
-NO_CODE_SEAT = (
-    "no code-writing seat: set tiers or [build] tiers to a model seat, see docs/build.md"
-)
+NO_CODE_SEAT = "no code-writing seat: set tiers or [build] tiers to a model seat, see docs/build.md"
 
 
 @dataclass(frozen=True)
