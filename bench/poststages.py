@@ -1,6 +1,8 @@
 """The hub's post path, stage by stage: CPU microseconds per post, in this process.
 
-    python bench/poststages.py PORT    # the HTTP floor's server (bench/room.py starts it)
+    python bench/poststages.py                 # the stages on a fresh home (a few seconds)
+    python bench/poststages.py --quick         # fewer posts per stage, for a smoke check
+    python bench/poststages.py --serve PORT    # the HTTP floor's server (bench/room.py starts it)
 
 bench/room.py prints these beside the hub's measured CPU per post; what the
 stages do not cover (HTTP framing in uvicorn and httptools, the ASGI calls,
@@ -12,7 +14,9 @@ journal on the room's disk), so a change to any of them shows here.
 
 from __future__ import annotations
 
+import argparse
 import hmac
+import json
 import subprocess
 import sys
 import tempfile
@@ -155,7 +159,9 @@ async def _trivial(scope: dict[str, Any], receive: Any, send: Any) -> None:
 def floor_server(port: int) -> subprocess.Popen[bytes]:
     """The hub's server stack (uvicorn, httptools, the connection guard: room/hub.py's
     serve_asgi) around the trivial app, in its own process, listening once this returns."""
-    server = subprocess.Popen([sys.executable, __file__, str(port)], stdout=subprocess.PIPE)
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(port)], stdout=subprocess.PIPE
+    )
     assert server.stdout is not None
     if server.stdout.readline().strip() != b"listening":
         server.kill()
@@ -173,5 +179,32 @@ def _serve(port: int) -> None:
     uvloop.run(run())
 
 
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer posts per stage")
+    parser.add_argument(
+        "--serve", type=int, metavar="PORT", help="serve the HTTP floor's trivial app instead"
+    )
+    args = parser.parse_args()
+    if args.serve is not None:
+        _serve(args.serve)
+        return 0
+    from bench.table import print_table
+    from tests.support import Society
+
+    n = 500 if args.quick else 5000
+    with tempfile.TemporaryDirectory(prefix="bullpen-bench-") as tmp:
+        society = Society(Path(tmp) / "home")
+        bodies = _bodies("load", n, None)
+        baseline = _per_call_us(lambda i: json.loads(bodies[i]), n)
+        stages = stage_costs(society.home.trust, society.secret(), n)
+    rows = [("json.loads of the post's body (stdlib)", f"{baseline:,.1f} us", "baseline")]
+    rows += [(name, f"{us:,.1f} us", f"{us / baseline:,.1f}x") for name, us in stages]
+    total = sum(us for _, us in stages)
+    rows.append(("stages, sum", f"{total:,.1f} us", f"{total / baseline:,.1f}x"))
+    print_table([("stage (CPU per post, in-process)", "value", "vs baseline"), *rows])
+    return 0
+
+
 if __name__ == "__main__":
-    _serve(int(sys.argv[1]))
+    sys.exit(main())

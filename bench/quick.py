@@ -23,6 +23,7 @@ BENCH = Path(__file__).resolve().parent
 # bench/*.py with a main() is missing here, so a new bench cannot be left out.
 BENCHES = (
     "room",
+    "poststages",
     "lurkers",
     "society",
     "screen",
