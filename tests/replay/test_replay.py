@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from tests.replay.conftest import RecordedRun, tree
 from tests.support import run_cli
+
+
+def replayed(recorded: RecordedRun, step: str, seat: str) -> dict[str, Any]:
+    """`bullpen replay THREAD --step STEP --seat SEAT --json`'s answer; the room must be
+    byte-identical after it."""
+    before = recorded.society.room.read_bytes()
+    done = run_cli(
+        recorded.society.root, "replay", recorded.thread, "--step", step, "--seat", seat,
+        "--json", timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert recorded.society.room.read_bytes() == before
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
 def test_list_names_each_answered_step(recorded: RecordedRun) -> None:
@@ -28,20 +42,7 @@ def test_replay_with_another_cmd_seat_leaves_the_room_byte_identical(
 ) -> None:
     """The terms step asked again through the `alt` cmd seat: both answers side by side with
     their gates, the alt program really asked, and not one byte of the room changed."""
-    before = recorded.society.room.read_bytes()
-    done = run_cli(
-        recorded.society.root,
-        "replay",
-        recorded.thread,
-        "--step",
-        "terms",
-        "--seat",
-        "alt",
-        "--json",
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = replayed(recorded, "terms", "alt")
     assert result["thread"] == recorded.thread and result["step"] == "terms"
     assert result["seat"] == "alt"
     assert result["recorded"]["data"]["seat"] == "termgen"
@@ -51,7 +52,6 @@ def test_replay_with_another_cmd_seat_leaves_the_room_byte_identical(
     assert result["gates"]["replayed"]["checks"] == {"answered": True, "fanout": True}
     calls = [json.loads(line) for line in recorded.calls.read_text().splitlines()]
     assert [c["step"] for c in calls] == ["termgen"]
-    assert recorded.society.room.read_bytes() == before
 
 
 def test_a_replayed_failure_fails_its_gates(recorded: RecordedRun, tmp_path) -> None:
@@ -65,25 +65,11 @@ def test_a_replayed_failure_fails_its_gates(recorded: RecordedRun, tmp_path) -> 
         "broken",
         cmd_table(FAKES / "expedition_model.py", {"FAKE_EXPEDITION_MODE": "garbage-always"}),
     )
-    before = recorded.society.room.read_bytes()
-    done = run_cli(
-        recorded.society.root,
-        "replay",
-        recorded.thread,
-        "--step",
-        "terms",
-        "--seat",
-        "broken",
-        "--json",
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = replayed(recorded, "terms", "broken")
     assert result["replayed"]["body"].startswith("[termgen FAILED — ")
     assert result["gates"]["replayed"]["pass"] is False
     assert "answered" in result["gates"]["replayed"]["failed"]
     assert result["gates"]["recorded"]["pass"] is True
-    assert recorded.society.room.read_bytes() == before
 
 
 def test_refusals_are_clear(recorded: RecordedRun) -> None:
