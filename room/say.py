@@ -48,6 +48,13 @@ def header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def refuse_query_secrets(gate: Gate, query: bytes) -> None:
+    """A secret in the query string is refused as sent and as the hub reads it (decoded)."""
+    gate.refuse_secrets(query)
+    if b"%" in query:
+        gate.refuse_secrets(unquote_to_bytes(query))
+
+
 def _too_big() -> BadPost:
     return BadPost(
         f"the request is over {MAX_REQUEST_BYTES // (1024 * 1024)} MiB; a post's body may be "
@@ -81,11 +88,8 @@ async def say(hub: Hub, relaxed: bool, scope: Scope, receive: Receive) -> bytes:
     gate = hub.gate
     if relaxed:  # the token first: without it, not even the body is read
         gate.check_bearer(header(scope, b"authorization"))
-    query = scope["query_string"]
-    if query:
-        gate.refuse_secrets(query)
-        if b"%" in query:  # and as the hub reads it, percent escapes decoded
-            gate.refuse_secrets(unquote_to_bytes(query))
+    if scope["query_string"]:
+        refuse_query_secrets(gate, scope["query_string"])
     failed = hub.log.failed
     if failed is not None:  # stopping for good: refuse before the gate spends a nonce
         raise failed
