@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agents.roots import inside
 from room.errors import UsageError
 
 if TYPE_CHECKING:
@@ -38,10 +39,6 @@ if TYPE_CHECKING:
 
 MAX_COPY_BYTES = 512 * 1024 * 1024  # a replay copies what one step touches, never a disk
 SKIPPED = frozenset({"__pycache__"})
-
-
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
 
 
 def _is_path(value: str) -> bool:
@@ -97,7 +94,7 @@ class PrivateCopy:
             given = Path(os.path.normpath(value))
             candidates = (Path(os.path.realpath(value)), given) if resolve else (given,)
             for candidate in candidates:
-                if any(_inside(candidate, prefix) for prefix in self.mapped):
+                if any(inside(prefix, candidate) for prefix in self.mapped):
                     return str(self.into(candidate))
             return value
         if isinstance(value, dict):
@@ -130,16 +127,16 @@ class PrivateCopy:
     def copy(self, path: Path) -> None:
         """Copy one named path (file or folder) into the copy, once."""
         real = Path(os.path.realpath(path))
-        if not any(_inside(real, place) for place in self.mapped):
+        if not any(inside(place, real) for place in self.mapped):
             self.left.append(str(path))  # outside the home and its roots: read, never written
             return
         if not os.path.lexists(real):  # to be written: its folder is made, empty, in the copy
             if real.parent.is_dir():
                 self.into(real.parent).mkdir(parents=True, exist_ok=True)
             return
-        if any(_inside(real, c.source) for c in self.copied):
+        if any(inside(c.source, real) for c in self.copied):
             return  # already inside something copied
-        self.copied = [c for c in self.copied if not _inside(c.source, real)]
+        self.copied = [c for c in self.copied if not inside(real, c.source)]
         entry = Copied(real)
         target = self.into(real)
         if real.is_dir():
@@ -184,7 +181,7 @@ class PrivateCopy:
         """A link inside the copied folder is kept, pointed into the copy; one out is refused."""
         pointed = os.readlink(link)
         lands = Path(os.path.realpath(link.parent / pointed))
-        if not _inside(lands, top):
+        if not inside(top, lands):
             raise UsageError(
                 f"{link} is a link to {lands}, outside what the replay copies ({top}); a "
                 "replay does not follow links out, so this step is not replayed"
@@ -213,7 +210,7 @@ class PrivateCopy:
             original = Path(os.path.normpath(named))
         else:
             original = Path(os.path.normpath(self.outof(pointer.parent) / named))
-        if not any(_inside(original, c.source) for c in self.copied):
+        if not any(inside(c.source, original) for c in self.copied):
             raise UsageError(
                 f"the git pointer {self.outof(pointer)} leads to {original}, outside what the "
                 "replay copies; a git command there would write the original repository, so "
