@@ -17,6 +17,7 @@ Stdlib only, so it starts fast.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
@@ -86,12 +87,13 @@ def main() -> int:
     mode = os.environ.get("FAKE_EXPEDITION_MODE", "good")
     calls = 0
     state = os.environ.get("FAKE_EXPEDITION_STATE")
-    if state:
-        counts = json.loads(Path(state).read_text()) if os.path.exists(state) else {}
-        calls = counts.get(step, 0)
-        counts[step] = calls + 1
-        with open(state, "w") as f:
-            f.write(json.dumps(counts))
+    if state:  # score batches run at once: one process at a time reads and writes the counts
+        with open(f"{state}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            counts = json.loads(Path(state).read_text()) if os.path.exists(state) else {}
+            calls = counts.get(step, 0)
+            counts[step] = calls + 1
+            Path(state).write_text(json.dumps(counts))
     if mode == "garbage-always" or (mode == "garbage-once" and calls == 0):
         print("Sure! Here are some great terms for you: patience, waiting, and more.")
         return 0
