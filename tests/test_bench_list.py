@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.quick import BENCHES, HELPERS
+from bench.table import goal_exit
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
@@ -43,3 +44,13 @@ def test_quick_refuses_an_unknown_name() -> None:
     )
     assert done.returncode == 2
     assert "unknown bench rooom" in done.stderr and "room" in done.stderr
+
+
+def test_a_quick_run_never_fails_on_its_figures() -> None:
+    """CI runs every bench --quick on a busy machine: a missed goal fails only a full run.
+
+    bench/foreman_junk.py --quick once failed CI on a ratio of three 115 ms runs.
+    """
+    assert goal_exit(met=False, quick=True) == 0
+    assert goal_exit(met=False, quick=False) == 1
+    assert goal_exit(met=True, quick=False) == 0
