@@ -170,7 +170,10 @@ def main() -> int:
             ("median run, no junk (ms)", f"{b * 1000:.1f}"),
             ("median run, with junk (ms)", f"{a * 1000:.1f}"),
             ("ratio (goal < 1.10)", f"{a / b:.3f}"),
-            ("goal met", "not judged (--quick)" if args.quick else ("yes" if a / b < 1.10 else "no")),
+            (
+                "goal met",
+                "not judged (--quick)" if args.quick else ("yes" if a / b < 1.10 else "no"),
+            ),
         ]
     )
     return goal_exit(a / b < 1.10, args.quick)
