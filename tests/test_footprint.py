@@ -217,3 +217,23 @@ class TestUpSharesPages:
         assert wait_reply(society, ask["id"], 30)["body"] == "echo: still here"
         assert up_pids(society)["echo"] != echo
         up.stop()
+
+
+def test_the_hub_logs_without_importing_what_it_never_uses(tmp_path: Path) -> None:
+    """structlog imports rich and httpx its own CLI (click, pygments, rich) whenever they are
+    installed, as they are beside the test extra: about 0.3 s of CPU in every process (the
+    hub imports click all the same: uvicorn needs it).
+    agents/cli/skipimports.py keeps them out, and the hub still logs its structlog lines
+    and answers over HTTP.
+    """
+    society = Society(tmp_path / "home")
+    hub = society.start_hub(env={"PYTHONPROFILEIMPORTTIME": "1"})
+    log = hub.own_output()
+    # A refused import is still logged, with no module under it: count only the ones that ran.
+    loaded = {m.group(1) for m in map(IMPORT_LINE.match, log.splitlines()) if m}
+    assert {"structlog", "httpx", "room.hub"} <= loaded, log[-2000:]
+    assert '"event": "hub listening"' in log
+    assert society.healthy()
+    assert not {"rich.console", "pygments", "pygments.lexers"} & loaded, (
+        "the hub imported a module it never uses"
+    )

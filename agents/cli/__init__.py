@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from agents.cli.skipimports import skip_unused_imports
 from room.errors import BullpenError, ConfigError, UsageError
 
 __all__ = ["build_parser", "main"]
@@ -38,6 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # files. One umask here covers every mkdir and open, and every child inherits it.
     os.umask(PRIVATE_UMASK)
     warnings.showwarning = _show_warning
+    skip_unused_imports()
     from agents.runtime import lean
 
     lone = lean.lone_args(sys.argv[1:] if argv is None else argv)
