@@ -27,7 +27,11 @@ or more whole requests on the same connection (pipelined), are answered
 uvicorn closed the connection at once, so a post that was stored lost its
 200 and its poster could not know it landed (issue 23). Garbage inside a
 request still being read ends that request: it was never whole, nothing
-is stored.
+is stored. A request asking to switch protocols (`Upgrade: websocket`,
+`h2c`) is refused the same way: the hub serves HTTP/1.1 only, loads no
+websocket library, and answers it with a 400 that says so, not with the
+app's reading of a body the parser never handed on (nor uvicorn's
+per-request warning to install one, a log line any caller could repeat).
 
 Nothing is logged per connection (a flood would flood the log); the counts
 are on `/health` under "connections".
@@ -48,6 +52,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 log = structlog.get_logger("room.guard")
 
 RESERVED_FDS = 256  # the room, the journal, logs, the lock, NATS: not for clients
+INVALID = "Invalid HTTP request received."
+NO_UPGRADE = "This server does not switch protocols: send the request without an Upgrade header."
 
 
 @dataclass
@@ -91,7 +97,7 @@ def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
         _deadline: float | None = None
         _timer: asyncio.TimerHandle | None = None
         _counted = False
-        _broken = False  # bytes that are not HTTP came: answer what is whole, then 400
+        _broken = ""  # why the rest is unread (not HTTP, an upgrade): answer what is whole, 400
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -123,17 +129,20 @@ def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
             self._unset_keepalive_if_required()
             try:
                 self.parser.feed_data(data)
-            except httptools.HttpParserUpgrade:  # as uvicorn does (no websockets here)
-                if self._should_upgrade():
-                    self.handle_websocket_upgrade()
-                else:
-                    self._unsupported_upgrade_warning()
+            except httptools.HttpParserUpgrade:
+                self._refuse_after_answers(NO_UPGRADE)
             except httptools.HttpParserError:
-                self._refuse_after_answers()
+                self._refuse_after_answers(INVALID)
 
-        def _refuse_after_answers(self) -> None:
-            """Garbage: 400 now, or once every whole request before it is answered."""
-            self._broken = True
+        def _should_upgrade(self) -> bool:
+            """Every request asking to switch protocols is one to refuse (see NO_UPGRADE):
+            uvicorn then starts no app for it and reads nothing after its head."""
+            return True
+
+        def _refuse_after_answers(self, reason: str) -> None:
+            """Garbage or an upgrade: 400 now, or once every whole request before it is
+            answered."""
+            self._broken = reason
             self.flow.pause_reading()
             cycle = self.cycle
             if cycle is not None and cycle.more_body and not cycle.response_started:
@@ -145,7 +154,7 @@ def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
             elif cycle is not None and not cycle.response_complete:
                 return  # whole and being answered (or queued): on_response_complete sends the 400
             self._disarm()
-            self.send_400_response("Invalid HTTP request received.")
+            self.send_400_response(self._broken)
 
         def on_headers_complete(self) -> None:
             self._disarm()
@@ -165,7 +174,7 @@ def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
             if self._broken:
                 if not queued:  # the last whole request is answered: now the garbage's 400
                     self._unset_keepalive_if_required()
-                    self.send_400_response("Invalid HTTP request received.")
+                    self.send_400_response(self._broken)
                 return
             guard.idle[self] = None  # uvicorn's keep-alive timeout watches it now
 

@@ -319,6 +319,7 @@ async def serve_asgi(
             log_config=None,
             access_log=False,
             lifespan="off",
+            ws="none",  # no websockets here: not even their library is loaded
             http=guard.guarded_protocol(watch),  # head/body timeouts, bounded connections
             proxy_headers=False,  # trust no proxy's word on who is calling
             server_header=False,

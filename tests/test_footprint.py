@@ -224,7 +224,7 @@ def test_the_hub_logs_without_importing_what_it_never_uses(tmp_path: Path) -> No
     installed, as they are beside the test extra: about 0.3 s of CPU in every process (the
     hub imports click all the same: uvicorn needs it).
     agents/cli/skipimports.py keeps them out, and the hub still logs its structlog lines
-    and answers over HTTP.
+    and answers over HTTP. Nor does the hub load a websocket library: it serves none.
     """
     society = Society(tmp_path / "home")
     hub = society.start_hub(env={"PYTHONPROFILEIMPORTTIME": "1"})
@@ -234,6 +234,7 @@ def test_the_hub_logs_without_importing_what_it_never_uses(tmp_path: Path) -> No
     assert {"structlog", "httpx", "room.hub"} <= loaded, log[-2000:]
     assert '"event": "hub listening"' in log
     assert society.healthy()
-    assert not {"rich.console", "pygments", "pygments.lexers"} & loaded, (
+    unused = {"rich.console", "pygments", "pygments.lexers", "wsproto", "websockets"}
+    assert not unused & loaded, (
         "the hub imported a module it never uses"
     )

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from room import strictjson
+from room.guard import NO_UPGRADE
 from room.ids import IdClock, _encode, rfc3339_ms
 from room.message import Post
 from room.say import MAX_REQUEST_BYTES
@@ -125,6 +126,28 @@ def test_bad_json_gets_the_json_400_with_its_reason(hubbed: Society) -> None:
     head, answer = exchange(hubbed, [request_head(len(raw)) + raw])
     assert head.startswith(b"HTTP/1.1 400")
     assert "duplicate key" in json.loads(answer)["message"]
+
+
+def test_an_upgrade_is_refused_with_its_reason_and_logs_nothing(hubbed: Society) -> None:
+    """The hub serves no websockets (nor h2c): a request asking to switch protocols gets a 400
+    that says so, after the whole request before it on the connection is answered; nothing
+    of it is stored, and no caller can fill the hub's log with uvicorn's advice to install a
+    websocket library."""
+    before = hubbed.room.read_bytes()
+    good = json.dumps({"from": "first", "to": "@echo", "type": "chat", "body": "hi"}).encode()
+    raw = json.dumps({"from": "upgrader", "to": "@echo", "type": "chat", "body": "hi"}).encode()
+    upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+    with socket.create_connection(("127.0.0.1", hubbed.strict_port), timeout=10) as sock:
+        sock.sendall(request_head(len(good)) + good + request_head(len(raw), upgrade) + raw)
+        answers = b""
+        while chunk := sock.recv(65536):  # the 400 closes the connection
+            answers += chunk
+    assert answers.startswith(b"HTTP/1.1 200"), answers[:200]
+    refusal = answers[answers.index(b"HTTP/1.1 400") :]
+    assert refusal.endswith(NO_UPGRADE.encode()), refusal
+    stored = hubbed.room.read_bytes()[len(before) :]
+    assert b'"first"' in stored and b"upgrader" not in stored
+    assert "upgrade" not in hubbed.procs[0].output().lower()
 
 
 def test_a_hang_up_mid_body_writes_nothing_and_the_hub_serves_on(hubbed: Society) -> None:
