@@ -12,7 +12,9 @@ and looks for them in:
   recorded with tests.support.record_output (HTTP error bodies, say);
 - every test's captured stdout, stderr and log, and failure reports.
 
-A leak fails the run (exit status 1) and is named in the summary.
+A leak fails the run (exit status 1) and is named in the summary. Under
+pytest-xdist each worker scans its own folder (SecretScan), all secrets in one
+pass per file (Matcher), and the controller adds up what they found.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import base64
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import ahocorasick_rs
 import pytest
 
 MIN_SECRET = 16  # shorter strings would match by accident
@@ -70,11 +74,40 @@ class Leak:
     where: str
 
 
+class Matcher:
+    """Every secret at once, in one pass over each text (Aho-Corasick, ahocorasick-rs).
+
+    A run makes some 400 homes and 2,400 secret values; looking for each in turn over
+    its 24,000 files took minutes of one core at the end of every run (a 149 MB room
+    alone: 51 s; in one pass: 1.4 s).
+    """
+
+    def __init__(self, secrets: dict[bytes, str]) -> None:
+        self._names = list(secrets.values())
+        self._automaton = ahocorasick_rs.BytesAhoCorasick(list(secrets)) if secrets else None
+
+    def found(self, data: bytes) -> set[str]:
+        """The names of the secrets that occur in `data`."""
+        if self._automaton is None:
+            return set()
+        return {self._names[index] for index, _, _ in self._automaton.find_matches_as_indexes(data)}
+
+
+WORKER_KEY = "bullpen_secret_scan"
+
+
 @dataclass(eq=False)  # a plugin object must stay hashable
 class SecretScan:
+    """Registered once per pytest process. Under pytest-xdist each worker scans its own
+    temporary folder against its own homes' secrets and its own tests' outputs (every home
+    and every process a test starts lives in its worker's folder), and the controller adds
+    up what the workers sent, scanning itself only what no worker reported on."""
+
     outputs: list[tuple[str, str]] = field(default_factory=list)
     leaks: list[Leak] = field(default_factory=list)
     summary: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+    scanned: list[Path] = field(default_factory=list)  # folders a worker reported on
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -84,6 +117,16 @@ class SecretScan:
         if texts:
             self.outputs.append((f"{report.nodeid} ({report.when})", "\n".join(texts)))
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist's controller: one worker is done, with its scan in its output."""
+        found = getattr(node, "workeroutput", {}).get(WORKER_KEY)
+        if found is None:
+            return  # a worker that died: the controller scans its folder itself
+        self._add(found["counts"])
+        self.leaks += [Leak(secret_from, where) for secret_from, where in found["leaks"]]
+        self.scanned.append(Path(found["base"]))
+
     @pytest.hookimpl
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         from tests import support
@@ -91,31 +134,55 @@ class SecretScan:
         factory = getattr(session.config, "_tmp_path_factory", None)
         base = factory.getbasetemp() if factory is not None else None
         secrets: dict[bytes, str] = {}
-        homes = 0
-        if base is not None and base.exists():
-            for folder in base.rglob("secrets"):
-                if folder.is_dir() and not folder.is_symlink():
-                    homes += 1
-                    secrets.update(secrets_of(folder))
-        files = self._scan_files(base, secrets) if base is not None else 0
+        folders = self._walk_dirs(base, "secrets") if base is not None and base.exists() else []
+        for folder in folders:
+            secrets.update(secrets_of(folder))
+        matcher = Matcher(secrets)
+        files = self._scan_files(base, matcher) if base is not None and base.exists() else 0
         outputs = [*support.RECORDED_OUTPUTS, *self.outputs]
         for where, text in outputs:
-            data = text.encode("utf-8", "replace")
-            for value, name in secrets.items():
-                if value in data:
-                    self.leaks.append(Leak(name, where))
+            found = matcher.found(text.encode("utf-8", "replace"))
+            self.leaks += [Leak(name, where) for name in found]
+        self._add(
+            {
+                "secrets": len(secrets),
+                "homes": len(folders),
+                "files": files,
+                "outputs": len(outputs),
+            }
+        )
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None and base is not None:  # an xdist worker: tell the controller
+            workeroutput[WORKER_KEY] = {
+                "counts": self.counts,
+                "leaks": [(leak.secret_from, leak.where) for leak in self.leaks],
+                "base": str(base),
+            }
+        c = self.counts
         self.summary = (
-            f"secret scan: {len(secrets)} secret values from {homes} homes, {files} files, "
-            f"{len(outputs)} outputs: "
+            f"secret scan: {c['secrets']} secret values from {c['homes']} homes, "
+            f"{c['files']} files, {c['outputs']} outputs: "
             + ("no secret found" if not self.leaks else f"{len(self.leaks)} LEAKS")
         )
         if self.leaks:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-    def _scan_files(self, base: Path, secrets: dict[bytes, str]) -> int:
+    def _add(self, counts: dict[str, int]) -> None:
+        for key, value in counts.items():
+            self.counts[key] = self.counts.get(key, 0) + value
+
+    def _walk_dirs(self, base: Path, name: str) -> list[Path]:
+        """Every real folder called `name` under `base`, outside the folders a worker scanned."""
+        found = []
+        for root, dirs, _ in os.walk(base):
+            dirs[:] = [d for d in dirs if Path(root, d) not in self.scanned]
+            found += [Path(root, d) for d in dirs if d == name and not Path(root, d).is_symlink()]
+        return found
+
+    def _scan_files(self, base: Path, matcher: Matcher) -> int:
         count = 0
         for root, dirs, names in os.walk(base):
-            dirs[:] = [d for d in dirs if d != "secrets"]
+            dirs[:] = [d for d in dirs if d != "secrets" and Path(root, d) not in self.scanned]
             for name in names:
                 path = Path(root) / name
                 if path.is_symlink() or name.endswith(".key") or not path.is_file():
@@ -125,9 +192,7 @@ class SecretScan:
                 except OSError:
                     continue
                 count += 1
-                for value, secret_name in secrets.items():
-                    if value in data:
-                        self.leaks.append(Leak(secret_name, str(path)))
+                self.leaks += [Leak(secret_from, str(path)) for secret_from in matcher.found(data)]
         return count
 
     @pytest.hookimpl

@@ -225,3 +225,39 @@ def test_the_session_scan_finds_a_leak() -> None:
         assert where == sorted(["captured", str(logs / "hub.log")]), where
         assert session.exitstatus == pytest.ExitCode.TESTS_FAILED
         assert "2 LEAKS" in scan.summary
+
+
+def test_a_workers_leak_reaches_the_controller_and_fails_the_run() -> None:
+    """Under pytest-xdist each worker scans its own folder; what it found travels in its
+    workeroutput, and the controller fails the run on it without scanning that folder again."""
+    import tempfile
+    from types import SimpleNamespace
+
+    from tests.reliability.secretscan import WORKER_KEY, SecretScan
+
+    def session_over(base: Path, **config: object) -> SimpleNamespace:
+        factory = SimpleNamespace(getbasetemp=lambda: base)
+        return SimpleNamespace(config=SimpleNamespace(_tmp_path_factory=factory, **config),
+                               exitstatus=0)  # fmt: skip
+
+    with tempfile.TemporaryDirectory() as elsewhere:
+        controller_base = Path(elsewhere)
+        worker_base = controller_base / "popen-gw0"
+        society = Society(worker_base / "home")
+        leaked = worker_base / "home" / "test-logs" / "hub.log"
+        leaked.parent.mkdir()
+        leaked.write_text(f"secret={society.secret().decode()}\n")
+        worker, sent = SecretScan(), {}
+        worker.pytest_sessionfinish(session_over(worker_base, workeroutput=sent))  # type: ignore[arg-type]
+        assert [leak.where for leak in worker.leaks] == [str(leaked)]
+        assert sent[WORKER_KEY]["counts"]["homes"] == 1
+
+        controller = SecretScan()
+        controller.pytest_testnodedown(SimpleNamespace(workeroutput=sent), None)
+        session = session_over(controller_base)
+        controller.pytest_sessionfinish(session)  # type: ignore[arg-type]
+        assert [leak.where for leak in controller.leaks] == [str(leaked)]  # reported once
+        assert (
+            controller.counts["homes"] == 1 and session.exitstatus == pytest.ExitCode.TESTS_FAILED
+        )
+        assert "1 LEAKS" in controller.summary
