@@ -30,6 +30,10 @@ from tests.mcp.helpers import AGENT, ask
 from tests.support import Society, add_nick, wait_for
 
 STEP = "agents.mcp.handler:agent_step"
+# The hanging agents' timeout: it must outlast an agent's start (two Python programs that load
+# the MCP SDK: itself and its `bullpen mcp` server) on a loaded 2-core machine, where 8 s once
+# ran out before the lingering agent had replied.
+AGENT_START_S = 15
 
 
 def agent(mode: str, *, prompt_in_argv: bool = True) -> list[str]:
@@ -143,10 +147,13 @@ def lurkers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Society]:
         "crasher": {"options": {"mcp_agent": agent("fail")}, "timeout_s": 60},
         "hanger": {
             "options": {"mcp_agent": agent("hang")},
-            "timeout_s": 8,
+            "timeout_s": AGENT_START_S,
             "env": {"AGENT_MARKER": str(marker)},
         },
-        "lingerer": {"options": {"mcp_agent": agent("reply-then-hang")}, "timeout_s": 8},
+        "lingerer": {
+            "options": {"mcp_agent": agent("reply-then-hang")},
+            "timeout_s": AGENT_START_S,
+        },
     }
     for nick, config in nicks.items():
         add_nick(made.root, nick, handler=STEP, **config)
