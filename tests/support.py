@@ -65,6 +65,15 @@ def free_port() -> int:
     return port
 
 
+# One client for the suite's plain-HTTP calls to the hubs and servers its tests start.
+# httpx.get makes a client per call, and every client builds an SSL context from the
+# system's CA bundle (20-40 ms of CPU) that a plain-HTTP call never uses: polled by
+# wait_for (a hub's /health), that was over half of the xdist workers' CPU. No
+# keep-alive, so each call opens its own connection as httpx.get did, and a hub's
+# connection counts mean what they meant; nor does it read proxies from the environment.
+HTTP = httpx.Client(verify=False, trust_env=False, limits=httpx.Limits(max_keepalive_connections=0))
+
+
 def wait_for(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
     """Poll `condition` until it returns something truthy, or fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -214,7 +223,7 @@ class Society:
 
     def healthy(self) -> bool:
         try:
-            return httpx.get(f"{self.strict_url}/health", timeout=1).status_code == 200
+            return HTTP.get(f"{self.strict_url}/health", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 

@@ -235,6 +235,4 @@ def test_the_hub_logs_without_importing_what_it_never_uses(tmp_path: Path) -> No
     assert '"event": "hub listening"' in log
     assert society.healthy()
     unused = {"rich.console", "pygments", "pygments.lexers", "wsproto", "websockets"}
-    assert not unused & loaded, (
-        "the hub imported a module it never uses"
-    )
+    assert not unused & loaded, "the hub imported a module it never uses"

@@ -18,7 +18,7 @@ from agents.foreman.sequencer import Foreman
 from agents.home import Home
 from agents.runtime.lurker import Lurker
 from room.message import Message
-from tests.support import Society
+from tests.support import HTTP, Society
 from tests.test_foreman import relay
 
 JUNK = 3_000
@@ -89,7 +89,7 @@ def test_read_filters_on_verified_and_a_set_of_senders(society: Society) -> None
     asyncio.run(flood(society.strict_url, "mixed", 5))
     url = f"{society.strict_url}/read"
     base = {"thread": "mixed", "limit": 1000}
-    wanted = httpx.get(
+    wanted = HTTP.get(
         url,
         params={**base, "verified": "true", "from": ["operator", "echo"]},
         headers=society.read_headers(),
@@ -97,9 +97,9 @@ def test_read_filters_on_verified_and_a_set_of_senders(society: Society) -> None
     assert wanted.status_code == 200
     senders = [(m["from"], m["verified"]) for m in wanted.json()["messages"]]
     assert senders == [("operator", True)]
-    junk = httpx.get(
+    junk = HTTP.get(
         url, params={**base, "verified": "false"}, headers=society.read_headers()
     ).json()["messages"]
     assert len(junk) == 5 and all(m["from"].startswith("mallory") for m in junk)
-    bad = httpx.get(url, params={**base, "verified": "yes"}, headers=society.read_headers())
+    bad = HTTP.get(url, params={**base, "verified": "yes"}, headers=society.read_headers())
     assert bad.status_code == 400 and "verified must be true or false" in bad.text

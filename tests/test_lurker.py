@@ -8,13 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from agents.runtime.lean import lone_args
 from agents.runtime.wake import certain_refusal, refusal, wake_set
 from room.message import Message, Post
-from tests.support import Society, add_nick, run_cli, wait_for
+from tests.support import HTTP, Society, add_nick, run_cli, wait_for
 from trust.proof import SecretSigner
 
 
@@ -164,7 +163,7 @@ def say(
     payload = {"from": sender, "to": to, "type": fields.pop("type", "ask"), "body": body, **fields}
     if signed:
         payload.update(SecretSigner(society.secret()).prove(Post.model_validate(payload)))
-    answer = httpx.post(f"{society.strict_url}/say", json=payload, timeout=10)
+    answer = HTTP.post(f"{society.strict_url}/say", json=payload, timeout=10)
     assert answer.status_code == 200, answer.text
     return answer.json()
 

@@ -16,7 +16,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from agents.cli.hubrestart import classify
@@ -24,7 +23,7 @@ from agents.config import LurkerDefaults
 from agents.runtime.cursor import Cursor
 from agents.runtime.refused import Refusal
 from room.errors import ConfigError
-from tests.support import Proc, Society, add_nick, run_cli, start_up, wait_for
+from tests.support import HTTP, Proc, Society, add_nick, run_cli, start_up, wait_for
 from tests.test_lurker import replies_to, say, wait_reply
 from trust import keys
 from trust.table import digest
@@ -222,7 +221,7 @@ class TestPromoteCommand:
         assert f"pid {hub.pid}, started by hand) read trust.toml again" in done.stderr
         assert "verified = true" in done.stderr
         assert hub.alive()  # the same hub, which now holds the new table
-        health = httpx.get(f"{worker.strict_url}/health", timeout=5).json()
+        health = HTTP.get(f"{worker.strict_url}/health", timeout=5).json()
         assert health["trust"] == digest(worker.root / "trust.toml")
         assert '"read trust.toml again"' in hub.output()
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from tests.support import Proc, Society, free_port, wait_for
+from tests.support import HTTP, Proc, Society, free_port, wait_for
 
 FAKE_LLAMACPP = Path(__file__).resolve().parents[1] / "fakes" / "fake_llamacpp.py"
 
@@ -29,10 +29,10 @@ class FakeBackend:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def behave(self, **changes: Any) -> None:
-        httpx.post(f"http://127.0.0.1:{self.port}/_fake/behave", json=changes, timeout=5)
+        HTTP.post(f"http://127.0.0.1:{self.port}/_fake/behave", json=changes, timeout=5)
 
     def requests(self) -> list[dict[str, Any]]:
-        return httpx.get(f"http://127.0.0.1:{self.port}/_fake/requests", timeout=5).json()
+        return HTTP.get(f"http://127.0.0.1:{self.port}/_fake/requests", timeout=5).json()
 
     def stop(self) -> None:
         self.process.terminate()
@@ -104,7 +104,7 @@ class GatewayHome:
     def healthy(self) -> bool:
         """Our gateway answers /health (not another program that took the port meanwhile)."""
         try:
-            answer = httpx.get(f"{self.url}/health", timeout=1)
+            answer = HTTP.get(f"{self.url}/health", timeout=1)
             return answer.status_code == 200 and answer.json().get("service") == "bullpen-gateway"
         except (httpx.HTTPError, ValueError, AttributeError):
             return False
@@ -135,7 +135,7 @@ class GatewayHome:
     def chat(self, token: str | None, model: str, **body: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         payload = {"model": model, "messages": [{"role": "user", "content": "hi"}], **body}
-        return httpx.post(
+        return HTTP.post(
             f"{self.url}/v1/chat/completions", json=payload, headers=headers, timeout=30
         )
 

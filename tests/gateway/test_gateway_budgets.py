@@ -9,7 +9,7 @@ from collections.abc import Callable
 import httpx
 
 from tests.gateway.helpers import FakeBackend, GatewayHome, sse_text
-from tests.support import run_cli, wait_for
+from tests.support import HTTP, run_cli, wait_for
 
 StartFake = Callable[..., FakeBackend]
 
@@ -35,14 +35,14 @@ def test_caller_budget_exhausted_is_429_naming_it(gw: GatewayHome, fake: StartFa
     assert len(backend.requests()) == 2  # the refused call never reached the backend
     assert gw.chat(other, "fake-model").status_code == 200  # another caller has its own
     assert [e["status"] for e in gw.ledger()] == [200, 200, 429, 200]
-    hook = httpx.get(  # the budget hook: asked before a call, counting nothing
+    hook = HTTP.get(  # the budget hook: asked before a call, counting nothing
         f"{gw.url}/v1/budget",
         params={"model": "fake-model"},
         headers={"Authorization": f"Bearer {scorer}"},
         timeout=10,
     )
     assert hook.status_code == 429 and hook.json()["error"]["used"] == 2
-    room = httpx.get(
+    room = HTTP.get(
         f"{gw.url}/v1/budget",
         params={"model": "fake-model"},
         headers={"Authorization": f"Bearer {other}"},

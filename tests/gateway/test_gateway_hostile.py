@@ -13,14 +13,14 @@ from collections.abc import Callable
 import httpx
 
 from tests.gateway.helpers import FakeBackend, GatewayHome, sse_text
-from tests.support import free_port
+from tests.support import HTTP, free_port
 
 StartFake = Callable[..., FakeBackend]
 KEY = "sk-backend-key-" + "q" * 40
 
 
 def _post(gw: GatewayHome, token: str, content: bytes | str) -> httpx.Response:
-    return httpx.post(
+    return HTTP.post(
         f"{gw.url}/v1/chat/completions",
         content=content,
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
@@ -37,7 +37,7 @@ def test_a_stream_that_never_ends_is_cut_at_the_deadline(gw: GatewayHome, fake: 
     started = time.monotonic()
     lines: list[str] = []
     payload = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}
-    with httpx.stream(
+    with HTTP.stream(
         "POST",
         f"{gw.url}/v1/chat/completions",
         json={**payload, "stream": True},

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.gateway.helpers import FakeBackend, GatewayHome, sse_text
+from tests.support import HTTP
 
 StartFake = Callable[..., FakeBackend]
 
@@ -94,9 +95,8 @@ def test_markers_cut_across_chunk_boundaries_and_flagged(gw: GatewayHome, fake: 
 
 
 def httpx_health(gw: GatewayHome) -> dict[str, object]:
-    import httpx
 
-    return httpx.get(f"{gw.url}/health", timeout=5).json()
+    return HTTP.get(f"{gw.url}/health", timeout=5).json()
 
 
 def test_clean_stream_passes_through_whole(gw: GatewayHome, fake: StartFake) -> None:
@@ -162,9 +162,8 @@ def test_models_is_the_union(gw: GatewayHome, fake: StartFake) -> None:
     )
     token = gw.token("operator")
     gw.start()
-    import httpx
 
-    listed = httpx.get(
+    listed = HTTP.get(
         f"{gw.url}/v1/models", headers={"Authorization": f"Bearer {token}"}, timeout=10
     ).json()
     assert {m["id"] for m in listed["data"]} == {"qwen-7b", "cloud/big"}

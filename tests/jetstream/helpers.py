@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 import nats
 from nats.aio.client import Client as NATS
 from nats.js.client import JetStreamContext
 
 from room.message import Post
-from tests.support import Society, bullpen_argv, wait_for
+from tests.support import HTTP, Society, bullpen_argv, wait_for
 from trust.proof import SecretSigner
 
 T = TypeVar("T")
@@ -34,7 +33,7 @@ def post(
     if data is not None:
         payload["data"] = data
     payload.update(SecretSigner(society.secret()).prove(Post.model_validate(payload)))
-    answer = httpx.post(f"{society.strict_url}/say", content=json.dumps(payload), timeout=30)
+    answer = HTTP.post(f"{society.strict_url}/say", content=json.dumps(payload), timeout=30)
     assert answer.status_code == 200, answer.text
     return answer.json()  # type: ignore[no-any-return]
 
@@ -44,7 +43,7 @@ def read(society: Society, **params: Any) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     after = 0
     while True:
-        answer = httpx.get(
+        answer = HTTP.get(
             f"{society.strict_url}/read",
             params={**params, "after": after, "limit": 1000},
             headers=society.read_headers(),

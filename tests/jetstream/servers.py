@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import free_port, wait_for
+from tests.support import HTTP, free_port, wait_for
 
 
 class NatsMissing(RuntimeError):
@@ -134,7 +134,7 @@ class NatsNode:
 
     def healthy(self) -> bool:
         try:
-            answer = httpx.get(f"http://127.0.0.1:{self.monitor_port}/healthz", timeout=1)
+            answer = HTTP.get(f"http://127.0.0.1:{self.monitor_port}/healthz", timeout=1)
         except httpx.HTTPError:
             return False
         return answer.status_code == 200

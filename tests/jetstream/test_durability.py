@@ -21,7 +21,7 @@ import pytest
 
 from tests.jetstream.helpers import with_js
 from tests.jetstream.servers import NatsCluster, make_cluster, settle
-from tests.support import REPO, StreamSociety, wait_for
+from tests.support import HTTP, REPO, StreamSociety, wait_for
 from trust.audit import audit_file
 
 POSTER = str(REPO / "tests" / "tools" / "poster.py")
@@ -40,7 +40,7 @@ def cluster(tmp_path: Path) -> Any:
 
 def head(society: StreamSociety) -> int:
     try:
-        return int(httpx.get(f"{society.strict_url}/health", timeout=2).json()["seq"])
+        return int(HTTP.get(f"{society.strict_url}/health", timeout=2).json()["seq"])
     except httpx.HTTPError:
         return 0
 

@@ -18,7 +18,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from room.client import RoomClient
@@ -27,7 +26,7 @@ from room.log import Draft, build_line
 from room.message import parse_line, parse_request_obj
 from room.tail import HubFollower, Position
 from tests.jetstream.helpers import post, read, with_js
-from tests.support import StreamSociety, add_nick, run_cli, wait_for
+from tests.support import HTTP, StreamSociety, add_nick, run_cli, wait_for
 
 
 def replied_to(society: StreamSociety, ask: dict[str, Any]) -> bool:
@@ -81,20 +80,20 @@ def test_foreign_messages_are_skipped_by_read_tail_and_the_lurker(
         assert {s for s in seqs if any(f'"seq": {s}' in line for line in skipped)} == set(seqs)
 
         # /read serves room lines only; its last_seq covers the foreign messages.
-        answer = httpx.get(
+        answer = HTTP.get(
             f"{society.strict_url}/read", params={"after": 0}, headers=society.read_headers()
         ).json()
         assert answer["last_seq"] == seqs[-1]
         assert [m["seq"] for m in answer["messages"]] == [1, 2]
         for message in answer["messages"]:
             parse_line(json.dumps(message))
-        assert httpx.get(
+        assert HTTP.get(
             f"{society.strict_url}/read", params={"thread": "t1"}, headers=society.read_headers()
         ).json() == {
             "messages": [],
             "last_seq": seqs[-1],
         }
-        to_worker = httpx.get(
+        to_worker = HTTP.get(
             f"{society.strict_url}/read", params={"to": "worker"}, headers=society.read_headers()
         ).json()
         assert [m["id"] for m in to_worker["messages"]] == [first["id"]]
@@ -108,7 +107,7 @@ def test_foreign_messages_are_skipped_by_read_tail_and_the_lurker(
         restarted = society.start_hub()
         wait_for(lambda: "hub listening" in restarted.output(), 10, "the hub to start again")
         assert f'"stream_seq": {seqs[-1]}' in restarted.output()
-        again = httpx.get(
+        again = HTTP.get(
             f"{society.strict_url}/read", params={"after": 0}, headers=society.read_headers()
         ).json()
         assert again == answer

@@ -8,10 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from room.message import Post
-from tests.support import REPO, StreamSociety, set_room_engine, wait_for
+from tests.support import HTTP, REPO, StreamSociety, set_room_engine, wait_for
 from trust.audit import audit_file
 from trust.proof import SecretSigner
 
@@ -65,11 +63,11 @@ def test_two_hubs_posting_concurrently_keep_seq_gapless_and_the_chain_whole(
         # Both hubs' views reach the same head.
         for society in (first, second):
             wait_for(
-                lambda s=society: httpx.get(f"{s.strict_url}/health").json()["seq"] == 800,
+                lambda s=society: HTTP.get(f"{s.strict_url}/health").json()["seq"] == 800,
                 10,
                 "each hub to see every line",
             )
-        heads = {httpx.get(f"{s.strict_url}/health").json()["head"] for s in (first, second)}
+        heads = {HTTP.get(f"{s.strict_url}/health").json()["head"] for s in (first, second)}
         assert len(heads) == 1
         # The hubs really did race: lines were re-stamped after the other hub won a seq.
         logs = "".join(p.output() for s in (first, second) for p in s.procs)
@@ -89,11 +87,11 @@ def test_a_proof_used_at_one_hub_is_refused_at_another(tmp_path: Path, nats_serv
         payload: dict[str, Any] = {"from": "operator", "to": "@echo", "type": "ask", "body": "once"}
         payload.update(SecretSigner(first.secret()).prove(Post.model_validate(payload)))
         body = json.dumps(payload)
-        assert httpx.post(f"{first.strict_url}/say", content=body).status_code == 200
-        again = httpx.post(f"{second.strict_url}/say", content=body)
+        assert HTTP.post(f"{first.strict_url}/say", content=body).status_code == 200
+        again = HTTP.post(f"{second.strict_url}/say", content=body)
         assert again.status_code == 401, again.text
         assert "nonce" in again.json()["message"]
-        assert httpx.post(f"{first.strict_url}/say", content=body).status_code == 401
+        assert HTTP.post(f"{first.strict_url}/say", content=body).status_code == 401
         assert len(first.lines()) == 1
     finally:
         second.stop_all()

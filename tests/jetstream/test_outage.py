@@ -20,14 +20,14 @@ import pytest
 
 from tests.jetstream.helpers import post
 from tests.jetstream.servers import NatsCluster
-from tests.support import StreamSociety, bullpen_argv, wait_for
+from tests.support import HTTP, StreamSociety, bullpen_argv, wait_for
 
 EXIT_DISK = 70
 
 
 def health(society: StreamSociety) -> httpx.Response | None:
     try:
-        return httpx.get(f"{society.strict_url}/health", timeout=2)
+        return HTTP.get(f"{society.strict_url}/health", timeout=2)
     except httpx.HTTPError:
         return None
 

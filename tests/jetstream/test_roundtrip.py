@@ -6,11 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from room.chain import line_hash
 from tests.jetstream.helpers import post
-from tests.support import Society, run_cli, set_room_engine
+from tests.support import HTTP, Society, run_cli, set_room_engine
 
 
 def test_import_audit_export_round_trip(tmp_path: Path, nats_server: Any) -> None:
@@ -19,7 +17,7 @@ def test_import_audit_export_round_trip(tmp_path: Path, nats_server: Any) -> Non
     hub = society.start_hub()
     for n in range(40):
         post(society, "@echo", f"line {n} \u2028 é", kind="chat", data={"n": n})
-        httpx.post(
+        HTTP.post(
             f"{society.strict_url}/say",
             json={
                 "from": "stranger",

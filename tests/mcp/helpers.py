@@ -9,14 +9,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
 from agents.home import Home
 from agents.mcp.server import build_server
 from room.message import Post
-from tests.support import REPO, Society
+from tests.support import HTTP, REPO, Society
 from trust import keys
 from trust.proof import SecretSigner
 
@@ -85,10 +84,10 @@ def ask(society: Society, to: str, body: str, **fields: Any) -> dict[str, Any]:
     """Post a verified ask as the operator, straight to the hub."""
     payload = {"from": "operator", "to": to, "type": "ask", "body": body, **fields}
     payload.update(SecretSigner(society.secret()).prove(Post.model_validate(payload)))
-    answer = httpx.post(f"{society.strict_url}/say", json=payload, timeout=10)
+    answer = HTTP.post(f"{society.strict_url}/say", json=payload, timeout=10)
     assert answer.status_code == 200, answer.text
     return answer.json()  # type: ignore[no-any-return]
 
 
 def head(society: Society) -> int:
-    return int(httpx.get(f"{society.strict_url}/health", timeout=5).json()["seq"])
+    return int(HTTP.get(f"{society.strict_url}/health", timeout=5).json()["seq"])

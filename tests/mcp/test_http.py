@@ -11,12 +11,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.mcp.helpers import ok
-from tests.support import Society, free_port, wait_for
+from tests.support import HTTP, Society, free_port, wait_for
 
 
 def answering(url: str) -> bool:
     try:
-        httpx.get(url, timeout=1)
+        HTTP.get(url, timeout=1)
     except httpx.HTTPError:
         return False
     return True
@@ -33,7 +33,7 @@ def test_http_transport_needs_the_token_and_then_speaks_as_the_nick(room: Societ
         wait_for(lambda: answering(url) or not server.alive(), 20, "the MCP HTTP server")
         assert server.alive(), server.output()
         for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": "Basic x"}):
-            refused = httpx.post(url, json={}, headers=headers, timeout=5)
+            refused = HTTP.post(url, json={}, headers=headers, timeout=5)
             assert refused.status_code == 401
             assert "Authorization: Bearer <token>" in refused.json()["message"]
 

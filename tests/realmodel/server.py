@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import Proc, free_port, wait_for
+from tests.support import HTTP, Proc, free_port, wait_for
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 HOW = 'build both with `eval "$(bash .ci/build-llama-server)"` (see README, real-model tests)'
@@ -85,11 +85,11 @@ class LlamaServer:
         return self.root_url + "/v1"
 
     def props(self) -> dict[str, Any]:
-        return dict(httpx.get(self.root_url + "/props", timeout=10).json())
+        return dict(HTTP.get(self.root_url + "/props", timeout=10).json())
 
     def metrics(self) -> dict[str, float]:
         """The server's own counters (`llamacpp:tokens_predicted_total` and so on)."""
-        text = httpx.get(self.root_url + "/metrics", timeout=10).text
+        text = HTTP.get(self.root_url + "/metrics", timeout=10).text
         counters = {}
         for line in text.splitlines():
             name, _, value = line.partition(" ")
@@ -103,7 +103,7 @@ class LlamaServer:
 
 def _healthy(url: str) -> bool:
     try:
-        return httpx.get(url + "/health", timeout=2).status_code == 200
+        return HTTP.get(url + "/health", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
 

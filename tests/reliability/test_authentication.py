@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -34,7 +33,7 @@ from room import strictjson
 from room.errors import PostRejected
 from room.message import parse_request
 from tests.reliability.helpers import Seeded, exchange, figures, http_request
-from tests.support import Society, run_cli, set_hub
+from tests.support import HTTP, Society, run_cli, set_hub
 from trust import keys, table
 from trust.gate import Gate
 from trust.nonces import NonceStore
@@ -448,14 +447,14 @@ def replayable(
         Attempt("valid", forger.sig(forger.fields("alice", "good"), "alice")).raw,
     ]
     for raw in raws:
-        answer = httpx.post(f"{society.strict_url}/say", content=raw, timeout=10)
+        answer = HTTP.post(f"{society.strict_url}/say", content=raw, timeout=10)
         assert answer.status_code == 200 and answer.json()["verified"] is True
     return raws
 
 
 def assert_replays_refused(society: Society, raws: list[bytes]) -> None:
     for raw in raws:
-        answer = httpx.post(f"{society.strict_url}/say", content=raw, timeout=10)
+        answer = HTTP.post(f"{society.strict_url}/say", content=raw, timeout=10)
         assert answer.status_code == 401, answer.text
         assert "already used" in answer.json()["message"]
 
@@ -501,7 +500,7 @@ def test_authorship_is_auditable_without_secrets(
     forger = Forger(rng, society.secret(), society.token(), nick_keys, time.time)
     for _ in range(5):
         raw = Attempt("valid", forger.sig(forger.fields("bob", "good"), "bob")).raw
-        assert httpx.post(f"{society.strict_url}/say", content=raw, timeout=10).status_code == 200
+        assert HTTP.post(f"{society.strict_url}/say", content=raw, timeout=10).status_code == 200
     assert hub.stop() == 0
     lines = society.lines()
     signed = [m for m in lines if m["from"] in nick_keys]

@@ -11,9 +11,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-import httpx
-
-from tests.support import Society, run_cli, start_up, wait_for
+from tests.support import HTTP, Society, run_cli, start_up, wait_for
 
 HANGUPS = 50
 
@@ -48,7 +46,7 @@ def test_half_sent_bodies_are_one_line_each(tmp_path: Path) -> None:
         assert len(grown) < 400 * HANGUPS
         # the hub still serves its society
         assert run_cli(society.root, "say", "@echo", "still here").returncode == 0
-        assert httpx.get(f"{society.strict_url}/health", timeout=5).status_code == 200
+        assert HTTP.get(f"{society.strict_url}/health", timeout=5).status_code == 200
     finally:
         society.stop_all()
 

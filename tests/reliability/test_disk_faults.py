@@ -20,7 +20,6 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 import room.jsonl
@@ -29,7 +28,7 @@ from room.jsonl import JsonlLog
 from room.log import Draft
 from room.message import Post
 from tests.reliability.helpers import Load, Seeded, check_acks, figures, posts_in_room, whole_lines
-from tests.support import Society, wait_for
+from tests.support import HTTP, Society, wait_for
 from trust.audit import audit_file
 
 FAULTS = ["enospc@write", "eio@write", "short@write", "eio@fsync", "enospc@fsync"]
@@ -61,7 +60,7 @@ def hub_exits_on_fault(society: Society, hub_env: dict[str, str], tmp_path: Path
     again = society.start_hub()
     assert "moved" not in again.output(), "the failed hub left a tail to move aside"
     assert not list(society.room.parent.glob("room.jsonl.torn-*"))
-    answer = httpx.post(
+    answer = HTTP.post(
         f"{society.strict_url}/say",
         json={"from": "after", "to": "@sink", "type": "chat", "body": "after the fault"},
         timeout=10,
@@ -84,7 +83,7 @@ def test_injected_fault_stops_the_hub_and_loses_nothing(
 def test_fault_while_recovering_exits_70(society: Society) -> None:
     """An fsync that fails while the hub recovers the room at start-up stops it with 70 and a clear message."""
     hub = society.start_hub()
-    answer = httpx.post(
+    answer = HTTP.post(
         f"{society.strict_url}/say",
         json={"from": "before", "to": "@sink", "type": "chat", "body": "kept"},
         timeout=10,

@@ -19,8 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from room import durable
 from room.chain import line_hash
 from room.jsonl import JsonlLog
@@ -29,7 +27,7 @@ from room.message import Post
 from room.tail import FileFollower, Position
 from tests.reliability.helpers import Seeded, figures
 from tests.reliability.powerloss import MODES, PowerCut, PowerLossIO, disk_after_crash
-from tests.support import Society, add_nick
+from tests.support import HTTP, Society, add_nick
 from trust.nonces import NonceStore
 from trust.proof import SecretSigner
 
@@ -64,7 +62,7 @@ def test_a_lurker_acts_only_once_the_line_is_fsynced(society: Society, tmp_path:
     def post() -> None:
         body = {"from": "operator", "to": "@worker", "type": "ask", "body": "do it"}
         body.update(SecretSigner(society.secret()).prove(Post.model_validate(body)))
-        answer = httpx.post(f"{society.strict_url}/say", json=body, timeout=30)
+        answer = HTTP.post(f"{society.strict_url}/say", json=body, timeout=30)
         acked["line"] = answer.json()
         acked["at"] = time.monotonic()
 
@@ -72,7 +70,7 @@ def test_a_lurker_acts_only_once_the_line_is_fsynced(society: Society, tmp_path:
     poster.start()
     try:
         written = until(lambda: society.room.stat().st_size > 0, 10, "the line to be written")
-        read = httpx.get(
+        read = HTTP.get(
             f"{society.strict_url}/read",
             params={"after": 0},
             headers=society.read_headers(),
@@ -93,7 +91,7 @@ def test_a_lurker_acts_only_once_the_line_is_fsynced(society: Society, tmp_path:
     assert count.read_text().split() == [acked["line"]["id"]]
     assert acted - written >= DELAY_MS / 1000 * 0.9, "it acted before the fsync was done"
     assert acted - acked["at"] < 1.0, "it did not act right after the fsync"
-    read = httpx.get(
+    read = HTTP.get(
         f"{society.strict_url}/read",
         params={"after": 0},
         headers=society.read_headers(),

@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 
 from room import strictjson
 from room.chain import line_hash
 from room.message import Post
-from tests.support import Society, run_cli
+from tests.support import HTTP, Society, run_cli
 from trust import checkpoint as checkpoints
 from trust.audit import audit_file
 from trust.keys import load_private_key
@@ -43,7 +42,7 @@ def _post(society: Society, *, relaxed: bool) -> dict[str, object]:
         url = society.strict_url
         key = load_private_key(society.home.trust.key_file("scribe"))
         payload.update(KeySigner(key).prove(Post.model_validate(payload)))
-    answer = httpx.post(f"{url}/say", json=payload, headers=headers, timeout=10)
+    answer = HTTP.post(f"{url}/say", json=payload, headers=headers, timeout=10)
     assert answer.status_code == 200, answer.text
     return answer.json()  # type: ignore[no-any-return]
 

@@ -14,10 +14,9 @@ import re
 import stat
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.support import LIVE, Society, free_port, run_cli, start_up, wait_for
+from tests.support import HTTP, LIVE, Society, free_port, run_cli, start_up, wait_for
 
 
 def _loose(root: Path) -> list[str]:
@@ -71,7 +70,7 @@ def test_an_old_home_gets_a_read_token_from_its_hub(tmp_path: Path) -> None:
         wait_for(lambda: "created the read token file" in hub.output(), 10, "the hub's note")
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         assert token_file.read_text().strip() not in hub.output()
-        assert httpx.get(f"{society.strict_url}/read", timeout=10).status_code == 401
+        assert HTTP.get(f"{society.strict_url}/read", timeout=10).status_code == 401
         assert run_cli(society.root, "say", "@echo", "old home").returncode == 0
         read = run_cli(society.root, "read", "--hub")
         assert read.returncode == 0 and "old home" in read.stdout, read.stderr

@@ -23,6 +23,7 @@ import pytest
 from tests.room.test_screen import foreign_pem
 from tests.support import (
     BACKPASS_LURKERS,
+    HTTP,
     REPO,
     Society,
     add_nick,
@@ -40,7 +41,7 @@ FAKE_MODEL = REPO / "tests" / "fakes" / "fake_model.py"
 
 def _post(society: Society, body: str) -> httpx.Response:
     payload = {"from": "stranger", "to": "@all", "type": "chat", "body": body}
-    answer = httpx.post(f"{society.strict_url}/say", json=payload, timeout=10)
+    answer = HTTP.post(f"{society.strict_url}/say", json=payload, timeout=10)
     record_output("screen: hub answer", answer.text)
     return answer
 
@@ -60,7 +61,7 @@ def test_the_hub_refuses_a_pasted_private_key_and_stores_nothing(society: Societ
         assert body_line not in answer.text
     escaped = json.dumps({"from": "stranger", "to": "@all", "type": "chat", "body": pem})
     escaped = escaped.replace("B", "\\u0042")  # the same text, spelled with JSON escapes
-    answer = httpx.post(
+    answer = HTTP.post(
         f"{society.strict_url}/say",
         content=escaped,
         headers={"content-type": "application/json"},
@@ -68,7 +69,7 @@ def test_the_hub_refuses_a_pasted_private_key_and_stores_nothing(society: Societ
     )
     assert answer.status_code == 400, answer.text
     secret = quote(society.secret().decode(), safe="").replace("a", "%61")
-    answer = httpx.get(f"{society.strict_url}/read?thread={secret}", timeout=10)
+    answer = HTTP.get(f"{society.strict_url}/read?thread={secret}", timeout=10)
     assert answer.status_code == 400, answer.text
     assert _post(society, "an honest line").status_code == 200
     assert len(society.lines()) == before + 1

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from tests.reliability.secretscan import secrets_of
-from tests.support import Society, record_output, run_cli, wait_for
+from tests.support import HTTP, Society, record_output, run_cli, wait_for
 from trust.proof import hmac_hex, proof_bytes
 
 
@@ -150,17 +150,13 @@ def test_no_secret_anywhere_after_a_busy_session(society: Society, tmp_path: Pat
         ts = 2_000_000_000 if n % 2 else int(time.time())  # stale every other time
         mac = hmac_hex(secret, proof_bytes(full, ts, f"nonce-{n:04d}"))
         proof = {"ts": ts, "nonce": f"nonce-{n:04d}", "hmac": mac}
-        answer = httpx.post(
-            f"{society.strict_url}/say", json={**fields, "proof": proof}, timeout=10
-        )
+        answer = HTTP.post(f"{society.strict_url}/say", json={**fields, "proof": proof}, timeout=10)
         seen.append(answer.text)
         wrong = {**proof, "hmac": hmac_hex(b"x" * 64, b"y")}
-        answer = httpx.post(
-            f"{society.strict_url}/say", json={**fields, "proof": wrong}, timeout=10
-        )
+        answer = HTTP.post(f"{society.strict_url}/say", json={**fields, "proof": wrong}, timeout=10)
         seen.append(answer.text)
     for token in ("x", "wrong", society.token()[:-2], society.token() + "x"):
-        answer = httpx.get(
+        answer = HTTP.get(
             f"{society.relaxed_url}/read", headers={"authorization": f"Bearer {token}"}, timeout=10
         )
         seen.append(answer.text)
@@ -179,7 +175,7 @@ def test_no_secret_anywhere_after_a_busy_session(society: Society, tmp_path: Pat
         seen.append(done.stdout + done.stderr)
     for n in range(200):  # until the injected fsync fault stops the hub
         try:
-            answer = httpx.post(
+            answer = HTTP.post(
                 f"{society.strict_url}/say",
                 json={"from": "stranger", "to": "@sink", "type": "chat", "body": f"load {n}"},
                 timeout=10,

@@ -28,7 +28,6 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -38,7 +37,7 @@ from room.jsonl import JsonlLog
 from room.log import Draft
 from room.message import Post, Signature
 from tests.reliability.helpers import Seeded, figures, whole_lines
-from tests.support import Society, run_cli, wait_for
+from tests.support import HTTP, Society, run_cli, wait_for
 from trust import checkpoint, keys
 from trust.audit import AuditResult, audit_file
 from trust.proof import proof_bytes
@@ -297,7 +296,7 @@ def test_hub_checkpoints_on_a_schedule_and_audit_uses_them(society: Society, rng
     )
     hub = society.start_hub()
     for n in range(12):
-        answer = httpx.post(
+        answer = HTTP.post(
             f"{society.strict_url}/say",
             json={"from": "w", "to": "@sink", "type": "chat", "body": f"line {n}"},
             timeout=10,

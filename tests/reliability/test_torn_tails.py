@@ -18,7 +18,6 @@ import json
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from room.durable import mark_path
@@ -26,7 +25,7 @@ from room.jsonl import JsonlLog
 from room.log import Draft
 from room.message import Post
 from tests.reliability.helpers import Seeded, figures
-from tests.support import Society
+from tests.support import HTTP, Society
 from trust.audit import audit_file
 
 BODIES = ["plain", "é日本\u2028\u0085", "x" * 150, '"quoted" \\ back', "", "tab\there\nnewline"]
@@ -132,7 +131,7 @@ def test_the_hub_recovers_a_torn_room_and_says_so(society: Society, rng: Seeded)
     hub = society.start_hub()
 
     def say(n: int) -> None:
-        answer = httpx.post(
+        answer = HTTP.post(
             f"{society.strict_url}/say",
             json={"from": "w", "to": "@sink", "type": "chat", "body": f"line {n} é\u2028"},
             timeout=10,
@@ -174,7 +173,7 @@ def test_the_hub_recovers_a_torn_room_and_says_so(society: Society, rng: Seeded)
         sides = list(society.room.parent.glob("room.jsonl.torn-*"))
         assert [p.read_bytes() for p in sides] == ([moved] if moved else [])
         assert not moved or (sides[0].name in said and "moved" in said)
-        answer = httpx.post(
+        answer = HTTP.post(
             f"{society.strict_url}/say",
             json={"from": "w", "to": "@sink", "type": "chat", "body": "after"},
             timeout=10,

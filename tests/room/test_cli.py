@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import Society, bullpen_argv, run_cli, set_hub, wait_for
+from tests.support import HTTP, Society, bullpen_argv, run_cli, set_hub, wait_for
 
 
 class TestInit:
@@ -389,6 +389,6 @@ def test_relaxed_empty_runs_no_relaxed_listener(society: Society) -> None:
     )
     assert society.home.society.hub.relaxed is None
     society.start_hub()
-    assert httpx.get(f"{society.strict_url}/health", timeout=5).status_code == 200
+    assert HTTP.get(f"{society.strict_url}/health", timeout=5).status_code == 200
     with pytest.raises(httpx.ConnectError):
-        httpx.get(f"{society.relaxed_url}/health", timeout=5)
+        HTTP.get(f"{society.relaxed_url}/health", timeout=5)

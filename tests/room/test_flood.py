@@ -14,13 +14,13 @@ import httpx
 import pytest
 
 from bench.flood import big_room, old_thread, rss_mib, unread
-from tests.support import REPO, Society, run_cli, set_hub, wait_for
+from tests.support import HTTP, REPO, Society, run_cli, set_hub, wait_for
 
 FLOODER = str(REPO / "bench" / "flood_client.py")
 
 
 def stranger(society: Society, nick: str = "stranger", body: str = "hi") -> httpx.Response:
-    return httpx.post(
+    return HTTP.post(
         f"{society.strict_url}/say",
         json={"from": nick, "to": "@sink", "type": "chat", "body": body},
         timeout=30,
@@ -35,7 +35,7 @@ def operator_say(society: Society, body: str) -> tuple[float, dict]:
 
 
 def health(society: Society) -> dict:
-    return httpx.get(f"{society.strict_url}/health", timeout=30).json()
+    return HTTP.get(f"{society.strict_url}/health", timeout=30).json()
 
 
 def test_half_open_and_trickling_connections_are_cut_and_the_operator_gets_in(

@@ -12,7 +12,7 @@ import pytest
 
 from room.message import Post
 from tests.conftest import ENGINES
-from tests.support import Society, run_cli, society_on, wait_for
+from tests.support import HTTP, Society, run_cli, society_on, wait_for
 from trust.proof import KeySigner, SecretSigner, hmac_hex, new_nonce, proof_bytes
 
 
@@ -40,7 +40,7 @@ def post(
     if token is not None:
         headers["authorization"] = f"Bearer {token}"
     content = raw if raw is not None else json.dumps(payload).encode()
-    return httpx.post(f"{url}/say", content=content, headers=headers, timeout=10)
+    return HTTP.post(f"{url}/say", content=content, headers=headers, timeout=10)
 
 
 def fields(sender: str = "operator", body: str = "hello", **extra: Any) -> dict[str, Any]:
@@ -169,18 +169,18 @@ class TestReadToken:
     def test_read_needs_the_read_token(self, hubbed: Society) -> None:
         """The strict /read answers 401 naming the token's file without it, and 200 with it."""
         where = str(hubbed.home.trust.read_token_file)
-        bare = httpx.get(f"{hubbed.strict_url}/read", timeout=10)
+        bare = HTTP.get(f"{hubbed.strict_url}/read", timeout=10)
         assert bare.status_code == 401 and where in bare.json()["message"], bare.text
         for wrong in ("Bearer nope", f"Bearer {hubbed.token()}", "Basic x"):
-            answer = httpx.get(
+            answer = HTTP.get(
                 f"{hubbed.strict_url}/read", headers={"authorization": wrong}, timeout=10
             )
             assert answer.status_code == 401, (wrong, answer.text)
             assert hubbed.token() not in answer.text
-        good = httpx.get(f"{hubbed.strict_url}/read", headers=hubbed.read_headers(), timeout=10)
+        good = HTTP.get(f"{hubbed.strict_url}/read", headers=hubbed.read_headers(), timeout=10)
         assert good.status_code == 200 and "messages" in good.json()
         # posting and health are unchanged: proofs, not the read token, guard /say
-        assert httpx.get(f"{hubbed.strict_url}/health", timeout=10).status_code == 200
+        assert HTTP.get(f"{hubbed.strict_url}/health", timeout=10).status_code == 200
         assert post(hubbed.strict_url, fields("stranger", body="no token")).status_code == 200
 
     def test_read_token_in_a_post_is_refused(self, hubbed: Society) -> None:
@@ -194,9 +194,9 @@ class TestRelaxed:
     def test_no_token_is_rejected(self, hubbed: Society) -> None:
         """Every relaxed request needs the bearer token: posts, reads and health."""
         assert post(hubbed.relaxed_url, fields("stranger")).status_code == 401
-        assert httpx.get(f"{hubbed.relaxed_url}/read").status_code == 401
-        assert httpx.get(f"{hubbed.relaxed_url}/health").status_code == 401
-        assert httpx.get(f"{hubbed.relaxed_url}/nope").status_code == 401  # not even a 404
+        assert HTTP.get(f"{hubbed.relaxed_url}/read").status_code == 401
+        assert HTTP.get(f"{hubbed.relaxed_url}/health").status_code == 401
+        assert HTTP.get(f"{hubbed.relaxed_url}/nope").status_code == 401  # not even a 404
         assert httpx.delete(f"{hubbed.relaxed_url}/say").status_code == 401
         assert post(hubbed.relaxed_url, fields("stranger"), token="wrong").status_code == 401
 
@@ -319,9 +319,9 @@ class TestBadInput:
 
     def test_unknown_endpoint_and_method_are_json_4xx(self, hubbed: Society) -> None:
         """Wrong paths and methods answer with a JSON error, never a 500."""
-        missing = httpx.get(f"{hubbed.strict_url}/nope")
+        missing = HTTP.get(f"{hubbed.strict_url}/nope")
         assert missing.status_code == 404 and missing.json()["error"] == "http"
-        wrong = httpx.get(f"{hubbed.strict_url}/say")
+        wrong = HTTP.get(f"{hubbed.strict_url}/say")
         assert wrong.status_code == 405 and "message" in wrong.json()
 
     @pytest.mark.parametrize(
@@ -342,7 +342,7 @@ class TestBadInput:
     )
     def test_bad_read_parameters_are_400(self, hubbed: Society, query: str) -> None:
         """Every malformed /read parameter gets a 400 that names it."""
-        answer = httpx.get(f"{hubbed.strict_url}/read?{query}", headers=hubbed.read_headers())
+        answer = HTTP.get(f"{hubbed.strict_url}/read?{query}", headers=hubbed.read_headers())
         assert answer.status_code == 400, answer.text
         assert answer.json()["error"] == "bad_request"
         assert query.split("=")[0] in answer.json()["message"]
@@ -390,7 +390,7 @@ class TestBadInput:
                 None,
                 raw=b'{"from":"stranger","to":"@echo","type":"chat","body":"' + escaped + b'"}',
             ),
-            httpx.get(
+            HTTP.get(
                 f"{hubbed.strict_url}/read",
                 headers=hubbed.read_headers(),
                 params={"thread": secret},
@@ -405,7 +405,7 @@ class TestBadInput:
         """/read?from= accepts `alice` and `@alice` alike, as `to` does."""
         post(hubbed.strict_url, fields("stranger", body="from a stranger"))
         for sender in ("stranger", "@stranger"):
-            answer = httpx.get(
+            answer = HTTP.get(
                 f"{hubbed.strict_url}/read",
                 headers=hubbed.read_headers(),
                 params={"from": sender},
@@ -421,7 +421,7 @@ class TestRead:
         """/read returns lines after a seq, filtered by thread, to and from."""
         for n in range(3):
             post(hubbed.strict_url, fields("stranger", body=f"t{n}", thread="read-test"))
-        answer = httpx.get(
+        answer = HTTP.get(
             f"{hubbed.strict_url}/read",
             headers=hubbed.read_headers(),
             params={"thread": "read-test"},
@@ -429,19 +429,19 @@ class TestRead:
         assert [m["body"] for m in answer["messages"]] == ["t0", "t1", "t2"]
         assert answer["last_seq"] == hubbed.lines()[-1]["seq"]
         first = answer["messages"][0]["seq"]
-        after = httpx.get(
+        after = HTTP.get(
             f"{hubbed.strict_url}/read",
             headers=hubbed.read_headers(),
             params={"thread": "read-test", "after": first},
         ).json()
         assert [m["body"] for m in after["messages"]] == ["t1", "t2"]
-        limited = httpx.get(
+        limited = HTTP.get(
             f"{hubbed.strict_url}/read",
             headers=hubbed.read_headers(),
             params={"thread": "read-test", "limit": 1},
         ).json()
         assert len(limited["messages"]) == 1 and limited["last_seq"] == first
-        mine = httpx.get(
+        mine = HTTP.get(
             f"{hubbed.strict_url}/read",
             headers=hubbed.read_headers(),
             params={"from": "stranger", "to": "@echo", "thread": "read-test"},
@@ -452,12 +452,12 @@ class TestRead:
         """A waiting /read returns as soon as a matching line arrives."""
         import threading
 
-        head = httpx.get(f"{hubbed.strict_url}/health").json()["seq"]
+        head = HTTP.get(f"{hubbed.strict_url}/health").json()["seq"]
         result: dict[str, Any] = {}
 
         def reader() -> None:
             started = time.monotonic()
-            answer = httpx.get(
+            answer = HTTP.get(
                 f"{hubbed.strict_url}/read",
                 headers=hubbed.read_headers(),
                 params={"after": head, "wait": 20, "thread": "poll"},
@@ -467,7 +467,7 @@ class TestRead:
             result["took"] = time.monotonic() - started
 
         def waiting() -> int:
-            return int(httpx.get(f"{hubbed.strict_url}/health").json()["readers_waiting"])
+            return int(HTTP.get(f"{hubbed.strict_url}/health").json()["readers_waiting"])
 
         assert waiting() == 0
         thread = threading.Thread(target=reader)
@@ -481,8 +481,8 @@ class TestRead:
 
     def test_long_poll_times_out_empty(self, hubbed: Society) -> None:
         """A waiting /read with nothing new returns an empty list after the wait."""
-        head = httpx.get(f"{hubbed.strict_url}/health").json()["seq"]
-        answer = httpx.get(
+        head = HTTP.get(f"{hubbed.strict_url}/health").json()["seq"]
+        answer = HTTP.get(
             f"{hubbed.strict_url}/read",
             headers=hubbed.read_headers(),
             params={"after": head, "wait": 0.3, "thread": "silent"},
@@ -492,6 +492,6 @@ class TestRead:
 
     def test_openapi_schema_is_served(self, hubbed: Society) -> None:
         """The hub describes itself at /openapi.json."""
-        schema = httpx.get(f"{hubbed.strict_url}/openapi.json").json()
+        schema = HTTP.get(f"{hubbed.strict_url}/openapi.json").json()
         tlog = {"/tlog/checkpoint", "/tlog/proof/inclusion", "/tlog/proof/consistency"}
         assert set(schema["paths"]) == {"/say", "/read", "/health", "/tlog/cosign", *tlog}

@@ -7,19 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 from room.chain import GENESIS, line_hash
 from room.reader import RoomFile
-from tests.support import REPO, Society, run_cli
+from tests.support import HTTP, REPO, Society, run_cli
 from trust.audit import audit_file
 
 POSTER = str(REPO / "tests" / "tools" / "poster.py")
 
 
 def chat(society: Society, body: str, nick: str = "stranger") -> dict:
-    answer = httpx.post(
+    answer = HTTP.post(
         f"{society.strict_url}/say",
         json={"from": nick, "to": "@sink", "type": "chat", "body": body},
         timeout=10,

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
 import pytest
 
 from room import strictjson
@@ -26,7 +25,7 @@ from room.guard import NO_UPGRADE
 from room.ids import IdClock, _encode, rfc3339_ms
 from room.message import Post
 from room.say import MAX_REQUEST_BYTES
-from tests.support import Society, set_hub, wait_for
+from tests.support import HTTP, Society, set_hub, wait_for
 from trust.proof import SecretSigner
 
 ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -162,7 +161,7 @@ def test_a_hang_up_mid_body_writes_nothing_and_the_hub_serves_on(hubbed: Society
         lambda: hub.output().count("client hung up mid-request") > told, 10, "the hang-up line"
     )
     assert hubbed.room.read_bytes() == before
-    answer = httpx.post(
+    answer = HTTP.post(
         f"{hubbed.strict_url}/say",
         json={"from": "after", "to": "@echo", "type": "chat", "body": "still here"},
     )
@@ -177,11 +176,11 @@ def test_a_signed_posts_nonce_is_journaled_before_its_line_is_acknowledged(
     for k in range(5):
         payload = {"from": "operator", "to": "@echo", "type": "chat", "body": f"signed {k}"}
         payload.update(SecretSigner(secret).prove(Post.model_validate(payload)))
-        answer = httpx.post(f"{hubbed.strict_url}/say", json=payload, timeout=10)
+        answer = HTTP.post(f"{hubbed.strict_url}/say", json=payload, timeout=10)
         assert answer.status_code == 200 and answer.json()["verified"] is True
         journal = Path(str(hubbed.room) + ".nonces").read_bytes()
         assert payload["proof"]["nonce"].encode() in journal
-        again = httpx.post(f"{hubbed.strict_url}/say", json=payload, timeout=10)
+        again = HTTP.post(f"{hubbed.strict_url}/say", json=payload, timeout=10)
         assert again.status_code == 401 and "already used" in again.json()["message"]
 
 

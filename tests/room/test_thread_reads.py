@@ -4,21 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
-from tests.support import Society
+from tests.support import HTTP, Society
 
 
 def post(society: Society, thread: str, body: str) -> dict[str, Any]:
     line = {"from": "stranger", "to": "@all", "type": "chat", "body": body, "thread": thread}
-    answer = httpx.post(f"{society.strict_url}/say", json=line, timeout=10)
+    answer = HTTP.post(f"{society.strict_url}/say", json=line, timeout=10)
     assert answer.status_code == 200, answer.text
     return answer.json()
 
 
 def thread(society: Society, name: str) -> list[str]:
     params = {"thread": name, "limit": 1000}
-    answer = httpx.get(
+    answer = HTTP.get(
         f"{society.strict_url}/read", params=params, headers=society.read_headers(), timeout=10
     )
     assert answer.status_code == 200, answer.text
@@ -31,7 +29,7 @@ def test_threads_before_and_after_a_restart_read_whole(society: Society) -> None
     post(society, "old", "one")
     line = {"from": "stranger", "to": "@all", "type": "chat", "body": "two", "thread": "old"}
     line["data"] = {"thread": "decoy"}  # a "thread" key inside data is not the line's thread
-    assert httpx.post(f"{society.strict_url}/say", json=line, timeout=10).status_code == 200
+    assert HTTP.post(f"{society.strict_url}/say", json=line, timeout=10).status_code == 200
     assert hub.stop() == 0
     society.start_hub()
     assert thread(society, "fresh") == []  # surveys the room; nothing to find

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from agents.seats import LocalAnswer, register_local, unregister_local
+from tests.support import HTTP
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
 FAKE_MODEL = FAKES / "fake_model.py"
@@ -72,7 +72,7 @@ class FakeServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def requests(self) -> list[dict[str, Any]]:
-        response = httpx.get(f"http://127.0.0.1:{self.port}/_fake/requests", timeout=5)
+        response = HTTP.get(f"http://127.0.0.1:{self.port}/_fake/requests", timeout=5)
         response.raise_for_status()
         return response.json()
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tests.support import Society, set_hub, wait_for
+from tests.support import HTTP, Society, set_hub, wait_for
 from trust import note
 
 
@@ -33,7 +33,7 @@ def fill(society: Society, count: int, start: int = 0) -> None:
 
 
 def checkpoint(society: Society) -> str:
-    answer = httpx.get(
+    answer = HTTP.get(
         f"{society.strict_url}/tlog/checkpoint", headers=society.read_headers(), timeout=10
     )
     assert answer.status_code == 200, answer.text
@@ -52,7 +52,7 @@ def checkpoint_of(society: Society, size: int, timeout: float = 30) -> str:
 
 
 def proof(society: Society, path: str, **params: Any) -> list[bytes]:
-    answer = httpx.get(
+    answer = HTTP.get(
         f"{society.strict_url}/tlog/proof/{path}",
         params=params,
         headers=society.read_headers(),
@@ -63,6 +63,6 @@ def proof(society: Society, path: str, **params: Any) -> list[bytes]:
 
 
 def get(society: Society, path: str, **params: Any) -> httpx.Response:
-    return httpx.get(
+    return HTTP.get(
         f"{society.strict_url}{path}", params=params, headers=society.read_headers(), timeout=10
     )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
 import pytest
 
 from room import strictjson
@@ -22,7 +21,7 @@ from room.chain import line_hash
 from room.tlog import note_path
 from tests.conftest import ENGINES
 from tests.jetstream.helpers import with_js
-from tests.support import Society, StreamSociety, run_cli, set_hub, society_on
+from tests.support import HTTP, Society, StreamSociety, run_cli, set_hub, society_on
 from trust import note
 
 
@@ -35,7 +34,7 @@ def _keyed(society: Society) -> None:
 
 
 def _relaxed_post(society: Society) -> dict[str, Any]:
-    answer = httpx.post(
+    answer = HTTP.post(
         f"{society.relaxed_url}/say",
         json={"from": "scribe", "to": "@echo", "type": "chat", "body": "by the token"},
         headers={"authorization": f"Bearer {society.token()}"},
@@ -86,7 +85,7 @@ def test_a_forged_relaxed_line_is_refused_by_audit_and_hub(
     _keyed(society)
     society.start_hub()
     try:
-        ok = httpx.post(
+        ok = HTTP.post(
             f"{society.strict_url}/say",
             json={"from": "visitor", "to": "@echo", "type": "chat", "body": "first"},
             timeout=10,

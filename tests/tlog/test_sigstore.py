@@ -23,7 +23,7 @@ from sigstore.errors import VerificationError
 from sigstore_models.common import v1 as common_v1
 
 from tests.conftest import ENGINES
-from tests.support import Society, society_on
+from tests.support import HTTP, Society, society_on
 from tests.tlog import naive
 from tests.tlog.helpers import checkpoint_of, fill, get, prepare, proof
 from trust import keys, note
@@ -142,11 +142,10 @@ def test_bad_proof_requests_are_4xx(
 
 def test_the_endpoints_need_the_read_token(filled: tuple[Society, str, list[bytes]]) -> None:
     """Without the read token the strict listener answers 401 and no tree data."""
-    import httpx
 
     society = filled[0]
     for path in ("/tlog/checkpoint", "/tlog/proof/inclusion?seq=1&size=1"):
-        answer = httpx.get(f"{society.strict_url}{path}", timeout=10)
+        answer = HTTP.get(f"{society.strict_url}{path}", timeout=10)
         assert answer.status_code == 401, answer.text
         assert "proof" not in answer.text and "bullpen/" not in answer.text
 

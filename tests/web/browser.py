@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from tests.support import Society, free_port, run_cli, wait_for
+from tests.support import HTTP, Society, free_port, run_cli, wait_for
 
 CHROMIUM = os.environ.get("BULLPEN_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("BULLPEN_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -62,7 +62,7 @@ def wait_web(base: str, timeout: float = 30.0) -> None:
 
     def answers() -> bool:
         try:
-            return httpx.get(f"{base}/room", timeout=2).status_code == 401
+            return HTTP.get(f"{base}/room", timeout=2).status_code == 401
         except httpx.HTTPError:
             return False
 

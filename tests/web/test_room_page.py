@@ -18,7 +18,7 @@ import pytest
 
 from agents.web.feed import Chain, Feed, LineFilter, split_answer
 from room.chain import GENESIS, line_hash
-from tests.support import Proc, Society, wait_for
+from tests.support import HTTP, Proc, Society, wait_for
 from tests.web.browser import (
     add_web,
     chromium,
@@ -94,11 +94,11 @@ class TestSession:
         the link is refused."""
         url = login_url(site.root, cli=True)
         assert url.startswith(f"{site.base}/login?")
-        first = httpx.get(url, follow_redirects=False)
+        first = HTTP.get(url, follow_redirects=False)
         assert first.status_code == 303 and first.headers["location"] == "/room"
         cookie = first.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie
-        assert httpx.get(url, follow_redirects=False).status_code == 403
+        assert HTTP.get(url, follow_redirects=False).status_code == 403
         token = site.root / "secrets" / "web-token"
         assert stat.S_IMODE(os.stat(token).st_mode) == 0o600
         assert token.read_text().strip() not in url  # the link carries a MAC, not the token

@@ -17,7 +17,7 @@ import pytest
 
 from agents.web.auth import COOKIE
 from agents.web.sessions import store_file
-from tests.support import Proc, Society
+from tests.support import HTTP, Proc, Society
 from tests.web.browser import add_web, csrf_of, login_url, wait_web
 
 PAGES = ["/", "/room", "/runs", "/society", "/gate/exp-1", "/events", "/api/status"]
@@ -45,7 +45,7 @@ class Site:
 
     def login(self) -> str:
         """A fresh link redeemed over plain HTTP; the session cookie it set."""
-        answer = httpx.get(login_url(self.root, cli=True), follow_redirects=False, timeout=10)
+        answer = HTTP.get(login_url(self.root, cli=True), follow_redirects=False, timeout=10)
         assert answer.status_code == 303, answer.text
         return str(answer.cookies[COOKIE])
 
@@ -74,11 +74,11 @@ def test_a_spent_link_is_still_spent_after_the_web_view_restarts(site: Site) -> 
     """A link used once is refused after a SIGKILL and restart (its nonce was on disk before
     the session was granted); the session it opened still reads pages; the file is 0600."""
     url = login_url(site.root, cli=True)
-    first = httpx.get(url, follow_redirects=False, timeout=10)
+    first = HTTP.get(url, follow_redirects=False, timeout=10)
     assert first.status_code == 303
     cookie = str(first.cookies[COOKIE])
     site.restart()
-    again = httpx.get(url, follow_redirects=False, timeout=10)
+    again = HTTP.get(url, follow_redirects=False, timeout=10)
     assert again.status_code == 403, again.text
     assert "bullpen web url" in again.text and COOKIE not in again.headers.get("set-cookie", "")
     assert site.get("/room", cookie).status_code == 200  # sessions outlive a restart
