@@ -25,6 +25,7 @@ import httpx
 from room import strictjson
 from room.durable import durable_end
 from room.errors import BadPost, HubUnavailable, PostRejected, Unauthorized
+from room.httpverify import verify_tls
 from room.log import Filter
 from room.message import Message, Post, normalize_to, parse_request_obj
 from room.reader import RoomFile, seq_of
@@ -68,7 +69,10 @@ class RoomClient:
         self._signer = signer
         self._timeout = timeout
         self._http = httpx.AsyncClient(
-            base_url=self.url, headers=headers, timeout=httpx.Timeout(timeout)
+            base_url=self.url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout),
+            verify=verify_tls(self.url),
         )
         self._post_timeout = httpx.Timeout(timeout, read=max(timeout, POST_ANSWER_S))
 

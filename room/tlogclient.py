@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from room.errors import HubUnavailable, PostRejected
+from room.httpverify import verify_tls
 from room.reader import seq_of
 from trust.tlogverify import decode_proof
 
@@ -23,7 +24,9 @@ class TlogClient:
     def __init__(self, url: str, read_token: bytes | None, timeout: float = 15.0) -> None:
         headers = {"authorization": f"Bearer {read_token.decode()}"} if read_token else {}
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self._http = httpx.Client(
+            base_url=self.url, headers=headers, timeout=timeout, verify=verify_tls(self.url)
+        )
 
     def close(self) -> None:
         self._http.close()

@@ -24,6 +24,7 @@ import httpx
 from agents.seats.registry import build_seats, parse_seat_table
 from agents.seats.tables import OpenAISeatConfig
 from room.errors import ConfigError, SecretFileError, UsageError
+from room.httpverify import verify_tls
 from trust.secretfiles import read_secret_text
 
 if TYPE_CHECKING:
@@ -105,9 +106,10 @@ async def budget_refusal(home: Home, params: RunParams, nick: str, role: str) ->
     except SecretFileError:
         return None
     try:
-        async with httpx.AsyncClient(timeout=BUDGET_TIMEOUT_S) as client:
+        url = home.gateway_url()
+        async with httpx.AsyncClient(timeout=BUDGET_TIMEOUT_S, verify=verify_tls(url)) as client:
             answer = await client.get(
-                f"{home.gateway_url()}/budget",
+                f"{url}/budget",
                 params={"model": table.model},
                 headers={"authorization": f"Bearer {token.strip()}"},
             )

@@ -29,6 +29,7 @@ from agents.netports import NoFreePorts, PortRangeError, free_ports
 from room import render
 from room.client import RoomClient, read_file
 from room.errors import Unauthorized, UsageError
+from room.httpverify import verify_tls
 from trust.audit import audit_file
 
 Step = Callable[[Home], Awaitable[None]]
@@ -76,7 +77,7 @@ async def show_gate(home: Home) -> None:
             say(f"  a privileged nick without proof is rejected (401): {shown}")
     relaxed = home.society.hub.relaxed_endpoint()
     if relaxed:
-        async with httpx.AsyncClient() as raw:
+        async with httpx.AsyncClient(verify=verify_tls(relaxed)) as raw:
             answer = await raw.post(
                 f"{relaxed}/say",
                 json={"from": "echo", "to": "@operator", "type": "chat", "body": "no token"},

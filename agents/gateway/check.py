@@ -31,6 +31,7 @@ from agents.gateway.config import BackendConfig, PolicyConfig
 from agents.gateway.routing import Route
 from agents.gateway.upstream import backend_key
 from room.errors import BullpenError
+from room.httpverify import verify_tls
 
 __all__ = ["Verdict", "builtin_name", "check_backend", "template_family", "token_family"]
 
@@ -199,7 +200,7 @@ async def check_backend(
     if key:
         headers["Authorization"] = f"Bearer {key}"
     root = config.root_url
-    async with httpx.AsyncClient(timeout=timeout_s) as client:
+    async with httpx.AsyncClient(timeout=timeout_s, verify=verify_tls(root)) as client:
         try:
             props_status, props = await _get_json(client, root + "/props", headers)
         except httpx.HTTPError as exc:

@@ -39,6 +39,7 @@ from agents.wording import counted
 from room.chain import GENESIS, line_hash
 from room.client import RoomClient
 from room.errors import ConfigError, HubUnavailable, PostRejected, UsageError
+from room.httpverify import verify_tls
 from room.reader import RoomFile, seq_of
 
 EXIT_CONFIG = 78
@@ -147,7 +148,7 @@ class Supervisor:
         assert self.gateway is not None and self.gateway.proc is not None
         url = self.home.gateway_url().removesuffix("/v1") + "/health"
         deadline = time.monotonic() + HUB_START_S
-        async with httpx.AsyncClient(timeout=2.0) as client:
+        async with httpx.AsyncClient(timeout=2.0, verify=verify_tls(url)) as client:
             while time.monotonic() < deadline:
                 if self.gateway.proc.returncode is not None:
                     return False

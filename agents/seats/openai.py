@@ -43,6 +43,7 @@ import structlog
 from agents.seats.base import Completion, Seat
 from agents.seats.request import JudgmentRequest
 from room.errors import SeatError, SecretFileError
+from room.httpverify import verify_tls
 from room.logs import register_secret
 from trust.secretfiles import read_secret_text
 
@@ -185,7 +186,7 @@ class OpenAISeat(Seat):
             try:
                 async with (
                     asyncio.timeout(timeout_s),
-                    httpx.AsyncClient(timeout=timeout) as client,
+                    httpx.AsyncClient(timeout=timeout, verify=verify_tls(self.url)) as client,
                 ):
                     for mode in modes:
                         sent += 1

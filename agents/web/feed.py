@@ -27,6 +27,7 @@ import httpx
 import structlog
 
 from room.chain import GENESIS, line_hash
+from room.httpverify import verify_tls
 
 log = structlog.get_logger("agents.web.feed")
 
@@ -124,6 +125,7 @@ class Feed:
             base_url=self.url,
             headers={"authorization": f"Bearer {token.decode().strip()}"},
             timeout=httpx.Timeout(10.0, read=WAIT_S + 10.0),
+            verify=verify_tls(self.url),
         )
         self.keep = keep
         self.raw: list[bytes] = []  # the newest lines' bytes; raw[0] is seq first_seq
