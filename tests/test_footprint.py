@@ -219,20 +219,27 @@ class TestUpSharesPages:
         up.stop()
 
 
-def test_the_hub_logs_without_importing_what_it_never_uses(tmp_path: Path) -> None:
-    """structlog imports rich and httpx its own CLI (click, pygments, rich) whenever they are
-    installed, as they are beside the test extra: about 0.3 s of CPU in every process (the
-    hub imports click all the same: uvicorn needs it).
-    agents/cli/skipimports.py keeps them out, and the hub still logs its structlog lines
-    and answers over HTTP. Nor does the hub load a websocket library: it serves none.
+def test_the_hub_and_a_poster_import_nothing_they_never_use(tmp_path: Path) -> None:
+    """structlog imports rich, httpx its own CLI (click, pygments, rich) and httpcore trio
+    whenever they are installed, as they are beside the test extra: about 0.4 s of CPU in
+    every process (the hub imports click all the same: uvicorn needs it).
+    agents/cli/skipimports.py keeps them out; the hub still logs its structlog lines, and
+    `bullpen say` (an httpx client over httpcore) still posts. Nor does the hub load a
+    websocket library: it serves none.
     """
+    profile = {"PYTHONPROFILEIMPORTTIME": "1"}
     society = Society(tmp_path / "home")
-    hub = society.start_hub(env={"PYTHONPROFILEIMPORTTIME": "1"})
-    log = hub.own_output()
-    # A refused import is still logged, with no module under it: count only the ones that ran.
-    loaded = {m.group(1) for m in map(IMPORT_LINE.match, log.splitlines()) if m}
-    assert {"structlog", "httpx", "room.hub"} <= loaded, log[-2000:]
-    assert '"event": "hub listening"' in log
+    hub = society.start_hub(env=profile)
+    said = run_cli(society.root, "say", "@echo", "hello", env=profile)
+    assert said.returncode == 0, said.stderr[-2000:]
+    for who, log, needs in (
+        ("the hub", hub.own_output(), {"structlog", "httpx", "room.hub"}),
+        ("bullpen say", said.stderr, {"httpx", "httpcore._async.connection"}),
+    ):
+        # A refused import is still logged, with no module under it: count the ones that ran.
+        loaded = {m.group(1) for m in map(IMPORT_LINE.match, log.splitlines()) if m}
+        assert needs <= loaded, f"{who}:\n{log[-2000:]}"
+        unused = {"rich.console", "pygments.lexers", "trio._core", "wsproto", "websockets"}
+        assert not unused & loaded, f"{who} imported {sorted(unused & loaded)}"
+    assert '"event": "hub listening"' in hub.own_output()
     assert society.healthy()
-    unused = {"rich.console", "pygments", "pygments.lexers", "wsproto", "websockets"}
-    assert not unused & loaded, "the hub imported a module it never uses"
