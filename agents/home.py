@@ -16,15 +16,18 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agents import config as society
-from room.client import RoomClient
 from room.errors import ConfigError, SecretFileError
 from room.logs import register_secret
 from trust import table as trust_table
 from trust.proof import KeySigner, SecretSigner, Signer
 from trust.screen import HomeSecrets
 from trust.secretfiles import ensure_secret_text, read_secret_text
+
+if TYPE_CHECKING:
+    from room.client import RoomClient
 
 DEFAULT_HOME = Path("~/.config/bullpen")
 DEFAULT_GATEWAY_LISTEN = "127.0.0.1:8090"
@@ -188,6 +191,8 @@ class Home:
         self, nick: str | None = None, *, relaxed: bool = False, timeout: float = 10.0
     ) -> RoomClient:
         """A client of this home's hub posting as `nick` with the proof it holds."""
+        from room.client import RoomClient  # httpx: not loaded by the hub, which never posts
+
         hub = self.society.hub
         if relaxed:
             url = hub.relaxed_endpoint()

@@ -75,7 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--relaxed", default="127.0.0.1:8081", help="relaxed listener HOST:PORT")
     p.add_argument("--demo", action="store_true", help="add the sample knowledge base and memory")
 
-    add("hub", "agents.cli.room:cmd_hub", "run the hub: the room's only writer, on both listeners")
+    add(
+        "hub",
+        "agents.cli.hubserve:cmd_hub",
+        "run the hub: the room's only writer, on both listeners",
+    )
 
     p = add("say", "agents.cli.room:cmd_say", "post to the room and print the stored line")
     p.add_argument("to", help="the addressee, @nick or nick")

@@ -13,10 +13,9 @@ import difflib
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agents.cli.auditing import audit_with_checkpoints, err
-from agents.config import parse_address
 from agents.home import Home
 from room import render, strictjson
 from room.client import read_file
@@ -26,34 +25,6 @@ from room.message import check_nick, normalize_to
 from room.reader import RoomFile
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
 from trust import keys
-
-if TYPE_CHECKING:
-    from room.service import HubSettings
-
-
-def hub_settings(home: Home) -> HubSettings:
-    from room.service import HubSettings
-
-    hub = home.society.hub
-    return HubSettings(
-        room=home.room_path,
-        trust=home.trust,
-        strict=parse_address(hub.strict),
-        relaxed=parse_address(hub.relaxed) if hub.relaxed else None,
-        checkpoint_interval_s=hub.checkpoint_interval_s,
-        engine=home.society.room.engine,
-        engine_options=home.society.room.engine_options(home.path),
-        limits=hub.limits(),
-        tlog_origin=hub.tlog_origin,
-    )
-
-
-def cmd_hub(args: argparse.Namespace) -> int:
-    from room.service import main as hub_main
-
-    home = Home.at(args.home)
-    home.require()
-    return hub_main(hub_settings(home))
 
 
 def _data(text: str | None) -> dict[str, Any] | None:

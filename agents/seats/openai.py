@@ -37,7 +37,6 @@ import time
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 import structlog
 
 from agents.seats.base import Completion, Seat
@@ -48,6 +47,8 @@ from room.logs import register_secret
 from trust.secretfiles import read_secret_text
 
 if TYPE_CHECKING:
+    import httpx
+
     from agents.seats.tables import GatewayAccess, OpenAISeatConfig
 
 log = structlog.get_logger("agents.seats")
@@ -169,6 +170,10 @@ class OpenAISeat(Seat):
         return (await self.answer(request)).text
 
     async def answer(self, request: JudgmentRequest) -> Completion:
+        # httpx loads on the first call: a hub or a lurker validating society.toml builds
+        # every seat table to check it, and should not pay for a client it never uses.
+        import httpx
+
         key = self._key()
         headers = {"Accept": "application/json"}
         if key is not None:
