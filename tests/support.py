@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.cookiejar
 import os
 import signal
 import subprocess
@@ -68,11 +69,17 @@ def free_port() -> int:
 # One client for the suite's plain-HTTP calls to the hubs and servers its tests start.
 # httpx.get makes a client per call, and every client builds an SSL context from the
 # system's CA bundle (20-40 ms of CPU) that a plain-HTTP call never uses: polled by
-# wait_for (a hub's /health), that was over half of the xdist workers' CPU. No
-# keep-alive, so each call opens its own connection as httpx.get did, and a hub's
-# connection counts mean what they meant; nor does it read proxies from the environment.
-HTTP = httpx.Client(verify=False, trust_env=False, limits=httpx.Limits(max_keepalive_connections=0))
-
+# wait_for (a hub's /health), that was over half of the xdist workers' CPU. Each call
+# stays on its own as with httpx.get: no keep-alive (each opens its own connection,
+# so a hub's connection counts mean what they meant), no cookie kept from one call
+# for the next (a web view's session must not follow a test into the next call),
+# and no proxy read from the environment.
+HTTP = httpx.Client(
+    verify=False,
+    trust_env=False,
+    limits=httpx.Limits(max_keepalive_connections=0),
+    cookies=http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),
+)
 
 def wait_for(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
     """Poll `condition` until it returns something truthy, or fail after `timeout` seconds."""
