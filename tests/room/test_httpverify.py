@@ -19,4 +19,3 @@ from room.httpverify import verify_tls
 )
 def test_only_plain_http_skips_verification(url: str, verify: bool) -> None:
     assert verify_tls(url) is verify
-
