@@ -12,6 +12,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.support import Society, add_nick, run_cli, start_up, wait_for
@@ -244,3 +246,15 @@ def test_the_hub_and_a_poster_import_nothing_they_never_use(tmp_path: Path) -> N
         assert not unused & loaded, f"{who} imported {sorted(unused & loaded)}"
     assert '"event": "hub listening"' in hub.own_output()
     assert society.healthy()
+
+
+def test_main_called_in_a_program_of_its_own_leaves_its_imports_alone() -> None:
+    """Only the process's entry (the `bullpen` script, `python -m agents.cli`) keeps rich and
+    trio out; a program that calls `agents.cli.main` in its own process can still load them."""
+    program = (
+        "from agents.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "import rich.console, trio\nprint('both load')"
+    )
+    ran = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert ran.stdout.strip().endswith("both load"), ran.stderr[-2000:]

@@ -18,7 +18,7 @@ from typing import Any
 from agents.cli.skipimports import skip_unused_imports
 from room.errors import BullpenError, ConfigError, UsageError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "entry", "main"]
 
 
 def __getattr__(name: str) -> Any:
@@ -33,13 +33,23 @@ def __getattr__(name: str) -> Any:
 PRIVATE_UMASK = 0o077
 
 
+def entry() -> int:
+    """The process's entry: the `bullpen` script and `python -m agents.cli`.
+
+    It keeps the imports bullpen never uses out of the process (agents/cli/skipimports.py)
+    before anything is loaded; `main` leaves sys.modules alone, for a program that calls
+    it in its own process.
+    """
+    skip_unused_imports()
+    return main()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # Everything bullpen creates in a home (room, memory, runs, logs, state, briefs,
     # and whatever a child process makes) is its user's alone: 0700 folders, 0600
     # files. One umask here covers every mkdir and open, and every child inherits it.
     os.umask(PRIVATE_UMASK)
     warnings.showwarning = _show_warning
-    skip_unused_imports()
     from agents.runtime import lean
 
     lone = lean.lone_args(sys.argv[1:] if argv is None else argv)

@@ -2,6 +2,6 @@
 
 import sys
 
-from agents.cli import main
+from agents.cli import entry
 
-sys.exit(main())
+sys.exit(entry())
