@@ -143,13 +143,10 @@ class SecretScan:
         for where, text in outputs:
             found = matcher.found(text.encode("utf-8", "replace"))
             self.leaks += [Leak(name, where) for name in found]
+        # A controller's outputs are its workers' reports, scanned and counted by each worker.
+        counted = 0 if self.scanned else len(outputs)
         self._add(
-            {
-                "secrets": len(secrets),
-                "homes": len(folders),
-                "files": files,
-                "outputs": len(outputs),
-            }
+            {"secrets": len(secrets), "homes": len(folders), "files": files, "outputs": counted}
         )
         workeroutput = getattr(session.config, "workeroutput", None)
         if workeroutput is not None and base is not None:  # an xdist worker: tell the controller
