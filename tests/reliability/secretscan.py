@@ -90,7 +90,8 @@ class Matcher:
         """The names of the secrets that occur in `data`."""
         if self._automaton is None:
             return set()
-        return {self._names[index] for index, _, _ in self._automaton.find_matches_as_indexes(data)}
+        matches = self._automaton.find_matches_as_indexes(data, overlapping=True)
+        return {self._names[index] for index, _, _ in matches}
 
 
 WORKER_KEY = "bullpen_secret_scan"
@@ -133,12 +134,12 @@ class SecretScan:
 
         factory = getattr(session.config, "_tmp_path_factory", None)
         base = factory.getbasetemp() if factory is not None else None
+        folders, files = self._walk(base) if base is not None and base.exists() else ([], [])
         secrets: dict[bytes, str] = {}
-        folders = self._walk_dirs(base, "secrets") if base is not None and base.exists() else []
         for folder in folders:
             secrets.update(secrets_of(folder))
         matcher = Matcher(secrets)
-        files = self._scan_files(base, matcher) if base is not None and base.exists() else 0
+        scanned = sum(self._scan(path, matcher) for path in files)
         outputs = [*support.RECORDED_OUTPUTS, *self.outputs]
         for where, text in outputs:
             found = matcher.found(text.encode("utf-8", "replace"))
@@ -146,7 +147,7 @@ class SecretScan:
         # A controller's outputs are its workers' reports, scanned and counted by each worker.
         counted = 0 if self.scanned else len(outputs)
         self._add(
-            {"secrets": len(secrets), "homes": len(folders), "files": files, "outputs": counted}
+            {"secrets": len(secrets), "homes": len(folders), "files": scanned, "outputs": counted}
         )
         workeroutput = getattr(session.config, "workeroutput", None)
         if workeroutput is not None and base is not None:  # an xdist worker: tell the controller
@@ -168,29 +169,30 @@ class SecretScan:
         for key, value in counts.items():
             self.counts[key] = self.counts.get(key, 0) + value
 
-    def _walk_dirs(self, base: Path, name: str) -> list[Path]:
-        """Every real folder called `name` under `base`, outside the folders a worker scanned."""
-        found = []
-        for root, dirs, _ in os.walk(base):
-            dirs[:] = [d for d in dirs if Path(root, d) not in self.scanned]
-            found += [Path(root, d) for d in dirs if d == name and not Path(root, d).is_symlink()]
-        return found
-
-    def _scan_files(self, base: Path, matcher: Matcher) -> int:
-        count = 0
+    def _walk(self, base: Path) -> tuple[list[Path], list[Path]]:
+        """One walk of `base`, outside the folders a worker scanned: every real `secrets`
+        folder (a home's), and every other file, not counting what is in those folders."""
+        folders: list[Path] = []
+        files: list[Path] = []
         for root, dirs, names in os.walk(base):
-            dirs[:] = [d for d in dirs if d != "secrets" and Path(root, d) not in self.scanned]
-            for name in names:
-                path = Path(root) / name
-                if path.is_symlink() or name.endswith(".key") or not path.is_file():
-                    continue  # a FIFO left by a test would block the read forever
-                try:
-                    data = path.read_bytes()
-                except OSError:
-                    continue
-                count += 1
-                self.leaks += [Leak(secret_from, str(path)) for secret_from in matcher.found(data)]
-        return count
+            dirs[:] = [d for d in dirs if Path(root, d) not in self.scanned]
+            for d in dirs:
+                if d == "secrets" and not Path(root, d).is_symlink():
+                    folders.append(Path(root, d))
+            dirs[:] = [d for d in dirs if d != "secrets"]
+            files += [Path(root, name) for name in names]
+        return folders, files
+
+    def _scan(self, path: Path, matcher: Matcher) -> int:
+        """Look in one file for every secret: 1 if it was read, 0 if it is not a file to read."""
+        if path.is_symlink() or path.name.endswith(".key") or not path.is_file():
+            return 0  # a FIFO left by a test would block the read forever
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return 0
+        self.leaks += [Leak(secret_from, str(path)) for secret_from in matcher.found(data)]
+        return 1
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
