@@ -13,7 +13,7 @@ configuration key that names one is listed here, once, with how to find it.
                    the web view's sessions
     VISIBLE_KEYS   every other key that names a path, and why it may stay visible
 
-tests/test_privateplaces.py walks every configuration model for keys that name a
+tests/build/test_hidden.py walks every configuration model for keys that name a
 path and fails on one that none of the three tables lists, so a new secret path
 cannot be forgotten.
 """

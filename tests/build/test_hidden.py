@@ -15,6 +15,7 @@ build dir, a prompt or the room.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -22,18 +23,20 @@ import secrets
 import shutil
 import subprocess
 import sys
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from agents.build.codeseat import take_turn
 from agents.build.config import BuildConfig
 from agents.build.fence import BWRAP, choose
 from agents.build.runs import Workspace
-from agents.privateplaces import fence_hidden
+from agents.privateplaces import PRIVATE_KEYS, SECRET_KEYS, VISIBLE_KEYS, fence_hidden
 from tests.build.helpers import PY_FIX, set_build, ticket
 from tests.support import Society, set_seat, wait_for
 
@@ -248,3 +251,91 @@ def test_the_code_under_test_and_the_seat_read_none_of_them_in_a_real_build(
     files = [p for base in (clone, folder) for p in base.rglob("*") if p.is_file()]
     assert [p for p in files if bench.leaks(p.read_text(errors="replace"))] == []
     assert bench.leaks(prompt) == [] and bench.leaks(room) == []
+
+
+# --- every configuration key that names a path is listed, and each private one is hidden ---
+
+WORDS = ("file", "folder", "repositor", "path", "director", "index", "ledger", "transcript",
+         "worktree", "where")  # fmt: skip
+
+
+def _is_text(annotation: Any) -> bool:
+    if annotation is str:
+        return True
+    return any(_is_text(arg) for arg in typing.get_args(annotation))
+
+
+def _names_a_path(name: str, field: Any) -> bool:
+    """A key whose value is a path: by its default, its description, or its name."""
+    default = field.default if isinstance(field.default, str) else ""
+    text = (field.description or "").lower()
+    return (
+        bool(re.search(r"/|\.\w{1,8}$", default))
+        or any(word in text for word in WORDS)
+        or name.endswith(("_file", "_dir", "_path", "_prompt"))
+    )
+
+
+def path_keys() -> list[str]:
+    """Every key of trust.toml and society.toml (each section's model) that names a path."""
+    from agents import config as society
+    from agents.backpass.config import BackpassConfig
+    from agents.build.config import BuildConfig as Build
+    from agents.expedition.config import ExpeditionConfig
+    from agents.gateway.config import BackendConfig, GatewayConfig
+    from agents.memory.namespaces import MemoryConfig
+    from agents.seats.tables import CmdSeatConfig, LocalSeatConfig, OpenAISeatConfig
+    from trust.table import TrustTable
+
+    sections: dict[str, type[BaseModel]] = {
+        "[room]": society.RoomConfig, "[hub]": society.HubConfig,
+        "[lurker]": society.LurkerDefaults, "[logs]": society.LogsConfig,
+        "[web]": society.WebConfig, "[roots]": society.RootsConfig,
+        "[nicks.NAME]": society.NickConfig, "[backpass]": BackpassConfig,
+        "[gateway]": GatewayConfig, "[gateway.backends.NAME]": BackendConfig,
+        "[memory]": MemoryConfig, "[expedition]": ExpeditionConfig, "[build]": Build,
+        "[seats.NAME]": CmdSeatConfig, "[seats.NAME] openai": OpenAISeatConfig,
+        "[seats.NAME] local": LocalSeatConfig,
+    }  # fmt: skip
+    found = [
+        f"{label.split(' ')[0]} {name}"
+        for label, model in sections.items()
+        for name, field in model.model_fields.items()
+        if _is_text(field.annotation) and (label == "[roots]" or _names_a_path(name, field))
+    ]
+    found += [
+        f"trust.toml {f.name}"
+        for f in dataclasses.fields(TrustTable)
+        if f.type == "Path" and f.name != "path"
+    ]
+    return found
+
+
+def test_every_key_that_names_a_path_is_hidden_or_visible_on_purpose() -> None:
+    """A new key naming a file must be put in agents/privateplaces.py: hidden, or visible
+    with a reason. The walk finds the keys it must (it is no empty net)."""
+    listed = {key.key for key in (*SECRET_KEYS, *PRIVATE_KEYS)} | set(VISIBLE_KEYS)
+    found = path_keys()
+    assert {"trust.toml secret_file", "[gateway] ledger", "[backpass] private"} <= set(found)
+    assert sorted(set(found) - listed) == []
+
+
+def test_each_private_key_set_outside_the_home_is_hidden(tmp_path: Path) -> None:
+    """Every hidden key of trust.toml and society.toml, pointed outside the home, is in the
+    fence's list; so are the fixed places (the web sessions, the gateway's recordings)."""
+    society = Society(tmp_path / "home")
+    root, out = society.root, tmp_path / "elsewhere"
+    expected: dict[str, Path] = {}
+    for key in {*path_keys()} & {k.key for k in (*SECRET_KEYS, *PRIVATE_KEYS)}:
+        place = out / re.sub(r"\W+", "-", key).strip("-")
+        where, name = key.split(" ")
+        if where == "trust.toml":
+            _set_trust(root, name, place)
+        else:
+            _set_section(root, where.strip("[]"), name, str(place))
+        expected[key] = place.resolve()
+    hidden = fence_hidden(society.home)
+    assert {key: place for key, place in expected.items() if place not in hidden} == {}
+    assert len(expected) >= 12, expected
+    fixed = [root / "state" / "web-sessions.sqlite", root / "state/gateway/recording.sqlite"]
+    assert all(place.resolve() in hidden for place in fixed)
