@@ -104,6 +104,12 @@ def _room(home: Home) -> list[Path]:
     return [room, *beside]
 
 
+def _build_hidden(home: Home) -> list[Path]:
+    """`[build] hidden`: more places the operator (or `bullpen eval`) has every fence hide."""
+    value = home.society.build.get("hidden") or []
+    return [home.path(str(place)) for place in (value if isinstance(value, list) else [value])]
+
+
 def _credentials(home: Home) -> list[Path]:
     value = home.society.room.credentials
     return [home.path(value)] if value else []
@@ -142,6 +148,7 @@ PRIVATE_KEYS: tuple[PlaceKey, ...] = (
     PlaceKey("[gateway] ledger", "one line per model call", _ledger),
     PlaceKey("the gateway's recordings", "recorded answers (state/gateway/)", _recordings),
     PlaceKey("the web view's sessions", "live sessions (state/web-sessions.sqlite)", _sessions),
+    PlaceKey("[build] hidden", "what the operator has every fence hide", _build_hidden),
 )
 
 # Every other key that names a path, and why the fences may leave it visible.

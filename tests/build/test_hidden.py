@@ -256,7 +256,7 @@ def test_the_code_under_test_and_the_seat_read_none_of_them_in_a_real_build(
 # --- every configuration key that names a path is listed, and each private one is hidden ---
 
 WORDS = ("file", "folder", "repositor", "path", "director", "index", "ledger", "transcript",
-         "worktree", "where")  # fmt: skip
+         "worktree", "where", "place")  # fmt: skip
 
 
 def _is_text(annotation: Any) -> bool:
