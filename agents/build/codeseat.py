@@ -103,13 +103,13 @@ def code_seat_kind(home: Home, name: str) -> str:
     return parse_seat_table(name, table).kind
 
 
-def _refusal(place: Path, guarded: list[tuple[str, Path]]) -> str | None:
+def _refusal(place: Path, guarded: dict[str, Path]) -> str | None:
     """Why a seat may not write `place`, or None."""
     if place in SYSTEM_FOLDERS or any(t == place or t in place.parents for t in SYSTEM_TREES):
         return "is a system folder"
     if place == Path.home().resolve():
         return "is your whole home folder"
-    for what, guard in guarded:
+    for what, guard in guarded.items():
         if place == guard or guard in place.parents or place in guard.parents:
             return f"overlaps {what} {guard}, which a code seat must never write"
     return None
@@ -118,12 +118,10 @@ def _refusal(place: Path, guarded: list[tuple[str, Path]]) -> str | None:
 def seat_writable(home: Home, name: str, config: CmdSeatConfig, build_root: Path) -> list[Path]:
     """The seat's `writable` paths, `~` expanded and resolved; ConfigError for one that does
     not exist, or that would open the system, the bullpen home or a build dir to the seat."""
-    guarded = [
-        ("the bullpen home", home.root.resolve()),
-        ("the build root ([build] root)", build_root.resolve()),
-    ]
-    # a writable bind comes after the fence hides a place: one holding it would show it again
-    guarded += [("a place holding secrets or private data", p) for p in private_places(home)]
+    guarded = {
+        "the bullpen home": home.root.resolve(),
+        "the build root ([build] root)": build_root.resolve(),
+    }
     found = []
     for given in config.writable:
         where = f"[seats.{name}] writable {given!r}"

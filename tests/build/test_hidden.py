@@ -339,23 +339,3 @@ def test_each_private_key_set_outside_the_home_is_hidden(tmp_path: Path) -> None
     assert len(expected) >= 12, expected
     fixed = [root / "state" / "web-sessions.sqlite", root / "state/gateway/recording.sqlite"]
     assert all(place.resolve() in hidden for place in fixed)
-
-
-def test_a_seat_may_not_list_a_folder_holding_a_private_place_as_writable(tmp_path: Path) -> None:
-    """Under strict, a seat's `writable` paths are bound after the hidden places: one that
-    holds the secret kept outside the home would show it again, so it is refused by name."""
-    from agents.build.codeseat import check_code_seat
-    from room.errors import ConfigError
-
-    outside = outside_home(tmp_path)
-    keys = tmp_path / "elsewhere" / "keys"
-    set_seat(
-        outside.society.root, "wide", f'kind = "cmd"\ncommand = ["true"]\nwritable = ["{keys}"]'
-    )
-    config = BuildConfig(
-        root=str(tmp_path / "builds"), alias=str(tmp_path / "a"), seat_fence="strict"
-    )
-    with pytest.raises(ConfigError) as refused:
-        check_code_seat(outside.society.home, "wide", config)
-    assert "overlaps a place holding secrets or private data" in refused.value.message
-    assert str(keys / "post-secret") in refused.value.message
