@@ -92,9 +92,9 @@ def _bwrap_argv(
     with `shm_mb`, /dev read-only but a /dev/shm of that size (a test run's: a tmpfs is
     memory no rlimit counts).
 
-    The writable binds come after the tmpfs over each hidden folder, so a writable
-    place that contained a hidden one would show it again: callers refuse that
-    (agents/build/codeseat.py checks a seat's `writable`)."""
+    A writable place inside a hidden one shows through (the clone in a hidden home);
+    a hidden place inside a writable one is hidden again after it (a secret kept in a
+    folder a seat may write)."""
     argv = ["bwrap", "--bind" if open_base else "--ro-bind", "/", "/"]
     argv += ["--dev", "/dev", "--proc", "/proc"]
     if shm_mb is not None:
@@ -104,16 +104,24 @@ def _bwrap_argv(
             argv += ["--ro-bind", str(place), str(place)]
     folders = [place for place in hidden if place.is_dir()]
     for place in hidden:  # what lies in a hidden folder is gone with it
-        if any(folder in place.parents for folder in folders):
-            continue
-        if place.is_dir():
-            argv += ["--tmpfs", str(place)]  # an empty folder
-        elif place.is_file():
-            argv += ["--ro-bind", "/dev/null", str(place)]  # a blank, unreadable file
+        if not any(folder in place.parents for folder in folders):
+            argv += _hide(place)
     for place in writable:
         argv += ["--bind", str(place), str(place)]
+    for place in hidden:  # inside a writable place (a seat's state folder): hidden again
+        if any(open_ in place.parents for open_ in writable):
+            argv += _hide(place)
     argv += ["--unshare-all", *(["--share-net"] if network else [])]
     return [*argv, "--die-with-parent", "--chdir", str(cwd), "--"]
+
+
+def _hide(place: Path) -> list[str]:
+    """bwrap's arguments that hide `place`: a folder empty, a file blank; else nothing."""
+    if place.is_dir():
+        return ["--tmpfs", str(place)]
+    if place.is_file():
+        return ["--ro-bind", "/dev/null", str(place)]
+    return []
 
 
 @cache

@@ -339,3 +339,34 @@ def test_each_private_key_set_outside_the_home_is_hidden(tmp_path: Path) -> None
     assert len(expected) >= 12, expected
     fixed = [root / "state" / "web-sessions.sqlite", root / "state/gateway/recording.sqlite"]
     assert all(place.resolve() in hidden for place in fixed)
+
+
+def test_a_private_place_inside_a_seats_writable_folder_stays_hidden(tmp_path: Path) -> None:
+    """Under strict a seat's `writable` folders are bound after the hidden places: one that
+    holds the secret kept outside the home must not show it again. The seat writes there,
+    and reads the secret blank."""
+    outside = outside_home(tmp_path)
+    keys = tmp_path / "elsewhere" / "keys"
+    secret = keys / "post-secret"
+    script = tmp_path / "reader.py"
+    script.write_text(
+        READ_NOW.format(paths=[str(secret)], out="'seat-read.json'")
+        + f"pathlib.Path({str(keys / 'agent-state')!r}).write_text('state')\n"
+    )
+    root = outside.society.root
+    set_seat(root, "wide", f'kind = "cmd"\ncommand = ["{sys.executable}", "{script}"]\n'
+             f'writable = ["{keys}"]')  # fmt: skip
+    builds = tmp_path / "builds"
+    clone, cache = builds / "grind-wide", builds / "grind-wide.cache"
+    clone.mkdir(parents=True)
+    cache.mkdir()
+    space = Workspace(clone, cache, FENCE, fence_hidden(outside.society.home))
+    config = BuildConfig(root=str(builds), alias=str(tmp_path / "a"), seat_fence="strict")
+    extra = {"BULLPEN_SPEC": "test_x.py", "BULLPEN_TIER": "wide", "BULLPEN_ITERATION": "1"}
+    home = outside.society.home
+    turn = asyncio.run(take_turn(home, "py", "wide", space, "step: code\n", extra, config))
+    assert turn.ok, turn.problem
+    assert (keys / "agent-state").read_text() == "state"  # its writable folder works
+    seen = json.loads((clone / "seat-read.json").read_text())
+    if FENCE == BWRAP:
+        assert outside.leaks(json.dumps(seen)) == [], seen  # blank or refused, never read
