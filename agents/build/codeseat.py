@@ -228,7 +228,7 @@ async def _cmd_turn(
         hidden = [*space.hidden, *secrets.places]  # the home, and secrets kept outside
     else:  # guarded: the user's filesystem, less the secrets and the build root's other dirs
         writable = [space.folder]
-        hidden = secrets.places
+        hidden = [*secrets.places, *build.hidden_paths]
     try:
         done = await run_fenced(
             config.command,

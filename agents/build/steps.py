@@ -101,7 +101,7 @@ def _space(config: BuildConfig, ctx: StepContext, folder: Path) -> Workspace:
         fence = choose(config.fence)
     except RuntimeError as exc:
         raise StepFailed(str(exc)) from None
-    return Workspace(folder, cache, fence, ctx.home.homes())
+    return Workspace(folder, cache, fence, (*ctx.home.homes(), *config.hidden_paths))
 
 
 def _drop(space: Workspace) -> None:
