@@ -42,10 +42,11 @@ def read_bounded(path: Path, limit: int, what: str) -> bytes:
         raise UsageError(
             f"cannot read {what} {path}: {exc.strerror}; give the path of a file"
         ) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise UsageError(f"{what} {path} is not a regular file; give the path of a file")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UsageError(f"{what} {path} is not a regular file; give the path of a file")
         if info.st_size > limit:
             raise UsageError(
                 f"{what} {path} is {info.st_size} bytes, over the bound of {_size(limit)}; it "
