@@ -16,7 +16,7 @@ import pytest
 
 from tests.build.helpers import PY_FIX, coder_seat, set_build
 from tests.replay.conftest import FAKES, cmd_table
-from tests.replay.test_eval import build_case
+from tests.replay.test_eval import build_case, build_operator
 from tests.support import Society, run_cli, set_seat
 
 TRACE = "# a session\n\nWe rushed the mortar and it cracked; let it cure overnight.\n"
@@ -64,32 +64,25 @@ def test_a_backpass_case_linking_out_is_refused_and_no_prompt_holds_it(
     backpass_case(suite / "leaky")
     os.symlink(operator.root / target, suite / "leaky" / place)
     done = run_cli(operator.root, "eval", str(suite), "--seat", "fake", "--json", timeout=400)
+    never_in(prompts, (operator.root / target).read_text().strip())  # the bulk seat's prompts
     assert done.returncode == 2, done.stdout + done.stderr[-2000:]
     assert str(suite / "leaky" / place) in done.stderr, done.stderr
     assert "does not follow links out" in done.stderr and "Traceback" not in done.stderr
-    never_in(prompts, (operator.root / target).read_text().strip())
 
 
 def test_a_build_case_whose_repo_links_to_the_read_token_is_refused(tmp_path: Path) -> None:
     """`repo/helpers.py` is a link to the operator's read token: the eval refuses the case,
     naming the link, before any seat is asked; the code seat's prompts never hold it."""
-    operator = Society(tmp_path / "home")
-    solution = tmp_path / "solution"
-    solution.mkdir()
-    (solution / "calc.py").write_text(PY_FIX)
     log = tmp_path / "coder.jsonl"
-    coder_seat(
-        operator.root, "pyfix", "copy", FAKE_CODER_SOLUTION=str(solution), FAKE_CODER_LOG=str(log)
-    )
-    set_seat(operator.root, "fake", cmd_table(FAKES / "expedition_model.py", {}))
+    operator = build_operator(tmp_path, log)
     suite = tmp_path / "suite"
     build_case(suite, "adds", "def test_nothing():\n    pass\n")
     link = suite / "adds" / "repo" / "helpers.py"
     os.symlink(operator.root / "secrets" / "read-token", link)
     done = run_cli(operator.root, "eval", str(suite), "--seat", "fake", "--json", timeout=400)
+    never_in(log, (operator.root / "secrets" / "read-token").read_text().strip())
     assert done.returncode == 2, done.stdout + done.stderr[-2000:]
     assert str(link) in done.stderr and "Traceback" not in done.stderr, done.stderr
-    never_in(log, (operator.root / "secrets" / "read-token").read_text().strip())
 
 
 @pytest.mark.parametrize("fence", ["guarded", "strict"])

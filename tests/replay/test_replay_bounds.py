@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import resource
 import subprocess
 import threading
 from pathlib import Path
 
-from tests.support import BACKPASS_LURKERS, Society, bullpen_argv, run_cli, start_up
+from tests.replay.test_replay_writes import recorded_backpass
+from tests.support import bullpen_argv
 
 SPARSE = 3 * 2**29  # 1.5 GiB
 
@@ -34,15 +34,7 @@ def usage(folder: Path) -> int:
 def test_a_sparse_file_in_a_replayed_steps_paths_is_refused_before_a_byte_is_copied(
     tmp_path: Path,
 ) -> None:
-    society = Society(tmp_path / "home", demo=True)
-    up = start_up(society, nicks=BACKPASS_LURKERS)
-    try:
-        done = run_cli(society.root, "backpass", timeout=300)
-        assert done.returncode == 0, done.stdout + done.stderr
-    finally:
-        up.stop()
-    match = re.search(r"\b(backpass-\d{4}-\d{2}-\d{2}-[0-9a-f]+)\b", done.stdout + done.stderr)
-    assert match, done.stdout + done.stderr
+    society, thread = recorded_backpass(tmp_path)
     sparse = society.root / "traces" / "zz-huge.md"
     with open(sparse, "wb") as handle:
         handle.truncate(SPARSE)
@@ -64,7 +56,7 @@ def test_a_sparse_file_in_a_replayed_steps_paths_is_refused_before_a_byte_is_cop
     watcher.start()
     try:
         replay = subprocess.run(
-            bullpen_argv(society.root, "replay", match.group(1), "--step", "list", "--json"),
+            bullpen_argv(society.root, "replay", thread, "--step", "list", "--json"),
             capture_output=True,
             text=True,
             timeout=300,
