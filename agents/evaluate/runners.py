@@ -188,9 +188,8 @@ def run_build(society: EvalSociety, loaded: Loaded, result: CaseResult) -> None:
     # than into it (the clone is model-written: a link planted there would be written
     # through). During the grind every fence hid the suite's folder of them ([build] hidden).
     with tempfile.TemporaryDirectory(prefix="bullpen-eval-hidden-") as folder:
-        ran = hidden_tests(
-            artifact, loaded.copy_folder("hidden_tests", Path(folder) / "tests"), society.root
-        )
+        tests = loaded.copy_folder("hidden_tests", Path(folder) / "tests", skip=("__pycache__",))
+        ran = hidden_tests(artifact, tests, society.root)
     if ran.returncode != 0:
         result.failed_gates.append("hidden_tests")
         result.note = ran.output.strip()[-300:]
