@@ -282,8 +282,10 @@ async def live_check(
     for row in lurkers:
         line = answered.pongs.get(row.nick)
         if line is not None:
-            data = line.get("data") if isinstance(line.get("data"), dict) else {}
-            row.version = str(data.get("version", "unknown"))
+            data = line.get("data")
+            row.version = (
+                str(data.get("version", "unknown")) if isinstance(data, dict) else "unknown"
+            )
             if versions is not None:
                 versions[row.nick] = row.version
         if row.nick in answered.unsent:
