@@ -233,10 +233,8 @@ def pending(record: Record) -> list[Migration]:
     return steps
 
 
-def check(root: Path) -> Record:
-    """At the start of every command that opens the home: refuse a newer home, run the safe
-    migrations of an older one, refuse one that needs `bullpen upgrade`."""
-    record = read_record(root)
+def refuse_newer(root: Path, record: Record) -> None:
+    """HomeTooNew, naming both versions, when a newer bullpen wrote the home."""
     newer = too_new(record)
     if newer:
         raise HomeTooNew(
@@ -245,6 +243,13 @@ def check(root: Path) -> Record:
             f"read or changed. Run bullpen {record.written_by} or later (pip install -U "
             "bullpen, or pipx upgrade bullpen)"
         )
+
+
+def check(root: Path) -> Record:
+    """At the start of every command that opens the home: refuse a newer home, run the safe
+    migrations of an older one, refuse one that needs `bullpen upgrade`."""
+    record = read_record(root)
+    refuse_newer(root, record)
     steps = pending(record)
     if not steps:
         return record

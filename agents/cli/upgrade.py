@@ -21,13 +21,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     if not home.society_file.exists():
         home.require()  # the usual "no bullpen home at …" error
     record = formats.read_record(home.root)
-    newer = formats.too_new(record)
-    if newer:
-        raise formats.HomeTooNew(
-            f"the home {home.root} was written by bullpen {record.written_by}, and this is "
-            f"bullpen {__version__}: {', '.join(newer)}. There is no going back to an older "
-            f"format; run bullpen {record.written_by} or later"
-        )
+    formats.refuse_newer(home.root, record)  # a migration never goes back
     steps = formats.pending(record)
     if args.check:
         for step in steps:
