@@ -90,7 +90,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "trust": ("room",),
     "agents.seats": ("room", "trust"),
     "agents.config": ("room", "trust", "agents.seats"),
-    "agents.home": ("room", "trust", "agents.seats", "agents.config"),
+    # the home's format record (home.toml), read at every start: below the home
+    "agents.formats": ("room",),
+    "agents.home": ("room", "trust", "agents.seats", "agents.config", "agents.formats"),
     # shared memory's index and recall: low enough that every lurker can read its lessons
     "agents.memory": _HOME,
     "agents.runtime": (
