@@ -114,4 +114,3 @@ class BuildConfig(BaseModel):
     @property
     def root_path(self) -> Path:
         return Path(self.root)
-
