@@ -20,12 +20,11 @@ cannot be forgotten.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from room.errors import BullpenError
+from agents.roots import SECRET_KEYS, PlaceKey, gather_places, secret_places
 
 if TYPE_CHECKING:
     from agents.home import Home
@@ -39,22 +38,6 @@ __all__ = [
     "private_places",
     "secret_places",
 ]
-
-
-@dataclass(frozen=True)
-class PlaceKey:
-    """One configuration key (or fixed place) naming a place to hide, and how to find it."""
-
-    key: str  # as an operator finds it: "trust.toml secret_file", "[gateway] ledger"
-    holds: str  # what lies there, said for a person
-    paths: Callable[[Home], Iterable[Path]]
-
-
-def _trust(key: str) -> Callable[[Home], list[Path]]:
-    def paths(home: Home) -> list[Path]:
-        return [getattr(home.trust, key)]
-
-    return paths
 
 
 def _backpass(key: str) -> Callable[[Home], list[Path]]:
@@ -110,29 +93,6 @@ def _build_hidden(home: Home) -> list[Path]:
     return [home.path(str(place)) for place in (value if isinstance(value, list) else [value])]
 
 
-def _credentials(home: Home) -> list[Path]:
-    value = home.society.room.credentials
-    return [home.path(value)] if value else []
-
-
-SECRET_KEYS: tuple[PlaceKey, ...] = (
-    PlaceKey(
-        "the home's secrets/",
-        "every secret bullpen makes itself: gateway caller tokens, the web token, the "
-        "trust.toml defaults",
-        lambda home: [home.root / "secrets", home.gateway_token_dir()],
-    ),
-    PlaceKey("trust.toml", "where each secret file is", lambda home: [home.trust_file]),
-    PlaceKey("trust.toml secret_file", "the shared secret", _trust("secret_file")),
-    PlaceKey(
-        "trust.toml relaxed_token_file", "the relaxed bearer token", _trust("relaxed_token_file")
-    ),
-    PlaceKey("trust.toml read_token_file", "the read token", _trust("read_token_file")),
-    PlaceKey("trust.toml hub_key_file", "the hub's signing key", _trust("hub_key_file")),
-    PlaceKey("trust.toml key_dir", "each nick's private key", _trust("key_dir")),
-    PlaceKey("[room] credentials", "the NATS credentials of a JetStream room", _credentials),
-)
-
 PRIVATE_KEYS: tuple[PlaceKey, ...] = (
     PlaceKey("[room] path", "the room and its side files (every memory save is a post)", _room),
     PlaceKey("[backpass] public", "the public memory repository", _backpass("public")),
@@ -171,29 +131,12 @@ VISIBLE_KEYS: dict[str, str] = {
 }
 
 
-def _gather(home: Home, keys: Iterable[PlaceKey], strict: bool) -> list[Path]:
-    found: list[Path] = []
-    for key in keys:
-        try:
-            found += key.paths(home)
-        except (BullpenError, OSError):
-            if strict:
-                raise
-    return list(dict.fromkeys(Path(place).resolve() for place in found))
-
-
-def secret_places(home: Home) -> list[Path]:
-    """The home's secret places, resolved: no root may hold one or lie inside one. A home
-    whose trust.toml cannot be read still has its secrets/ folder and trust.toml named."""
-    return _gather(home, SECRET_KEYS, strict=False)
-
-
 def private_places(home: Home) -> list[Path]:
     """Every place holding a secret or private data, resolved, existing or not (a fence
     hides those that exist). ConfigError when a section that names one does not parse: a
     fence built on a guess would hide too little."""
     configured = home.society_file.exists() and home.trust_file.exists()  # else a bare folder
-    return _gather(home, (*SECRET_KEYS, *PRIVATE_KEYS), strict=configured)
+    return gather_places(home, (*SECRET_KEYS, *PRIVATE_KEYS), strict=configured)
 
 
 def fence_hidden(home: Home) -> tuple[Path, ...]:

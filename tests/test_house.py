@@ -122,6 +122,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.runtime",
         "agents.foreman",
         "agents.roots",
+        "agents.privateplaces",  # every secret and private place: what its fences hide
         "agents.intake",
         "agents.wording",
         "agents.safegit",
