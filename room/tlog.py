@@ -55,16 +55,28 @@ def note_path(room: Path) -> Path:
     return tree_dir(room) / NOTE_FILE
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write, fsync, rename: a reader sees the old file or the new one, never half."""
-    tmp = path.with_name(path.name + ".tmp")
+def write_atomic(path: Path, data: bytes, *, overwrite: bool = True) -> None:
+    """Write, fsync, rename: a reader sees the old file or the new one, never half.
+
+    `overwrite=False` puts the file in place with link(2), which never replaces
+    one: FileExistsError when `path` exists (or appeared meanwhile), nothing written.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp" if not overwrite else path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
     finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        tmp.unlink(missing_ok=True)  # gone after a rename; a link leaves it behind
 
 
 def load_note(path: Path, verifier: note.Verifier) -> note.Note | None:
@@ -103,6 +115,7 @@ class TransparencyLog:
         room_log: RoomLog,
         key: Ed25519PrivateKey,
         origin: str,
+        witnesses: Sequence[note.Verifier] = (),
     ) -> None:
         self.folder = tree_dir(room)
         self.tree = tree
@@ -110,6 +123,9 @@ class TransparencyLog:
         self.key = key
         self.origin = origin
         self.verifier = note.verifier_of(origin, key)
+        # The witnesses the operator named ([hub] witnesses): only their cosignatures are kept.
+        self.witnesses = {(w.name, w.hash): w for w in witnesses}
+        self.grown = asyncio.Event()  # set as lines are stored: the checkpointer's cue
         self.note: note.Note | None = None
         self.cosignatures: list[note.SignatureLine] = []
         self._pending: list[tuple[int, bytes]] = []
@@ -128,6 +144,7 @@ class TransparencyLog:
         """
         if self.broken is not None:
             return
+        self.grown.set()
         try:
             self._grow(lines)
         except OSError as exc:
@@ -259,6 +276,14 @@ class TransparencyLog:
             raise BadRequest(f"the cosignature was not accepted: {exc}") from None
         if witness.kind != note.COSIGNATURE:
             raise BadRequest("the witness key must be a cosignature key (type 0x04)")
+        if (witness.name, witness.hash) not in self.witnesses:
+            refused = BadRequest(
+                f"the witness key {witness.text()[:200]} is not one this hub's operator "
+                "configured: the hub keeps cosignatures only from the verifier keys listed in "
+                "[hub] witnesses in society.toml (`bullpen docs audit`, \"Running a witness\")"
+            )
+            refused.status = 403
+            raise refused
         if self.note is None or given.text != self.note.text:
             refused = BadRequest(
                 "the cosigned checkpoint is not the hub's current one; fetch "
@@ -272,11 +297,7 @@ class TransparencyLog:
             s for s in given.signatures if s.name == witness.name and s.hash == witness.hash
         )
         kept = [s for s in self.cosignatures if (s.name, s.hash) != (witness.name, witness.hash)]
-        if len(kept) >= MAX_WITNESSES:
-            full = BadRequest(f"the hub keeps at most {MAX_WITNESSES} cosignatures of a note")
-            full.status = 429
-            raise full
-        self.cosignatures = [*kept, line]
+        self.cosignatures = [*kept, line]  # its own older one replaced, one per witness
         state = {"text": self.note.text, "lines": [s.text() for s in self.cosignatures]}
         write_atomic(self.folder / COSIGNATURES_FILE, json.dumps(state).encode())
         return len(self.cosignatures)
@@ -288,7 +309,7 @@ class TransparencyLog:
             lines = note.parse(self.note.text + "\n" + "".join(state["lines"])).signatures
         except (OSError, ValueError, KeyError, TypeError, AssertionError):
             return  # none, or for an older note: witnesses cosign the current one again
-        self.cosignatures = [s for s in lines if s.name != self.origin][:MAX_WITNESSES]
+        self.cosignatures = [s for s in lines if (s.name, s.hash) in self.witnesses]
 
 
 @dataclass(frozen=True)
@@ -305,22 +326,34 @@ async def open_tlog(
     origin: str,
     keyed: Callable[[], dict[str, Any]],
     floor: int = 0,
+    witnesses: Sequence[note.Verifier] = (),
 ) -> Opened:
     """Open (or rebuild) the tree for the room the log opened, and check it.
 
     `floor` is what the hub's older JSON checkpoint covers. Refused, with the
     reason in `problem`: a room whose lines no longer hash to the root the hub
     signed, and a verified line of a keyed nick with no sig beyond everything
-    the hub signed — the hub never wrote one it did not cover first.
+    the hub signed — the hub never wrote one it did not cover first (checked
+    before the tree takes any line, so that refusal leaves the tree as it was).
     """
     tree = Tree(tree_dir(room))
-    tlog = TransparencyLog(room, tree, room_log, key, origin)
+    tlog = TransparencyLog(room, tree, room_log, key, origin, witnesses)
     try:
         tlog.note = load_note(note_path(room), tlog.verifier)
     except note.NoteError as exc:
         log.warning("the checkpoint note does not verify; moved aside", detail=str(exc))
         os.replace(note_path(room), note_path(room).with_suffix(".unverified"))
     tlog._load_cosignatures()
+    # First, before the tree takes any line: a refused start changes nothing beside the room.
+    forged = await _first_unvouched(room_log, max(tlog.signed_size, floor), keyed())
+    if forged is not None:
+        seq, nick = forged
+        return Opened(
+            tlog,
+            f"line {seq} says {nick} posted it verified with no sig, but {nick} proves with its "
+            "own key, and no checkpoint the hub signed covers that line: the hub covers every "
+            "such line before it answers, so this one was appended behind its back",
+        )
     head = room_log.head.seq
     rebuilt = False
     if tree.size > head:
@@ -349,16 +382,6 @@ async def open_tlog(
             tlog,
             f"the room's first {signed} lines do not hash to the root the hub signed in "
             f"{note_path(room)}: a line below seq {signed} was changed, dropped or inserted",
-            rebuilt,
-        )
-    forged = await _first_unvouched(room_log, max(signed, floor), keyed())
-    if forged is not None:
-        seq, nick = forged
-        return Opened(
-            tlog,
-            f"line {seq} says {nick} posted it verified with no sig, but {nick} proves with its "
-            "own key, and no checkpoint the hub signed covers that line: the hub covers every "
-            "such line before it answers, so this one was appended behind its back",
             rebuilt,
         )
     return Opened(tlog, None, rebuilt)
