@@ -37,9 +37,9 @@ from trust import checkpoint, hubkey
 from trust import table as trust_table
 from trust.gate import Gate
 from trust.nonces import NonceStore
+from trust.note import Verifier
 from trust.screen import Screen
 from trust.secretfiles import ensure_secret_text, read_secret_text
-from trust.note import Verifier
 from trust.table import TrustTable
 
 log = structlog.get_logger("room.service")

@@ -280,7 +280,7 @@ class TransparencyLog:
             refused = BadRequest(
                 f"the witness key {witness.text()[:200]} is not one this hub's operator "
                 "configured: the hub keeps cosignatures only from the verifier keys listed in "
-                "[hub] witnesses in society.toml (`bullpen docs audit`, \"Running a witness\")"
+                '[hub] witnesses in society.toml (`bullpen docs audit`, "Running a witness")'
             )
             refused.status = 403
             raise refused

@@ -143,8 +143,9 @@ def test_a_long_poll_past_the_head_never_returns_a_line_at_or_below_after(tmp_pa
         reader = threading.Thread(target=poll)
         reader.start()
         wait_for(
-            lambda: HTTP.get(f"{society.strict_url}/health", timeout=5).json()["readers_waiting"]
-            == 1,
+            lambda: (
+                HTTP.get(f"{society.strict_url}/health", timeout=5).json()["readers_waiting"] == 1
+            ),
             10,
             "the long-poll to wait",
         )
@@ -259,9 +260,7 @@ def test_the_json_checkpoint_never_leads_the_signed_tree(tmp_path: Path) -> None
     blocker = note_path(society.room).with_name("checkpoint.tmp")
     blocker.mkdir()  # the note's temp file cannot be made: signing fails, as on a broken disk
     fill(society, 10, start=2)
-    wait_for(
-        lambda: "could not write a checkpoint" in hub.own_output(), 20, "a failed checkpoint"
-    )
+    wait_for(lambda: "could not write a checkpoint" in hub.own_output(), 20, "a failed checkpoint")
     mark = json.loads(checkpoint_file(society.room).read_text())["seq"]
     signed = note.parse(note_path(society.room).read_text()).head().size
     assert mark <= signed, f"the JSON checkpoint names seq {mark}, the signed tree {signed}"
@@ -275,9 +274,7 @@ def test_the_json_checkpoint_never_leads_the_signed_tree(tmp_path: Path) -> None
     wait_for(both_at_12, 20, "the note and the JSON checkpoint at seq 12")
     hub.kill()
     lines = [line for line in society.room.read_bytes().split(b"\n") if line]
-    society.room.write_bytes(
-        b"".join(line + b"\n" for line in rechain(lines, 4, Seeded(33)))
-    )
+    society.room.write_bytes(b"".join(line + b"\n" for line in rechain(lines, 4, Seeded(33))))
     done = run_cli(society.root, "audit")
     assert done.returncode == 1 and "FAILED at seq 5:" in done.stdout, done.stdout
 
