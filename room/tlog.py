@@ -3,16 +3,18 @@
 The engine hands every stored line to `stored` (the JSONL writer after its
 fsync, the JetStream view as it follows the stream), so the tree grows with
 the room whoever appended. `sign` fsyncs the tree and writes the signed
-note (trust/note.py) to `<room>.tlog/checkpoint`; the hub signs with the
-interval of its JSON checkpoint, at shutdown, and — before it answers — after
+note (trust/note.py) to `<room>.tlog/checkpoint`; the hub signs soon after
+the room grows (room/service.py Checkpointer), at shutdown, and — before it answers — after
 every verified line that carries no signature of a nick with its own key
 (`cover`): such a line is vouched for by nothing but the hub's word, so the
 hub's signed record must hold it before anyone can rely on it (issue 23:
 `via` is as forgeable as `verified`; trust/audit.py refuses such a line that
 no checkpoint covers, and so does the hub's start-up, `open_tlog`).
 
-Witnesses' cosignatures for the current note are kept in
-`<room>.tlog/cosignatures` and served with it.
+Cosignatures of the current note from the witnesses the operator configured
+([hub] witnesses; one each, the newest) are kept in `<room>.tlog/cosignatures`
+and served with it. Any other key is refused: with the read token anyone can
+POST a cosignature, and a made-up witness must not take a real one's place.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ log = structlog.get_logger("room.tlog")
 
 NOTE_FILE = "checkpoint"
 COSIGNATURES_FILE = "cosignatures"
-MAX_WITNESSES = 16
 PAGE = 1000
 
 
