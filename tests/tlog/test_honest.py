@@ -43,14 +43,20 @@ def _post(society: Society, body: str) -> dict[str, Any]:
     return answer.json()  # type: ignore[no-any-return]
 
 
-def test_the_hubs_own_key_is_never_a_witness(tmp_path: Path) -> None:
-    """`verify --witness "$(bullpen trust verifier-key)"` is refused (exit 2), in either key type."""
+def _filled(tmp_path: Path, count: int) -> Society:
+    """A running hub whose room holds `count` lines, all in its signed checkpoint."""
     society = Society(tmp_path / "home")
     prepare(society)
     society.start_hub()
+    fill(society, count)
+    checkpoint_of(society, count)
+    return society
+
+
+def test_the_hubs_own_key_is_never_a_witness(tmp_path: Path) -> None:
+    """`verify --witness "$(bullpen trust verifier-key)"` is refused (exit 2), in either key type."""
+    society = _filled(tmp_path, 3)
     try:
-        fill(society, 3)
-        checkpoint_of(society, 3)
         own = run_cli(society.root, "trust", "verifier-key").stdout.strip()
         done = run_cli(society.root, "verify", "--witness", own)
         assert done.returncode == 2, done.stdout + done.stderr
@@ -93,10 +99,7 @@ def test_only_configured_witnesses_are_kept(tmp_path: Path) -> None:
         for n in range(20):  # more than the 16 slots the hub once had
             made_up = _cosign_request(text, f"witness/fake{n}", Ed25519PrivateKey.generate())
             answer = HTTP.post(
-                f"{society.strict_url}/tlog/cosign",
-                json=made_up,
-                headers=society.read_headers(),
-                timeout=10,
+                f"{society.strict_url}/tlog/cosign", json=made_up, headers=society.read_headers()
             )
             assert answer.status_code == 403, answer.text
             assert "[hub] witnesses" in answer.json()["message"]
@@ -166,13 +169,8 @@ def test_a_long_poll_past_the_head_never_returns_a_line_at_or_below_after(tmp_pa
 
 
 def _stopped_with_lines(tmp_path: Path, count: int) -> Society:
-    society = Society(tmp_path / "home")
-    prepare(society)
-    society.start_hub()
-    try:
-        fill(society, count)
-    finally:
-        society.stop_all()
+    society = _filled(tmp_path, count)
+    society.stop_all()
     return society
 
 
@@ -281,12 +279,8 @@ def test_the_json_checkpoint_never_leads_the_signed_tree(tmp_path: Path) -> None
 
 def test_verify_out_never_overwrites(tmp_path: Path) -> None:
     """`verify --export N --out FILE` on an existing FILE: exit 2, the file untouched."""
-    society = Society(tmp_path / "home")
-    prepare(society)
-    society.start_hub()
+    society = _filled(tmp_path, 3)
     try:
-        fill(society, 3)
-        checkpoint_of(society, 3)
         kept = tmp_path / "kept.json"
         kept.write_text("mine\n")
         done = run_cli(society.root, "verify", "--export", "2", "--out", str(kept))
