@@ -227,6 +227,10 @@ class TransparencyLog:
     def signed_size(self) -> int:
         return self.note.head().size if self.note is not None else 0
 
+    @property
+    def signed_root(self) -> bytes:
+        return self.note.head().root if self.note is not None else merkle.EMPTY_ROOT
+
     async def sign(self) -> note.Note | None:
         """Sign the tree as it is now, if it grew since the last note (None: nothing new)."""
         async with self._lock:
@@ -356,36 +360,79 @@ async def open_tlog(
             "such line before it answers, so this one was appended behind its back",
         )
     head = room_log.head.seq
+    signed = tlog.signed_size
+    intact = tree.size <= head and (
+        not tree.size or (await _agrees(tree, room_log) and tree.levels_agree())
+    )
+    vouched = intact and tree.size >= signed and tree.root(signed) == tlog.signed_root
+    if tlog.note is not None and not vouched:
+        # The files cannot vouch for the room: check the room against the note itself, and
+        # refuse before the tree changes (its files are what lets an audit locate a rewrite).
+        problem = await _room_against(room_log, tlog.note.head(), note_path(room))
+        if problem is not None:
+            return Opened(tlog, problem)
     rebuilt = False
     if tree.size > head:
         tree.truncate(head)
-    if tree.size and not (await _agrees(tree, room_log) and tree.levels_agree()):
+        intact = not tree.size or (await _agrees(tree, room_log) and tree.levels_agree())
+    if tree.size and not intact:
         tree.truncate(0)  # derived data that disagrees with the room or itself: make it again
         rebuilt = True
     elif head and not tree.size:
         rebuilt = True  # none yet (or deleted): built from the room now
     await tlog.catch_up()
-    signed = tlog.signed_size
     stale = tlog.note is not None and not rebuilt and signed <= tree.size
-    if stale and tlog.note is not None and tree.root(signed) != tlog.note.head().root:
+    if stale and tree.root(signed) != tlog.signed_root:
         tree.truncate(0)  # the files, or the room? rebuilt from the room, the check says which
         rebuilt = True
         await tlog.catch_up()
     if signed > tree.size:
-        return Opened(
-            tlog,
-            f"the room ends at seq {tree.size}, but the hub's signed tree note "
-            f"{note_path(room)} holds {signed} lines: lines were cut off",
-            rebuilt,
-        )
-    if tlog.note is not None and tree.root(signed) != tlog.note.head().root:
-        return Opened(
-            tlog,
-            f"the room's first {signed} lines do not hash to the root the hub signed in "
-            f"{note_path(room)}: a line below seq {signed} was changed, dropped or inserted",
-            rebuilt,
-        )
+        return Opened(tlog, _cut_off(tree.size, signed, note_path(room)), rebuilt)
+    if tlog.note is not None and tree.root(signed) != tlog.signed_root:
+        return Opened(tlog, _rewritten(signed, note_path(room)), rebuilt)
     return Opened(tlog, None, rebuilt)
+
+
+def _cut_off(ends: int, signed: int, path: Path) -> str:
+    return (
+        f"the room ends at seq {ends}, but the hub's signed tree note {path} holds {signed} "
+        "lines: lines were cut off"
+    )
+
+
+def _rewritten(signed: int, path: Path) -> str:
+    return (
+        f"the room's first {signed} lines do not hash to the root the hub signed in {path}: "
+        f"a line below seq {signed} was changed, dropped or inserted"
+    )
+
+
+async def _room_against(room_log: RoomLog, head: note.TreeHead, path: Path) -> str | None:
+    """Why the room's first `head.size` lines are not the tree the note signed (None: they
+    are), folded as they stream past: nothing is written."""
+    folding = merkle.Folding(head.size)
+    after = 0
+    while after < head.size:
+        result = await room_log.read(after, PAGE, Filter())
+        taken = after
+        for raw in result.lines:
+            seq = seq_of(raw)
+            while after + 1 < seq and after < head.size:  # a line /read skips: its bytes
+                missing = await room_log.line_at(after + 1)
+                if missing is None:
+                    break
+                folding.add(missing)
+                after += 1
+            if seq == after + 1 and after < head.size:
+                folding.add(raw)
+                after += 1
+        if after == taken:  # nothing /read gives: the next line's bytes as they are, or the end
+            missing = await room_log.line_at(after + 1)
+            if missing is None:
+                return _cut_off(after, head.size, path)
+            folding.add(missing)
+            after += 1
+    return None if folding.root() == head.root else _rewritten(head.size, path)
 
 
 async def _agrees(tree: Tree, room_log: RoomLog) -> bool:

@@ -213,16 +213,46 @@ def test_a_refused_start_publishes_nothing(tmp_path: Path) -> None:
     finally:
         society.stop_all()
     room = society.room
-    beside = [durable.mark_path(room), checkpoint_file(room), note_path(room)]
-    beside += sorted(p for p in tree_dir(room).iterdir() if p.name.startswith("level-"))
-    before = {p: p.read_bytes() for p in beside}
+    before = _records(room)
     _append(society, _forge(society))
     hub = society.spawn("hub-again", "hub")
     assert hub.proc.wait(60) == 78, hub.output()
     assert "appended behind its back" in hub.output()
-    assert {p: p.read_bytes() for p in beside} == before
+    assert _records(room) == before
     mark = durable.load(room)
     assert mark is not None and mark.seq == 1  # a file follower still stops before line 2
+
+
+def _records(room: Path) -> dict[Path, bytes]:
+    """Everything a hub keeps beside its room: the durable mark, checkpoints, tree files."""
+    beside = [durable.mark_path(room), checkpoint_file(room), note_path(room)]
+    beside = [p for p in beside if p.exists()]
+    beside += sorted(p for p in tree_dir(room).iterdir() if p.name.startswith("level-"))
+    return {p: p.read_bytes() for p in beside}
+
+
+def test_a_start_refused_for_a_rewrite_keeps_the_tree_that_locates_it(tmp_path: Path) -> None:
+    """A room rewritten below the signed tree: the start is refused without rebuilding the tree
+    files from the rewritten room, so the audit still names the first rewritten seq."""
+    from tests.reliability.helpers import Seeded
+    from tests.reliability.test_tamper_audit import rechain
+
+    society = _stopped_with_lines(tmp_path, 12)
+    room = society.room
+    before = _records(room)
+    lines = [line for line in room.read_bytes().split(b"\n") if line]
+    room.write_bytes(b"".join(line + b"\n" for line in rechain(lines, 4, Seeded(5))))
+    for record in (checkpoint_file(room), durable.mark_path(room)):  # the tree note alone
+        record.unlink()  # stands against it (recovery refuses by the others first)
+        del before[record]
+    hub = society.spawn("hub-again", "hub")
+    assert hub.proc.wait(60) == 78, hub.output()
+    assert "do not hash to the root the hub signed" in hub.output()
+    after = _records(room)
+    assert after.pop(durable.mark_path(room), b"") == b""  # no record: followers wait
+    assert after == before
+    done = run_cli(society.root, "audit")
+    assert done.returncode == 1 and "FAILED at seq 5:" in done.stdout, done.stdout
 
 
 def test_a_line_is_provable_about_a_second_after_its_post(tmp_path: Path) -> None:
