@@ -145,8 +145,10 @@ class ListenerApp:
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
                 break
-            if await hub._wait_for_lines(result.last_seq, remaining):
-                result = await hub.log.read(result.last_seq, page, flt)
+            # From max(after, head): a reader asking past the head never gets a line <= after.
+            cursor = max(after, result.last_seq)
+            if await hub._wait_for_lines(cursor, remaining):
+                result = await hub.log.read(cursor, page, flt)
         limits = hub.limits.settings if hub.limits is not None else HubLimits()
         return ReadAnswer(hub.log, result, page, limit, flt, limits.read_max_bytes)  # type: ignore[return-value]
 

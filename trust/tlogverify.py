@@ -23,8 +23,31 @@ from trust.note import NoteError, TreeHead, Verifier
 BUNDLE_FORMAT = "bullpen-proof-bundle/v1"
 
 
+def not_a_witness(hub: Verifier, witness: Verifier) -> str | None:
+    """Why `witness` cannot vouch for `hub`'s checkpoints (None: it can).
+
+    A witness is another key that cosigned (C2SP tlog-cosignature, type 0x04):
+    the log's own signature, or any key of the log's, is never a cosignature.
+    """
+    if witness.public.public_bytes_raw() == hub.public.public_bytes_raw():
+        return (
+            f"{witness.name}'s key is the hub's own key: a witness is a different key that "
+            "cosigned the checkpoint (its verifier key comes from `bullpen witness --show-key`)"
+        )
+    if witness.kind != note.COSIGNATURE:
+        return (
+            f"{witness.name}'s verifier key is a log's signing key (type 0x01), not a witness's "
+            "cosignature key (type 0x04): give the key `bullpen witness --show-key` prints"
+        )
+    return None
+
+
 def checked_note(text: str, hub: Verifier, witnesses: Sequence[Verifier] = ()) -> TreeHead:
     """The checkpoint in `text` when the hub's signature and every named witness's verify."""
+    for witness in witnesses:
+        problem = not_a_witness(hub, witness)
+        if problem is not None:
+            raise NoteError(problem)
     signed = note.parse(text)
     head = signed.head()
     if head.origin != hub.name:
