@@ -114,6 +114,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # the one safe copy and the one bounded read of what someone handed bullpen (suites,
     # replays, tickets, bundles): below every pipeline and command that takes files in
     "agents.intake": ("room", "agents.roots", "agents.config"),
+    # a work tree whose git directory is kept apart (the grinder's clone), on safegit
+    "agents.gitapart": ("room", "agents.gitguard", "agents.safegit"),
     # the build pipeline: plugs into the foreman through the registry; it runs git through
     # agents/safegit.py and reads where [backpass] puts the memory repositories (a guarded
     # code seat may not write them) from the backpass's own config
@@ -125,6 +127,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.intake",
         "agents.wording",
         "agents.safegit",
+        "agents.gitapart",
         "agents.backpass.config",
         "agents.memory",  # the lessons a grinder is handed reach its code seat's prompt
     ),
