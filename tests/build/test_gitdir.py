@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -31,8 +32,9 @@ from typing import Any
 import pytest
 
 from agents.build.builddir import clone, prepare
+from agents.build.codeseat import SEAT_STRICT, SEAT_UNFENCED, CodeTurn, take_turn
 from agents.build.config import BuildConfig
-from agents.build.fence import RLIMITS
+from agents.build.fence import BWRAP, RLIMITS, choose
 from agents.build.grind import GrindJob, GrindResult, grind
 from agents.build.routing import by_name
 from agents.build.runs import Workspace, run_spec
@@ -316,3 +318,53 @@ def test_the_grinders_own_git_directory_is_checked_and_its_index_rebuilt(
     assert announced == []
     (gitdir / "objects" / "info" / "alternates").unlink(missing_ok=True)  # its own store only
     assert "PRIVATE-" not in _objects(gitdir).decode("utf-8", "replace")
+
+
+# --- what the fenced side sees of the git directory -------------------------------------
+
+LOOK = (
+    "import json, os, pathlib\n"
+    "here = pathlib.Path({top}).resolve()\n"
+    "gitdir = here.with_name(here.name + '.git')\n"
+    "try:\n"
+    "    seen = sorted(os.listdir(gitdir))\n"
+    "except OSError as exc:\n"
+    "    seen = [type(exc).__name__]\n"
+    "(here / {name!r}).write_text(json.dumps(seen))\n"
+)
+
+
+@pytest.mark.parametrize("seat_fence", ["guarded", "strict"])
+def test_no_fence_shows_the_grinders_git_directory(tmp_path: Path, seat_fence: str) -> None:
+    """A cmd seat under either seat fence and the code under test in its run list the git
+    directory beside the clone: under bwrap each sees an empty folder where it lies (it holds
+    HEAD, config, objects for bullpen's git); with no sandbox the report says so."""
+    society = Society(tmp_path / "home")
+    builds = tmp_path / "builds"
+    builds.mkdir()
+    set_seat(society.root, "look", f'kind = "cmd"\ncommand = {json.dumps([sys.executable, "-c", LOOK.format(top="os.getcwd()", name="seat.json")])}')  # fmt: skip
+    config = BuildConfig(root=str(builds), alias=str(tmp_path / "sandbox"), seat_fence=seat_fence)
+    python = by_name("python")
+    folder = builds / "campaign"
+    (folder / "tests").mkdir(parents=True)
+    spec = LOOK.format(top="__file__ + '/../..'", name="run.json") + "\n\n" + PY_SPEC
+    (folder / "tests" / "test_calc.py").write_text(spec)
+    prepare(config, folder, python, "tests/test_calc.py", ["calc.py"])
+    target = clone(config, folder)
+    cache = target.with_name(target.name + ".cache")
+    cache.mkdir()
+    fence = choose("auto")
+    space = Workspace(target, cache, fence, (society.root.resolve(),))
+
+    async def both() -> CodeTurn:
+        await run_spec(config, python, space, "tests/test_calc.py", spec)
+        return await take_turn(society.home, "py", "look", space, "look", {}, config)
+
+    turn = asyncio.run(both())
+    assert {"HEAD", "config", "objects"} <= set(os.listdir(space.repo.gitdir))
+    seen = {name: json.loads((target / name).read_text()) for name in ("seat.json", "run.json")}
+    if fence == BWRAP:
+        assert seen == {"seat.json": [], "run.json": []}, seen
+        assert turn.fence in (SEAT_STRICT, BWRAP)
+    else:  # no sandbox: the seat runs unfenced, as docs/build.md says
+        assert turn.fence == SEAT_UNFENCED
