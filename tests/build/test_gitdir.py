@@ -253,9 +253,10 @@ def test_the_grinders_own_git_directory_is_checked_and_its_index_rebuilt(
     tmp_path: Path, variant: str
 ) -> None:
     """`[build] fence = "rlimits"`: no sandbox, so the seat can write the git directory
-    beside the clone. An index it planted there is never used (each commit rebuilds it
-    from the grind's last commit and the work tree): the grind goes green with none of
-    the canary or the secret committed. Alternates or grafts there stop the grind, named."""
+    beside the clone. An index it planted there, both turns, is never used (each commit
+    rebuilds it from the grind's last commit and the work tree): the second turn's prompt
+    shows the first turn's change and nothing of the canary or the secret, and the grind
+    goes green with neither committed. Alternates or a replace ref stop the grind, named."""
     society = Society(tmp_path / "home")
     builds, outside = tmp_path / "builds", tmp_path / "outside"
     builds.mkdir()
@@ -270,10 +271,13 @@ def test_the_grinders_own_git_directory_is_checked_and_its_index_rebuilt(
     _git("-C", str(memory), "add", "-A")
     _git("-C", str(memory), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "n")
     sha = _git("-C", str(memory), "rev-parse", "HEAD").strip()
+    prompts = tmp_path / "prompts.log"
     argv = [sys.executable, str(PLANTER), variant, ".", str(canary), str(secret),
-            str(memory / ".git"), sha]  # fmt: skip
-    set_seat(society.root, "apart", f'kind = "cmd"\ncommand = {json.dumps(argv)}')
-    config = BuildConfig(root=str(builds), alias=str(tmp_path / "sandbox"), fence=RLIMITS)
+            str(memory / ".git"), sha, str(prompts)]  # fmt: skip
+    set_seat(society.root, "apart", f'kind = "cmd"\ncommand = {json.dumps(argv)}\n'
+             'env = { PLANTER_WRONG_FIRST = "1" }')  # fmt: skip
+    config = BuildConfig(root=str(builds), alias=str(tmp_path / "sandbox"), fence=RLIMITS,
+                         stall_after=3)  # fmt: skip
     python = by_name("python")
     folder = builds / "campaign"
     (folder / "tests").mkdir(parents=True)
@@ -301,11 +305,14 @@ def test_the_grinders_own_git_directory_is_checked_and_its_index_rebuilt(
     gitdir = space.repo.gitdir
     if variant == "apart-index":
         result = asyncio.run(climb())
-        assert result.green, result
-        assert announced[0]["files_changed"] == ["calc.py"]
+        assert result.green and result.iterations == {"apart": 2}, result
+        assert [a["files_changed"] for a in announced] == [["calc.py"], ["calc.py"]]
+        second = prompts.read_text().split("\n---\n")[1]
+        assert "+    return 0" in second  # the first turn's own change, shown
         objects = _objects(gitdir)
         for text in (canary.read_text().strip(), secret.read_text().strip()):
             assert text.encode() not in objects
+            assert text not in prompts.read_text()
         assert not [e for e in _trees(gitdir) if ".." in e.split("\t")[-1]]
         return
     with pytest.raises(StepFailed) as failed:

@@ -23,6 +23,8 @@ goes GREEN, and plants one VARIANT in TOP (the clone; "fix" plants nothing):
               the clone (`<clone>.git`), as a program no fence holds could
 
 With PROMPT_LOG it appends the prompt it was given to that file (what a seat was shown).
+With PLANTER_WRONG_FIRST set, its first iteration (BULLPEN_ITERATION=1) writes a wrong fix,
+so the grind goes on to a second turn, whose prompt shows the first turn's commit.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import zlib
 from pathlib import Path
 
 FIX = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+WRONG = "def add(a, b):\n    return 0\n\n\ndef sub(a, b):\n    return 0\n"
 EMPTY_BLOB = "e69de29bb2d1d6434b8b29ae5a2a6a3b5e4ac8e4"
 
 
@@ -102,7 +105,10 @@ def main(argv: list[str]) -> int:
         with open(argv[6], "a", encoding="utf-8") as log:
             log.write(prompt + "\n---\n")
     where = Path(top).resolve()
-    (where / "calc.py").write_text(FIX)
+    first = os.environ.get("BULLPEN_ITERATION") == "1"
+    (where / "calc.py").write_text(
+        WRONG if first and os.environ.get("PLANTER_WRONG_FIRST") else FIX
+    )
     if variant != "fix":
         plant(variant, where, canary, secret, gitdir, sha)
     return 0
