@@ -51,6 +51,13 @@ def coder_seat(
     )
 
 
+def start_lurkers(society: Society, nicks: tuple[str, ...]) -> None:
+    """A lurker per nick, started together and waited on until each says it is lurking."""
+    procs = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in nicks]
+    wait_for(lambda: all("lurking" in p.output() or not p.alive() for p in procs), 90, "lurkers")
+    assert all(p.alive() for p in procs), "\n".join(p.output() for p in procs)
+
+
 def run_build(
     society: Society, text: str, wait: float, prefix: str = "build"
 ) -> tuple[str, dict[str, Any], str]:

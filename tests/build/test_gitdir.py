@@ -39,8 +39,8 @@ from agents.build.grind import GrindJob, GrindResult, grind
 from agents.build.routing import by_name
 from agents.build.runs import Workspace, run_spec
 from room.errors import StepFailed
-from tests.build.helpers import PY_SPEC, run_build, set_build, ticket
-from tests.support import Society, set_seat, wait_for
+from tests.build.helpers import PY_SPEC, run_build, set_build, start_lurkers, ticket
+from tests.support import Society, set_seat
 
 NICKS = ("foreman", "sandbox", "testdesigner", "py")
 PLANTER = Path(__file__).resolve().parent.parent / "fakes" / "git_planter.py"
@@ -135,9 +135,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
             f"plant-{variant}",
             f'kind = "cmd"\ncommand = [{command}]\ntimeout_s = 60\nwritable = ["{prompts}"]',
         )
-    procs = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in NICKS]
-    wait_for(lambda: all("lurking" in p.output() or not p.alive() for p in procs), 90, "lurkers")
-    assert all(p.alive() for p in procs), "\n".join(p.output() for p in procs)
+    start_lurkers(society, NICKS)
     try:
         yield bench
     finally:

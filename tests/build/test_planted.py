@@ -30,8 +30,8 @@ from agents.build.grind import GrindJob, grind
 from agents.build.routing import by_name
 from agents.build.runs import Workspace, run_spec
 from room.errors import StepFailed
-from tests.build.helpers import PY_SPEC, run_build, set_build, ticket
-from tests.support import Society, set_seat, wait_for
+from tests.build.helpers import PY_SPEC, run_build, set_build, start_lurkers, ticket
+from tests.support import Society, set_seat
 
 NICKS = ("foreman", "sandbox", "testdesigner", "py")
 pytestmark = pytest.mark.timeout(400)
@@ -91,9 +91,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
         f'kind = "cmd"\ncommand = ["{sys.executable}", "{seat}"]\ntimeout_s = 60',
     )
     set_seat(society.root, "dud", f'kind = "cmd"\ncommand = ["{sys.executable}", "-c", "0"]')
-    procs = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in NICKS]
-    wait_for(lambda: all("lurking" in p.output() or not p.alive() for p in procs), 90, "lurkers")
-    assert all(p.alive() for p in procs), "\n".join(p.output() for p in procs)
+    start_lurkers(society, NICKS)
     try:
         yield Bench(society, base, builds, secret_file.read_text().strip(), marker)
     finally:
