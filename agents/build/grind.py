@@ -28,8 +28,8 @@ from agents.build.config import BuildConfig
 from agents.build.routing import Language
 from agents.build.runs import SpecRun, Workspace, run_spec
 from agents.build.seatturn import Carried, own_change, turn_prompt
-from agents.gitapart import Tampered, apart_git, commit_tree, defuse
-from agents.safegit import PlantedConfig, git
+from agents.git.apart import Tampered, apart_git, commit_tree, defuse
+from agents.git.safe import PlantedConfig, git
 from agents.seats.tally import Tally
 from room.errors import StepFailed
 
@@ -119,7 +119,7 @@ def _guard(job: GrindJob, by: str) -> None:
     """After anything fenced touched the clone: its work tree holds no `.git` and no driver
     attributes, and bullpen's own git directory beside it is as bullpen left it (HEAD at its
     own last commit). Anything else ends the grind red (StepFailed) with a flag naming what
-    and who. Every git call checks again (agents/gitapart.py); this one names who did it."""
+    and who. Every git call checks again (agents/git/apart.py); this one names who did it."""
     try:
         head = apart_git(job.space.repo, "rev-parse", "--verify", "HEAD")[1].decode().strip()
     except PlantedConfig as exc:
@@ -135,7 +135,7 @@ def _guard(job: GrindJob, by: str) -> None:
 
 
 def _commit(job: GrindJob, message: str, by: str) -> list[str]:
-    """Commit the work tree on the grind's last commit, the index rebuilt (agents/gitapart.py);
+    """Commit the work tree on the grind's last commit, the index rebuilt (agents/git/apart.py);
     the paths changed. A staged gitlink or path out ends the grind like a planted `.git`."""
     try:
         job.head, changed = commit_tree(job.space.repo, job.head, message)

@@ -4,7 +4,7 @@ The final report's data is a contract read by the web view:
 `{"kind": "build-report", "green", "tier", "passing", "total", "clone",
 "iterations"}` always, whatever ended the run; the body says the same for
 a person, with the review commands of §8.5. The clone holds no `.git` (its
-git directory is kept beside it, agents/gitapart.py), so the history commands
+git directory is kept beside it, agents/git/apart.py), so the history commands
 name that directory; an operator's git run inside the clone finds nothing the
 grind's code planted.
 """
@@ -41,7 +41,7 @@ def report_data(
 
 
 def review_commands(clone: str, baseline: str, build_dir: str, gitdir: str = "") -> list[str]:
-    gitdir = gitdir or f"{clone}.git"  # where agents/gitapart.py keeps it
+    gitdir = gitdir or f"{clone}.git"  # where agents/git/apart.py keeps it
     return [
         f"git --git-dir {gitdir} diff --stat {baseline} HEAD   # what the grind changed",
         f"git --git-dir {gitdir} log --oneline {baseline}..   # the climb, one commit per "

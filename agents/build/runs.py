@@ -19,7 +19,7 @@ from pathlib import Path
 from agents.build.config import BuildConfig
 from agents.build.fence import FenceLimits, clean_env, run_fenced
 from agents.build.routing import Language
-from agents.gitapart import Apart
+from agents.git.apart import Apart
 from room.errors import StepFailed
 
 __all__ = ["SpecRun", "Workspace", "run_spec", "syntax_problem"]
@@ -38,7 +38,7 @@ class Workspace:
 
     @property
     def repo(self) -> Apart:
-        """The folder as a work tree, its git directory kept apart (agents/gitapart.py)."""
+        """The folder as a work tree, its git directory kept apart (agents/git/apart.py)."""
         return Apart.beside(self.folder)
 
     @property

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from agents.build.codeseat import Shown
 from agents.build.prompts import CodeContext, code_prompt
 from agents.build.repomap import view_repo
-from agents.gitapart import Apart, apart_git
+from agents.git.apart import Apart, apart_git
 
 if TYPE_CHECKING:
     from agents.memory.lessons import Lesson

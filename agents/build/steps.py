@@ -29,11 +29,11 @@ from agents.build.prompts import testdesign_prompt
 from agents.build.repomap import view_repo
 from agents.build.routing import Language, by_name, route
 from agents.build.runs import SpecRun, Workspace, run_spec, syntax_problem
-from agents.gitapart import apart_git, clone_apart
+from agents.git.apart import apart_git, clone_apart
+from agents.git.safe import git
 from agents.privateplaces import fence_hidden
 from agents.roots import OutsideRoot, Roots
 from agents.runtime.step import JudgmentRequest, Reply, StepContext
-from agents.safegit import git
 from room.errors import ConfigError, SeatError, SecretFound, StepFailed
 from room.message import Message
 

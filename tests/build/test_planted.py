@@ -8,7 +8,7 @@ under test (a spec whose test writes them when the fenced run imports it). Each
 time the grind ends red with a flag naming the planted key, the marker never
 appears, and the clone's `.git` is moved aside so a reviewer's git cannot run it.
 (The clone has no `.git` of its own: its git directory is kept beside it,
-agents/gitapart.py; a planter makes one, and that is refused too.)
+agents/git/apart.py; a planter makes one, and that is refused too.)
 """
 
 from __future__ import annotations

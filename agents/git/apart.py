@@ -13,7 +13,7 @@ fences hide it), and the clone holds no `.git` at all:
 - before every git call (`apart_git`), the git directory is checked to be
   bullpen's own: a plain folder with no link in it, no `commondir`,
   `alternates`, `grafts`, `shallow` or replace ref, its config on the
-  allow-list (agents/gitguard.py); a failure is `Tampered`, and nothing runs;
+  allow-list (agents/git/guard.py); a failure is `Tampered`, and nothing runs;
 - the work tree is data: a `.git` anywhere in it (a folder, a file, a link, at
   the top or nested) is refused (`PlantedConfig`, kind "worktree", naming the
   files), and its `.gitattributes` are checked for drivers as before;
@@ -33,8 +33,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agents.gitguard import Planted
-from agents.safegit import (
+from agents.git.guard import Planted
+from agents.git.safe import (
     GIT_TIMEOUT_S,
     GitError,
     PlantedConfig,

@@ -12,7 +12,7 @@ in bullpen goes through `git()` here, which:
   GIT_CONFIG_GLOBAL=/dev/null), no global attributes, no inherited GIT_*
   variable, no pager, editor or askpass;
 - first checks the repository git would find (`check_repo`): each of its
-  config files holds only keys of the allow-list (agents/gitguard.py), and
+  config files holds only keys of the allow-list (agents/git/guard.py), and
   no attributes file (`.gitattributes` anywhere in the tree, `info/attributes`)
   names a filter, diff or merge driver. A repository that fails raises
   PlantedConfig naming the key and the file, and git is not run;
@@ -33,7 +33,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from agents.gitguard import Planted, attributes_refusal, config_refusal
+from agents.git.guard import Planted, attributes_refusal, config_refusal
 from room.errors import StepFailed
 
 __all__ = [
@@ -92,7 +92,7 @@ class GitError(StepFailed):
 
 class PlantedConfig(GitError):
     """A repository's own files name a command bullpen's git would run, or a work tree holds
-    what its git may not read or commit (agents/gitapart.py): nothing was run."""
+    what its git may not read or commit (agents/git/apart.py): nothing was run."""
 
     code = "git_planted"
 

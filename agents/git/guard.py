@@ -5,7 +5,7 @@ whoever could write the repository: in a grind's clone, a code seat or the
 model-written code under test; in a memory repository, anyone with the
 home's rights. Git runs commands those files name (a filter driver's
 `clean`, `diff.external`, `core.fsmonitor`, `gpg.program`, a textconv, a
-merge driver, `core.sshCommand`, …), so bullpen's git (agents/safegit.py)
+merge driver, `core.sshCommand`, …), so bullpen's git (agents/git/safe.py)
 refuses a repository whose config sets any key outside a short allow-list
 of data-only keys, or whose attributes name a filter, diff or merge driver.
 The allow-list rather than a deny-list: git grows new command keys, and a
