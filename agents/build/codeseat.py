@@ -235,10 +235,10 @@ async def _cmd_turn(
         scratch = Path(tempfile.mkdtemp(prefix="seat-tmp-", dir=space.cache))
         env = {**env, "TMPDIR": str(scratch)}
         writable = [space.folder, scratch, *writable]
-        hidden = [*space.hidden, *secrets.hidden]  # the home, and what is kept outside it
+        hidden = [*space.unseen, *secrets.hidden]  # the home, the git dir, what is outside
     else:  # guarded: the user's filesystem, less the secrets and the build root's other dirs
         writable = [space.folder]
-        hidden = secrets.hidden
+        hidden = [*secrets.hidden, space.repo.gitdir]
     try:
         done = await run_fenced(
             config.command,

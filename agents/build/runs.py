@@ -19,6 +19,7 @@ from pathlib import Path
 from agents.build.config import BuildConfig
 from agents.build.fence import FenceLimits, clean_env, run_fenced
 from agents.build.routing import Language
+from agents.git.apart import Apart
 from room.errors import StepFailed
 
 __all__ = ["SpecRun", "Workspace", "run_spec", "syntax_problem"]
@@ -26,12 +27,24 @@ __all__ = ["SpecRun", "Workspace", "run_spec", "syntax_problem"]
 
 @dataclass(frozen=True)
 class Workspace:
-    """Where runs happen: the folder under test, the cache beside it, the fence to use."""
+    """Where runs happen: the folder under test, the cache beside it, the fence to use, and
+    what the fence hides (`hidden`, and always the grinder's git directory beside the folder:
+    the fenced side sees a work tree, never the repository bullpen's git reads)."""
 
     folder: Path
     cache: Path
     fence: str
     hidden: tuple[Path, ...] = ()
+
+    @property
+    def repo(self) -> Apart:
+        """The folder as a work tree, its git directory kept apart (agents/git/apart.py)."""
+        return Apart.beside(self.folder)
+
+    @property
+    def unseen(self) -> tuple[Path, ...]:
+        """Every place a fenced run of this workspace must not see."""
+        return (*self.hidden, self.repo.gitdir)
 
 
 @dataclass(frozen=True)
@@ -110,7 +123,7 @@ async def syntax_problem(
         env=_env(config, space, argv, language),
         limits=_limits(config, 30.0, language),
         fence=space.fence,
-        hidden=space.hidden,
+        hidden=space.unseen,
     )
     if done.returncode == 0:
         return None
@@ -138,7 +151,7 @@ async def run_spec(
         env=_env(config, space, argv, language),
         limits=_limits(config, language=language),
         fence=space.fence,
-        hidden=space.hidden,
+        hidden=space.unseen,
     )
     if done.overran:
         raise StepFailed(

@@ -30,8 +30,8 @@ from typing import Any
 
 from agents.cli.init import InitOptions, init_home
 from agents.home import Home
-from agents.runtime.netports import free_ports
 from agents.runtime.lessons import LESSONS_SWITCH as LESSONS_ENV
+from agents.runtime.netports import free_ports
 from agents.seats.registry import ROLES, parse_seat_table
 from room.errors import BullpenError, UsageError
 
