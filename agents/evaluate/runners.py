@@ -28,6 +28,7 @@ from room.log import Filter
 from room.message import Message
 
 CASE_TIMEOUT_S = 900.0
+SETTLE_S = 300.0  # a step's own time budget ends any call still running well before this
 _THREAD = re.compile(r"\b(exp-[0-9a-f]+|(?:build|backpass)-\d{4}-\d{2}-\d{2}-[0-9a-f]+)\b")
 
 
@@ -310,6 +311,30 @@ NICKS = {
 }
 
 
+def open_asks(society: EvalSociety, thread: str) -> set[str]:
+    """The ids of the foreman's asks in the thread (each step's) that have no reply yet: a
+    step agent always replies, with its answer or its `[STEP FAILED — reason]`."""
+    lines, _ = read_file(society.home.room_path, 0, None, Filter(thread=thread))
+    asked = {
+        str(line["id"])
+        for line in lines
+        if line.get("type") == "ask" and line.get("from") == "foreman"
+    }
+    return asked - {str(line.get("in_reply_to")) for line in lines if line.get("type") == "reply"}
+
+
+def settle(society: EvalSociety, thread: str | None, limit: float = SETTLE_S) -> None:
+    """Wait until every ask of the case's run has its reply (bounded): a run that ends at a
+    failed step may still have its siblings' model calls in flight (the other score batches),
+    and a call the society is stopped in the middle of never writes its `seat.http` line, so
+    the scoreboard would count fewer calls than the server answered."""
+    if not thread:
+        return
+    deadline = time.monotonic() + limit
+    while open_asks(society, thread) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 def run_case(society: EvalSociety, loaded: Loaded) -> CaseResult:
     result = CaseResult(loaded.name, loaded.case.kind)
     started = time.monotonic()
@@ -319,6 +344,7 @@ def run_case(society: EvalSociety, loaded: Loaded) -> CaseResult:
     except subprocess.TimeoutExpired:
         result.failed_gates.append("run.timeout")
         result.passed = False
+    settle(society, result.thread)
     count_server_calls(society.root, marks, result)
     result.wall_s = round(time.monotonic() - started, 2)
     return result
