@@ -110,7 +110,9 @@ def test_the_hub_refuses_the_secret_reversed_and_in_fullwidth_letters(society: S
                 else:
                     assert "secret material" in answer.json()["message"]
         assert not stored, f"the hub stored these forms of the secret: {stored}"
-        honest = "Ｆｕｌｌｗｉｄｔｈ ｐｒｏｓｅ, café, ﬁne — and the secret's 12th letter is not here"
+        honest = (
+            "Ｆｕｌｌｗｉｄｔｈ ｐｒｏｓｅ, café, ﬁne — and the secret's 12th letter is not here"
+        )
         answer = client.post(
             "/say", json={"from": "stranger", "to": "@all", "type": "chat", "body": honest}
         )
