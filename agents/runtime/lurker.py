@@ -296,7 +296,10 @@ class Lurker:
         if message.seq in self._pending:  # redelivered while still being handled
             return
         if is_cancel(message):  # its run was cancelled: stop the step, never run the handler
-            self.steps.cancel(str(message.in_reply_to or ""), message.seq)
+            refused = self.steps.cancel(message)  # or say why not, if another nick sent it
+            if refused is not None and message.id not in self.answered:
+                await self._post(refused, message)
+                self.answered.add(message.id)
             self._last = position
             return
         if message.id in self.answered:
