@@ -52,7 +52,7 @@ class HubLimits:
     unverified_total_bytes_per_s: float = 4 * 1024 * 1024
     unverified_burst_s: float = 10.0  # a bucket holds this many seconds of its rate
     min_free_disk_bytes: int = 256 * 1024 * 1024
-    # Per verified nick: ten times the pipelines' busiest nick (docs/room.md, "Limits").
+    # Per verified nick: far above the pipelines' busiest nick (docs/room.md, "Limits").
     verified_nick_posts_per_s: float = 2000.0
     verified_nick_bytes_per_s: float = 4 * 1024 * 1024
     verified_burst_s: float = 10.0

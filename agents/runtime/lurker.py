@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from agents.currentrun import CURRENT_RUN
 from agents.home import Home
 from agents.runtime import handlers, nicklock
 from agents.runtime.cancel import is_cancel
@@ -333,6 +334,7 @@ class Lurker:
                 from agents.runtime import lessons as wake_lessons  # on the first wake
 
                 ctx, told = wake_lessons.for_wake(self.ctx, self.lessons, message, log)
+                CURRENT_RUN.set(message.thread)  # this task's seats name the run to the gateway
                 outcome = await self.steps.run(
                     message, self.handler.run(message, ctx, self.config.timeout_s)
                 )

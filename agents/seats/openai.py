@@ -39,6 +39,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
+from agents.currentrun import CURRENT_RUN
 from agents.seats.base import Completion, Seat
 from agents.seats.request import JudgmentRequest
 from room.errors import SeatError, SecretFileError
@@ -178,6 +179,9 @@ class OpenAISeat(Seat):
         headers = {"Accept": "application/json"}
         if key is not None:
             headers["Authorization"] = f"Bearer {key}"
+        run = CURRENT_RUN.get()
+        if self.gateway is not None and run:  # the gateway records answers per run
+            headers["X-Bullpen-Run"] = run
         modes = self.ladder(request)
         mode = modes[0]
         timeout_s = self.config.timeout_s
