@@ -438,6 +438,12 @@ class Lurker:
                 self.refusals.cleared(post, cause)
                 return stored
             except PostRejected as exc:
+                if exc.status == 429:  # over its nick's bound (room/limits.py): wait, post again
+                    self.log.warning("over the hub's rate bound; retrying", error=exc.message)
+                    if await self._sleep(delay):
+                        raise asyncio.CancelledError from None
+                    delay = min(delay * 2, MAX_BACKOFF_S)
+                    continue
                 if not is_refusal(exc):
                     raise
                 refusal = refusal or Refusal(self.home.society.lurker)

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from room.errors import HubUnavailable, PostRejected
-from tests.support import Society, set_hub
+from tests.support import Society, set_hub, wait_for
 
 MiB = 1024 * 1024
 
@@ -138,3 +138,32 @@ def test_the_disk_reserve_applies_to_verified_posts(society: Society) -> None:
 
     assert "507" in asyncio.run(run())
     assert society.lines() == []
+
+
+def test_a_lurker_over_its_bound_waits_and_still_answers_every_ask(society: Society) -> None:
+    """echo may post 2 lines, then one every 2 s: four asks at once are all answered, the
+    last two after the hub's 429s, which the lurker waits out (never a dropped reply)."""
+    set_hub(society.root, verified_nick_posts_per_s=0.5, verified_burst_s=4)
+    society.start_hub()
+    echo = society.start_lurker("echo")
+
+    async def ask_four() -> list[str]:
+        ids = []
+        for nick in ("operator", "foreman"):  # two askers: each within its own bucket
+            async with society.home.client(nick) as client:
+                for n in range(2):
+                    stored = await client.say("@echo", f"ping {nick} {n}", type="ask")
+                    ids.append(stored["id"])
+        return ids
+
+    asked = asyncio.run(ask_four())
+    wait_for(
+        lambda: (
+            {m.get("in_reply_to") for m in society.lines() if m["from"] == "echo"} >= set(asked)
+        ),
+        60,
+        "echo to answer all four asks",
+    )
+    assert "over the hub's rate bound; retrying" in echo.own_output()
+    replies = [m for m in society.lines() if m["from"] == "echo"]
+    assert len(replies) == 4 and all(m["verified"] for m in replies)
