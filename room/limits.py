@@ -216,27 +216,26 @@ class DiskWatch:
                 self._free = None
         return self._free
 
-    def check(self) -> None:
-        """Raise DiskLow when free space is under the low-water mark."""
+    def check(self, verified: bool = False) -> None:
+        """Raise DiskLow when free space is under the low-water mark (for unverified posts)
+        or the reserve every post leaves (for verified ones)."""
         free = self.free()
-        if free is not None and free < self.low_water:
-            raise DiskLow(
-                f"the disk under the room has {free // (1024 * 1024)} MiB free, under the hub's "
-                f"low-water mark of {self.low_water // (1024 * 1024)} MiB: unverified posts are "
-                "refused until space is freed (verified posts still go in until "
-                f"{self.verified_low_water // (1024 * 1024)} MiB are left)",
+        mark = self.verified_low_water if verified else self.low_water
+        if free is None or free >= mark:
+            return
+        mib = 1024 * 1024
+        if verified:
+            what = (
+                f"reserve of {mark // mib} MiB ([hub] verified_min_free_disk_bytes): every "
+                "post, verified or not, is refused until space is freed; nothing was written"
             )
-
-    def check_verified(self) -> None:
-        """Raise DiskLow when free space is under the reserve every post leaves."""
-        free = self.free()
-        if free is not None and free < self.verified_low_water:
-            raise DiskLow(
-                f"the disk under the room has {free // (1024 * 1024)} MiB free, under the "
-                f"hub's reserve of {self.verified_low_water // (1024 * 1024)} MiB "
-                "([hub] verified_min_free_disk_bytes): every post, verified or not, is refused "
-                "until space is freed; nothing was written",
+        else:
+            what = (
+                f"low-water mark of {mark // mib} MiB: unverified posts are refused until space "
+                f"is freed (verified posts still go in until {self.verified_low_water // mib} "
+                "MiB are left)"
             )
+        raise DiskLow(f"the disk under the room has {free // mib} MiB free, under the hub's {what}")
 
 
 class Limits:
@@ -255,7 +254,7 @@ class Limits:
         self.posts.admit(nick, nbytes)
 
     def admit_verified(self, nick: str, nbytes: int) -> None:
-        self.disk.check_verified()
+        self.disk.check(verified=True)
         self.posts.admit_verified(nick, nbytes)
 
     def health(self, listener: str) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from room.errors import BullpenError, SecretFound, UsageError
+from room.errors import SecretFound, UsageError
 
 if TYPE_CHECKING:
     from agents.home import Home
@@ -63,13 +63,6 @@ _SCHEMA = (
 )
 
 
-class BadRun(BullpenError):
-    """The request's x-bullpen-run header is not a run's thread (400)."""
-
-    code = "bad_request"
-    status = 400
-
-
 @dataclass(frozen=True)
 class RecordKey:
     """Whose answer, in which run, to which request."""
@@ -83,7 +76,9 @@ class RecordKey:
         """The key of a request as the gateway received it (see the module docstring)."""
         if run_header is not None:
             if not _RUN.fullmatch(run_header):
-                raise BadRun(
+                from agents.gateway.body import BadRequest  # starlette: the gateway's side only
+
+                raise BadRequest(
                     f"the {RUN_HEADER} header must be a run's thread: 1-128 letters, digits "
                     "and ._:@/+- starting with a letter or digit"
                 )

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.gateway.recording import BadRun, Recorder, Recording, RecordKey, request_digest
+from agents.gateway.body import BadRequest
+from agents.gateway.recording import Recorder, Recording, RecordKey, request_digest
 from room.errors import UsageError
 from trust.screen import Screen
 
@@ -64,7 +65,7 @@ def test_each_caller_and_run_keeps_its_own_answer_and_the_first_writer_wins(
     assert recording.answer("termgen", "exp-2", mine.digest) is None
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == 2
-    with pytest.raises(BadRun):
+    with pytest.raises(BadRequest):
         RecordKey.of("termgen", "../../etc", body)
 
 
