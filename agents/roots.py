@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from agents.config import ROOT_DEFAULTS
-from room.errors import BullpenError, ConfigError, StepFailed
+from agents.privateplaces import secret_places
+from room.errors import ConfigError, StepFailed
 
 if TYPE_CHECKING:
     from agents.home import Home
@@ -122,15 +123,6 @@ def _resolve(path: Path) -> Path:
         return path.resolve()
     except RuntimeError:  # Python 3.11 and 3.12 report a loop this way
         raise OSError(errno.ELOOP, "a loop of links", str(path)) from None
-
-
-def secret_places(home: Home) -> list[Path]:
-    """The home's secret places: no root may hold one or lie inside one."""
-    found = [home.root / "secrets", home.trust_file]
-    with contextlib.suppress(BullpenError, OSError):
-        trust = home.trust
-        found += [trust.secret_file, trust.relaxed_token_file, trust.hub_key_file, trust.key_dir]
-    return list(dict.fromkeys(place.resolve() for place in found))
 
 
 @dataclass(frozen=True)

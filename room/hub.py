@@ -39,6 +39,7 @@ from room.readbody import FIRST_PAGE_LINES, ReadAnswer
 from room.say import refuse_query_secrets, serve_say
 from room.tlog import TransparencyLog
 from room.tlogapi import TlogEndpoints
+from room.version import __version__
 from trust.gate import Gate
 
 log = structlog.get_logger("room.hub")
@@ -157,6 +158,7 @@ class ListenerApp:
         problem = failed.message if failed is not None else log.unavailable
         body: dict[str, Any] = {
             "ok": problem is None,
+            "version": __version__,  # a society running mixed versions shows it
             "listener": self.listener,
             "seq": log.head.seq,
             "head": log.head.hash,

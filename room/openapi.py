@@ -268,7 +268,23 @@ def schema(listener: str) -> dict[str, Any]:
             "/health": {
                 "get": {
                     "responses": {
-                        "200": _json({"type": "object"}, "the hub is up"),
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["ok", "version", "listener", "seq", "head"],
+                                "properties": {
+                                    "ok": {"type": "boolean"},
+                                    "version": {
+                                        "type": "string",
+                                        "description": "the bullpen version the hub runs",
+                                    },
+                                    "listener": {"type": "string"},
+                                    "seq": {"type": "integer"},
+                                    "head": {"type": "string"},
+                                },
+                            },
+                            "the hub is up",
+                        ),
                         **_errors(503, *auth),
                     }
                 }

@@ -32,6 +32,7 @@ from room.jsonl import Checkpointed, JsonlLog
 from room.limits import HubLimits, Limits
 from room.log import RoomLog
 from room.tlog import Opened, TransparencyLog, default_origin, open_tlog
+from room.version import __version__
 from trust import checkpoint, hubkey
 from trust import table as trust_table
 from trust.gate import Gate
@@ -298,7 +299,13 @@ async def run_hub(settings: HubSettings) -> int:
 
     def ready() -> None:
         where = ", ".join(f"{item.name} {item.address}" for item in listeners)
-        log.info("hub listening", **room_log.describe(), seq=report.head.seq, listeners=where)
+        log.info(
+            "hub listening",
+            **room_log.describe(),
+            seq=report.head.seq,
+            listeners=where,
+            version=__version__,
+        )
 
     checkpointer = Checkpointer(settings.room, room_log, hub_key, tlog)
     ticker = asyncio.create_task(checkpointer.every(settings.checkpoint_interval_s))

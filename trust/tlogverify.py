@@ -15,6 +15,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from room import strictjson
+from room.errors import UsageError
 from trust import merkle, note
 from trust.note import NoteError, TreeHead, Verifier
 
@@ -63,7 +65,7 @@ def decode_proof(items: object) -> list[bytes]:
 def line_seq(line: bytes) -> int:
     """The seq a room line says it has (its leaf index is seq - 1)."""
     try:
-        seq = json.loads(line).get("seq")
+        seq = strictjson.loads(line).get("seq")  # a nesting bomb refused, not recursed
     except (ValueError, AttributeError):
         seq = None
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
@@ -133,8 +135,13 @@ class Bundle:
 
 
 def load_bundle(text: str) -> Bundle:
+    """The bundle in `text`; UsageError when it is not JSON a reader can take (nesting past
+    strictjson's bound is refused, not recursed into), NoteError when it is not a bundle."""
     try:
-        raw = json.loads(text)
+        raw = strictjson.loads(text)
+    except strictjson.JsonRejected as exc:
+        raise UsageError(f"the bundle is not JSON bullpen reads: {exc}") from None
+    try:
         if raw.get("format") != BUNDLE_FORMAT:
             raise NoteError(f"not a proof bundle: its format is not {BUNDLE_FORMAT}")
         seq, line, checkpoint = raw["seq"], raw["line"], raw["checkpoint"]

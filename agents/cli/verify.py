@@ -18,6 +18,7 @@ from typing import Protocol
 
 from agents.cli.auditing import err
 from agents.home import Home
+from agents.intake.bounded import read_bounded, read_text
 from room.errors import UsageError
 from room.reader import RoomFile
 from room.tlog import default_origin
@@ -87,13 +88,13 @@ class RoomProofs:
         raise NoteError(f"the room {self.room} has no line {seq}")
 
 
+# A bundle is one room line (at most a few hundred KiB), 128 hashes and a checkpoint.
+MAX_PROOF_FILE_BYTES = 4 * 1024 * 1024
+
+
 def _read_text(path: str, what: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{what} {path} does not exist; give the path of the file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {what} {path} ({exc})") from None
+    """A checkpoint, bundle or line file, refused by its size before it is read."""
+    return read_text(Path(path), MAX_PROOF_FILE_BYTES, what)
 
 
 def _verifier(text: str, what: str) -> Verifier:
@@ -183,7 +184,8 @@ def _verify(args: argparse.Namespace) -> int:
             return 0
         if args.line or args.seq:
             if args.line:
-                line = Path(args.line).read_bytes().removesuffix(b"\n")
+                line = read_bounded(Path(args.line), MAX_PROOF_FILE_BYTES, "--line")
+                line = line.removesuffix(b"\n")
                 seq = line_seq(line)
                 if args.seq is not None and args.seq != seq:
                     raise NoteError(f"the line in {args.line} says seq {seq}, not {args.seq}")
