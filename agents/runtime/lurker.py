@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from agents.currentrun import CURRENT_RUN
 from agents.home import Home
 from agents.runtime import handlers, nicklock
 from agents.runtime.cancel import is_cancel
@@ -43,6 +42,7 @@ from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
 from room.log import Filter
 from room.message import Message
 from room.reader import RoomFile
+from room.runcontext import CURRENT_RUN
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
 from room.version import __version__
 

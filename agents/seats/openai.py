@@ -39,12 +39,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
-from agents.currentrun import CURRENT_RUN
 from agents.seats.base import Completion, Seat
 from agents.seats.request import JudgmentRequest
 from room.errors import SeatError, SecretFileError
 from room.httpverify import verify_tls
 from room.logs import register_secret
+from room.runcontext import CURRENT_RUN
 from trust.secretfiles import read_secret_text
 
 if TYPE_CHECKING:

@@ -1,5 +1,6 @@
-"""The run a process is working for, as a context variable: stdlib only, so the lurker's
-lean import path and the seats can both use it.
+"""The run (the room thread) a task is working for, as a context variable: in the room
+layer and stdlib only, so the lurker and the seats, which may not import each other, both
+use it, and loading it costs a lurker nothing.
 
 A lurker sets CURRENT_RUN to the thread of the message it is handling, in the handler's
 own task; a seat that goes through the model gateway names it in the `x-bullpen-run`
