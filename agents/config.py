@@ -101,6 +101,10 @@ class HubConfig(_Strict):
     )
     unverified_burst_s: float = Field(default=HubLimits.unverified_burst_s, gt=0)
     min_free_disk_bytes: int = Field(default=HubLimits.min_free_disk_bytes, ge=0)
+    verified_nick_posts_per_s: float = Field(default=HubLimits.verified_nick_posts_per_s, ge=0)
+    verified_nick_bytes_per_s: float = Field(default=HubLimits.verified_nick_bytes_per_s, ge=0)
+    verified_burst_s: float = Field(default=HubLimits.verified_burst_s, gt=0)
+    verified_min_free_disk_bytes: int = Field(default=HubLimits.verified_min_free_disk_bytes, ge=0)
 
     def limits(self) -> HubLimits:
         """The bounds as the hub takes them."""

@@ -27,14 +27,15 @@ lone room.jsonl tells them apart with no home). Checkpoints are C2SP signed note
 body other verifiers read, so their version is this record's `checkpoint`, not a line
 in the note. Files that already carry their own version keep it, and the record names the
 same number (the durable mark's magic `bullpen-durable-1`, the memory index's `meta`
-format 3, the proof bundle's `bullpen-proof-bundle/v1`); tests/test_formats.py holds
-them equal.
+format 3, the gateway recording's `user_version` 2, the proof bundle's
+`bullpen-proof-bundle/v1`); tests/test_formats.py holds them equal.
 
 Standard library only: the lean lurker's start check (a child) reads this too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -59,7 +60,10 @@ FORMATS: dict[str, tuple[int, str]] = {
     "cursor": (1, "state/<nick>/cursor: each lurker's place in the room"),
     "memory_index": (3, "state/memory.sqlite: the librarian's index of the room"),
     "gateway_ledger": (1, "gateway/ledger.jsonl: one line per model call"),
-    "gateway_recordings": (1, "state/gateway/recording.sqlite: recorded answers"),
+    "gateway_recordings": (
+        2,
+        "state/gateway/recording.sqlite: recorded answers by caller, run and request",
+    ),
     "web_sessions": (1, "state/web-sessions.sqlite: the web view's sessions"),
     "society": (1, "society.toml: who runs and how"),
     "trust": (1, "trust.toml: PRIVILEGED and TRUST"),
@@ -115,10 +119,47 @@ class Migration:
     apply: Callable[[Path], list[str]]  # the home's root -> lines saying what it did
 
 
-# The migrations this bullpen ships, oldest first. None yet: 0.1.0 is the first release
-# with a record, and every format is still its first. A format change adds its step here
-# (and its test beside tests/test_formats.py), and bumps FORMATS.
-MIGRATIONS: list[Migration] = []
+RECORDING = "state/gateway/recording.sqlite"
+# Format 2's table as it was made (agents/gateway/recording.py makes the same): frozen here,
+# so this step makes the same table whatever a later format changes.
+_RECORDED_2 = (
+    "CREATE TABLE IF NOT EXISTS recorded (caller TEXT NOT NULL, run TEXT NOT NULL, "
+    "digest TEXT NOT NULL, model TEXT NOT NULL, answer TEXT NOT NULL, "
+    "PRIMARY KEY (caller, run, digest))"
+)
+
+
+def _recordings_by_caller_and_run(root: Path) -> list[str]:
+    """Gateway recordings 1 -> 2 (issue 33): answers keyed by caller, run and request digest,
+    not the digest alone. Format 1's answers stay in their table, still read (as any
+    caller's, in any run, when nothing newer matches) and never written again."""
+    path = root / RECORDING
+    if path.is_symlink() or not path.is_file():
+        return []  # nothing recorded yet: the gateway makes the table when it records
+    import sqlite3  # here: the lean lurker's start check imports this module, not this step
+
+    kept = backup(path, 1)
+    with contextlib.closing(sqlite3.connect(path, timeout=10)) as db:
+        db.execute(_RECORDED_2)
+        db.execute("PRAGMA user_version = 2")
+        db.commit()
+    return [
+        f"the gateway recording {path} keeps answers by caller and run from now on; its "
+        f"earlier answers are still read (a copy of the file is at {kept})"
+    ]
+
+
+# The migrations this bullpen ships, oldest first. A format change adds its step here (and
+# its test beside tests/test_formats.py), and bumps FORMATS.
+MIGRATIONS: list[Migration] = [
+    Migration(
+        "gateway_recordings",
+        1,
+        safe=True,
+        what="gateway recordings keyed by caller and run",
+        apply=_recordings_by_caller_and_run,
+    ),
+]
 
 
 @dataclass
@@ -251,8 +292,8 @@ def check(root: Path) -> Record:
     record = read_record(root)
     refuse_newer(root, record)
     steps = pending(record)
-    if not steps:
-        return record
+    if not steps or not record.present:  # no record: its first formats, read as they are
+        return record  # (`bullpen upgrade` writes the record and runs these)
     unsafe = [step for step in steps if not step.safe]
     if unsafe:
         raise UpgradeNeeded(

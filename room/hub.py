@@ -54,7 +54,8 @@ async def _answered_before_routing(request: Request) -> Response:
 
 
 def _error(exc: BullpenError, status: int) -> JSONResponse:
-    return JSONResponse(exc.to_dict(), status_code=status)
+    """The JSON answer, with the error's own headers (a 429's Retry-After)."""
+    return JSONResponse(exc.to_dict(), status_code=status, headers=getattr(exc, "headers", None))
 
 
 class Hub:

@@ -101,9 +101,11 @@ def _errors(*codes: int) -> dict[str, Any]:
         413: "body or data too large",
         403: "the witness key is not in [hub] witnesses, or is the hub's own",
         409: "the cosigned checkpoint is not the hub's current one: fetch it again",
-        429: "an unverified poster is over its rate ([hub] unverified_*); see retry_after_s",
+        429: "a poster is over its rate ([hub] unverified_*, verified_*); see retry_after_s "
+        "and the Retry-After header",
         503: "the room cannot accept writes",
-        507: "the room's disk is under [hub] min_free_disk_bytes: unverified posts refused",
+        507: "the room's disk is under [hub] min_free_disk_bytes (unverified posts refused) "
+        "or verified_min_free_disk_bytes (every post refused)",
     }
     return {str(code): _json(_ERROR, text[code]) for code in codes}
 

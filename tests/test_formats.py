@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from agents import formats
+from agents.gateway import recording
 from agents.memory import index
 from room import durable
 from room.version import __version__
@@ -37,6 +38,7 @@ def test_init_records_the_version_and_every_format(society: Society) -> None:
 def test_the_record_names_the_formats_files_carry_themselves() -> None:
     """Where a file holds its own version, the record's number is the same one."""
     assert formats.current()["memory_index"] == int(index.FORMAT)
+    assert formats.current()["gateway_recordings"] == recording.FORMAT
     assert f"bullpen-durable-{formats.current()['durable']}".encode() == durable._MAGIC
     # A home without a record holds the first release's formats, which this one reads.
     assert set(formats.FIRST_FORMATS) == set(formats.FORMATS)
@@ -165,3 +167,34 @@ def test_an_unsafe_migration_waits_for_upgrade(
 def test_a_missing_migration_is_named(society: Society, cursor_v2: None) -> None:
     with pytest.raises(Exception, match="no migration of cursor from format 1 to 2"):
         society.home.require()
+
+
+def test_a_format_1_gateway_recording_is_migrated_at_start_and_still_read(
+    society: Society,
+) -> None:
+    """Issue 33 keyed recordings by caller and run (format 2). A home recorded by 0.1.0
+    (format 1: one `answers` table keyed by digest) is migrated at the next start, safely:
+    a backup beside it, the new table added, the old answers kept and still served."""
+    import contextlib
+    import sqlite3
+
+    path = society.root / formats.RECORDING
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute(
+            "CREATE TABLE answers (digest TEXT PRIMARY KEY, model TEXT NOT NULL, "
+            "answer TEXT NOT NULL)"
+        )
+        db.execute("INSERT INTO answers VALUES ('d1', 'm', '{\"old\": 1}')")
+        db.commit()
+    record = formats.read_record(society.root)
+    old = formats.render(record.made_by, record.formats | {"gateway_recordings": 1})
+    formats.record_path(society.root).write_text(old, encoding="utf-8")
+    done = run_cli(society.root, "trust", "check", "--static")
+    assert done.returncode == 0, done.stderr
+    assert "migrated gateway_recordings from format 1 to 2" in done.stderr
+    assert formats.read_record(society.root).formats["gateway_recordings"] == 2
+    assert path.with_name("recording.sqlite.format-1.bak").is_file()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert recording.Recording(path).answer("termgen", "exp-1", "d1") == {"old": 1}

@@ -44,6 +44,7 @@ from agents.seats.request import JudgmentRequest
 from room.errors import SeatError, SecretFileError
 from room.httpverify import verify_tls
 from room.logs import register_secret
+from room.runcontext import CURRENT_RUN
 from trust.secretfiles import read_secret_text
 
 if TYPE_CHECKING:
@@ -181,6 +182,9 @@ class OpenAISeat(Seat):
         headers = {"Accept": "application/json"}
         if key is not None:
             headers["Authorization"] = f"Bearer {key}"
+        run = CURRENT_RUN.get()
+        if self.gateway is not None and run:  # the gateway records answers per run
+            headers["X-Bullpen-Run"] = run
         modes = self.ladder(request)
         mode = modes[0]
         timeout_s = self.config.timeout_s
