@@ -19,6 +19,7 @@ import textwrap
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -43,7 +44,7 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-async def wait_reply(client: RoomClient, thread: str, ask_id: str, timeout: float) -> dict:
+async def wait_reply(client: RoomClient, thread: str, ask_id: str, timeout: float) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     after = 0
     while time.monotonic() < deadline:

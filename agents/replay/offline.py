@@ -18,7 +18,7 @@ import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from agents.gateway.recording import Recording, recording_path, request_digest
 from agents.seats import build_seats, make_judge
@@ -29,7 +29,7 @@ from room.errors import BullpenError, UsageError
 if TYPE_CHECKING:
     from agents.home import Home
     from agents.replay.recorded import Step
-    from agents.seats.request import Judge
+    from agents.seats.request import AnswerT, Judge, Judgment, JudgmentRequest
 
 
 class NoRecording(BullpenError):
@@ -131,8 +131,16 @@ class OfflineJudge:
         config = home.society.nicks.get(step.nick)
         self.chosen = seat or (config.seat if config else None)
 
-    async def __call__(self, role: str, request: Any, schema: Any) -> Any:
-        roles = {role: self.chosen} if self.chosen else None
+    async def __call__(
+        self,
+        role: str,
+        request: JudgmentRequest,
+        schema: type[AnswerT],
+        *,
+        seat: str | None = None,
+    ) -> Judgment[AnswerT]:
+        chosen = seat or self.chosen
+        roles = {role: chosen} if chosen else None
         return await make_judge(self.registry, roles, self.screen)(role, request, schema)
 
     def check(self) -> None:
@@ -152,4 +160,4 @@ class OfflineJudge:
 
 
 def offline_judge(home: Home, step: Step, seat: str | None) -> Judge:
-    return cast("Judge", OfflineJudge(home, step, seat))
+    return OfflineJudge(home, step, seat)

@@ -79,9 +79,24 @@ class SeatJudge:
         return self.registry.get(self.roles.get(role, role))
 
     async def __call__(
-        self, role: str, request: JudgmentRequest, schema: type[AnswerT]
+        self,
+        role: str,
+        request: JudgmentRequest,
+        schema: type[AnswerT],
+        *,
+        seat: str | None = None,
     ) -> Judgment[AnswerT]:
-        first = self.seat_for(role)
+        if seat is not None and seat not in self.registry:
+            raise ConfigError(
+                f"role {role!r} was sent to seat {seat!r}, but there is no such seat; the "
+                f"known seats are {', '.join(self.registry.names())}"
+            )
+        first = self.registry.get(seat) if seat is not None else self.seat_for(role)
+        return await self._ask(role, request, schema, first)
+
+    async def _ask(
+        self, role: str, request: JudgmentRequest, schema: type[AnswerT], first: Seat
+    ) -> Judgment[AnswerT]:
         chain = self.registry.chain(first.name)
         if request.answer_schema is None:
             request = dataclasses.replace(request, answer_schema=answer_schema(schema))

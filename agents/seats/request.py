@@ -89,6 +89,19 @@ class Judgment(Generic[AnswerT]):
 
 
 class Judge(Protocol):
+    """The one call signature of every judge a step may hold (agents/seats/judge.py, the
+    lurker's, the lessons wrapper, the replay's): mypy checks each against it, so a
+    wrapper that drops an argument the others take is caught before a run meets it.
+
+    `seat`: a run's choice of seat table for this call (`bullpen backpass --bulk SEAT`),
+    else the nick's own, else the role's.
+    """
+
     async def __call__(
-        self, role: str, request: JudgmentRequest, schema: type[AnswerT]
+        self,
+        role: str,
+        request: JudgmentRequest,
+        schema: type[AnswerT],
+        *,
+        seat: str | None = None,
     ) -> Judgment[AnswerT]: ...
