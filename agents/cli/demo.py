@@ -44,7 +44,9 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-async def wait_reply(client: RoomClient, thread: str, ask_id: str, timeout: float) -> dict[str, Any]:
+async def wait_reply(
+    client: RoomClient, thread: str, ask_id: str, timeout: float
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     after = 0
     while time.monotonic() < deadline:
