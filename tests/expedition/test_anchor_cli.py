@@ -97,3 +97,29 @@ def test_missing_then_pointed_anchor_writes_the_brief(society: Society) -> None:
     )
     assert at_report.returncode == 0, at_report.stdout + at_report.stderr
     assert f"voice_anchor: {GOOD} — first-person body prose confirmed" in at_report.stdout
+
+
+def test_a_confirmed_set_with_no_excerpt_asks_for_an_anchor(society: Society) -> None:
+    """Every row dropped: no excerpt is confirmed at all. A Carbon brief then has no voice
+    anchor, which is the MISSING prompt with its three ways to supply one (000 §5, §7), not a
+    failed step; `confirm THREAD --anchor FILE` still writes the brief."""
+    first = run_cli(society.root, *EXPEDITION, timeout=180)
+    assert first.returncode == 0, first.stdout + first.stderr
+    thread = thread_of(first.stderr)
+    rows = sorted(set(re.findall(r"\((row_\d+)\)", first.stdout)))
+    assert rows, first.stdout
+
+    empty = run_cli(society.root, "expedition", "confirm", thread, "--drop", *rows, timeout=180)
+    said = empty.stdout + empty.stderr
+    assert "FAILED" not in said, said
+    assert empty.returncode == 2, said
+    assert "voice_anchor: MISSING" in empty.stdout
+    assert all(way in empty.stdout for way in ("record a note", "point to a file", "dictate live"))
+    assert f"bullpen expedition confirm {thread} --anchor FILE" in said
+
+    done = run_cli(society.root, "expedition", "confirm", thread, "--anchor", GOOD, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"voice_anchor: {GOOD} — first-person body prose confirmed" in done.stdout
+    (brief,) = (society.root / "briefs").glob("*.md")
+    front = yaml.safe_load(brief.read_text().split("---\n")[1])
+    assert [s["file"] for s in front["sources"]] == [GOOD]
