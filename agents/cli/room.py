@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import difflib
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from agents.cli.auditing import audit_with_checkpoints, err
 from agents.home import Home
+from agents.wording import did_you_mean
 from room import render, strictjson
 from room.client import read_file
 from room.errors import BadPost, CursorAhead, PostRejected, UsageError
@@ -79,8 +79,7 @@ def say_warnings(home: Home, stored: dict[str, Any]) -> list[str]:
     addressee = str(stored["to"]).removeprefix("@")
     nicks = home.society.nicks
     if addressee not in nicks and addressee != home.society.operator:
-        near = difflib.get_close_matches(addressee, list(nicks), n=3, cutoff=0.6)
-        hint = f" (did you mean {', '.join('@' + n for n in near)}?)" if near else ""
+        hint = did_you_mean(addressee, nicks, "@")
         warnings.append(
             f"no [nicks.{addressee}] in {home.society_file}: no lurker of this home serves "
             f"@{addressee}, so nothing here will answer{hint}"

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from agents.cli.argtypes import Formatter, _home_option, _seconds
 
 Add = Callable[[str, str, str], argparse.ArgumentParser]
+# A run's states, as agents/web/runs.py names them (its page and `bullpen runs` agree).
+RUN_STATES = ("open", "waiting", "done", "failed", "cancelled")
 
 
 def add_run_commands(add: Add) -> None:
@@ -103,6 +105,28 @@ def add_run_commands(add: Add) -> None:
     p.add_argument(
         "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
     )
+
+    p = add(
+        "runs",
+        "agents.cli.runs:cmd_runs",
+        "list the society's runs (expedition, backpass, build, forks) and where each waits",
+    )
+    p.add_argument(
+        "--state", action="append", choices=RUN_STATES, help="only runs in this state (repeatable)"
+    )
+    p.add_argument(
+        "--kind",
+        action="append",
+        help="only runs of this pipeline: expedition, backpass, build (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON array, one object per run")
+    shown = p.add_subparsers(dest="action", metavar="ACTION")
+    show = shown.add_parser(
+        "show", help="one run's steps and where it waits", formatter_class=Formatter
+    )
+    _home_option(show)
+    show.add_argument("thread", help="the run's thread (exp-…, backpass-…, build-…)")
+    show.add_argument("--json", action="store_true", help="print it as one JSON object")
 
     p = add(
         "cancel",

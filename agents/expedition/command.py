@@ -325,13 +325,13 @@ def not_a_run(messages: Sequence[Message], thread: str) -> str | None:
             f"There is no expedition with the thread {thread} in the room: no ask to "
             f"@{FOREMAN} carries it. Use the thread `bullpen expedition` printed when the run "
             f"started (`expedition exp-… started`), or find it with:\n"
-            f"  bullpen read --to {FOREMAN}"
+            "  bullpen runs --kind expedition"
         )
     pipeline = (starts[0].data or {}).get("pipeline")
     if pipeline and pipeline != "expedition":
         return (
             f"The thread {thread} is a {pipeline} run, not an expedition; find the "
-            f"expedition's thread with `bullpen read --to {FOREMAN}`."
+            f"expedition's thread with `bullpen runs --kind expedition`."
         )
     return None
 

@@ -161,6 +161,12 @@ class Run:
     def reply(self, key: str) -> Message | None:
         return self._replies.get(key)
 
+    def steps(self) -> list[tuple[str, Message, Message | None]]:
+        """(key, ask, its reply or None) for every ask the foreman sent, a fork's seeds
+        included, in the order sent: what `bullpen runs show` and the web view list."""
+        asked = sorted(self._asks.items(), key=lambda item: item[1].seq)
+        return [(key, ask, self._replies.get(key)) for key, ask in asked]
+
     def report(self, key: str) -> Message | None:
         return self._reports.get(key)
 

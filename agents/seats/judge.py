@@ -103,6 +103,7 @@ class SeatJudge:
         failures: list[str] = []
         misses: list[str] = []
         attempts = 0
+        tokens: int | None = None
         for position, seat in enumerate(chain):
             prompt_request = request
             error = ""
@@ -114,6 +115,8 @@ class SeatJudge:
                 )
                 try:
                     completion = await seat.answer(prompt_request)
+                    if completion.tokens is not None:
+                        tokens = (tokens or 0) + completion.tokens
                     answer = validate_answer(completion.text, schema)
                 except SeatError as exc:
                     error = str(exc.details.get("reason", exc.message))
@@ -144,6 +147,7 @@ class SeatJudge:
                         attempts=attempts,
                         structured=completion.structured,
                         misses=tuple(misses),
+                        tokens=tokens,
                     )
                 misses.append(f"{seat.name}: {error}")
                 self._log(role, request, seat, try_number, attempts, started, error)

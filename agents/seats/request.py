@@ -71,6 +71,9 @@ class Judgment(Generic[AnswerT]):
     # Why each failed attempt before the answer failed (a rejected answer's reason, a
     # seat's error): a retry that rescued the step is counted, not hidden.
     misses: tuple[str, ...] = ()
+    # Tokens the servers counted over every attempt (`usage`); None when none counted any:
+    # what `bullpen runs` sums as a run's tokens so far.
+    tokens: int | None = None
 
     def provenance(self) -> dict[str, Any]:
         """What a step's reply data says about the model call."""
@@ -85,6 +88,8 @@ class Judgment(Generic[AnswerT]):
             said["structured"] = self.structured
         if self.misses:
             said["misses"] = list(self.misses)
+        if self.tokens is not None:
+            said["tokens"] = self.tokens
         return said
 
 

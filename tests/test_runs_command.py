@@ -1,0 +1,99 @@
+"""`bullpen runs` and `bullpen runs show THREAD` as an operator runs them: a real hub, the
+expedition's lurkers, the real command. The runs page of the web view renders the same words
+(one function rebuilds a run from its thread for both)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agents.home import Home
+from agents.web import pages
+from agents.web.runs import build_runs
+from tests.support import Society, run_cli, wait_for
+
+NICKS = ("foreman", "context", "termgen", "retriever", "scorer", "scotoma", "excerpter", "briefer")
+EXPEDITION = ("expedition", "--title", "Waiting Is Part of the Work", "--keyword", "patience")
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def society(tmp_path: Path) -> Iterator[Society]:
+    society = Society(tmp_path / "home", demo=True)
+    try:
+        society.start_hub()
+        lurkers = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in NICKS]
+        wait_for(
+            lambda: all("lurking" in p.output() or not p.alive() for p in lurkers),
+            90,
+            "the expedition's lurkers to start",
+        )
+        assert all(p.alive() for p in lurkers), [p.output() for p in lurkers]
+        yield society
+    finally:
+        society.stop_all()
+
+
+def listed(society: Society, *args: str) -> list[dict]:
+    result = run_cli(society.root, "runs", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_runs_lists_where_each_run_waits_and_show_names_its_steps(society: Society) -> None:
+    assert listed(society) == []
+    empty = run_cli(society.root, "runs")
+    assert empty.returncode == 0 and "no run in the room yet" in empty.stderr
+
+    first = run_cli(society.root, *EXPEDITION, timeout=180)
+    assert first.returncode == 0, first.stdout + first.stderr
+    thread = re.search(r"\b(exp-[0-9a-f]+)\b", first.stderr).group(1)  # type: ignore[union-attr]
+
+    (run,) = listed(society)
+    assert run["thread"] == thread and run["kind"] == "expedition"
+    assert run["title"] == "Waiting Is Part of the Work"
+    assert run["state"] == "waiting" and run["waits_on"] == "operator"
+    assert run["where"] == "at the gate: waiting on @operator"
+    assert run["calls"] >= 3 and run["steps"] >= 6  # terms, scores, scotoma: the local seat
+    assert run["tokens"] is None  # the local seat has no server to count them
+    assert run["started"] <= run["last_activity"]
+
+    table = run_cli(society.root, "runs")
+    assert table.returncode == 0
+    row = next(line for line in table.stdout.splitlines() if line.startswith(thread))
+    assert "expedition" in row and "waiting" in row and "at the gate: waiting on @operator" in row
+
+    shown = run_cli(society.root, "runs", "show", thread)
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(r"^\s+1\. answered\s+@context", shown.stdout, re.M), shown.stdout
+    assert f"bullpen expedition confirm {thread}" in shown.stdout
+    assert f"bullpen cancel {thread}" in shown.stdout
+    steps = json.loads(run_cli(society.root, "runs", "show", thread, "--json").stdout)["steps"]
+    assert [s["nick"] for s in steps][:2] == ["context", "termgen"]
+
+    typo = run_cli(society.root, "runs", "show", thread[:-1] + "z")
+    assert typo.returncode == 2 and f"did you mean {thread}?" in typo.stderr
+
+    # the web view's runs page says the same
+    lines = society.lines()
+    threads: dict[str, list[dict]] = {}
+    for line in lines:
+        threads.setdefault(line.get("thread") or "", []).append(line)
+    html = pages.runs(build_runs(threads, Home(society.root).trust.trusted), "csrf")
+    assert '<span class="where">at the gate: waiting on @operator</span>' in html
+
+    assert listed(society, "--state", "done") == []
+    assert [r["thread"] for r in listed(society, "--kind", "expedition")] == [thread]
+    assert listed(society, "--kind", "build") == []
+
+    cancelled = run_cli(society.root, "cancel", thread, timeout=60)
+    assert cancelled.returncode == 0, cancelled.stderr
+    (run,) = listed(society)
+    assert run["state"] == "cancelled" and run["where"] == "cancelled" and run["waits_on"] is None
+    assert [r["thread"] for r in listed(society, "--state", "cancelled")] == [thread]
+    bad = run_cli(society.root, "runs", "--state", "stuck")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
