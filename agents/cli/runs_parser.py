@@ -120,7 +120,9 @@ def add_run_commands(add: Add) -> None:
         help="only runs of this pipeline: expedition, backpass, build (repeatable)",
     )
     p.add_argument("--json", action="store_true", help="print a JSON array, one object per run")
-    shown = p.add_subparsers(dest="action", metavar="ACTION")
+    shown = p.add_subparsers(
+        dest="action", metavar="ACTION", help="show THREAD: one run in full (default: the list)"
+    )
     show = shown.add_parser(
         "show", help="one run's steps and where it waits", formatter_class=Formatter
     )

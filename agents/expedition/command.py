@@ -43,6 +43,7 @@ from agents.expedition.progress import Progress
 from agents.foreman.pipeline import KEY
 from agents.roots import OutsideRoot
 from agents.runtime.cancel import EXIT_CANCELLED
+from agents.runtime.terminal import read_line
 from agents.runtime.waiting import Heartbeat, follow_run, require_listening
 from room.client import read_thread
 from room.message import Message, bare
@@ -158,6 +159,14 @@ def is_dig_report(message: Message) -> bool:
     return str((message.data or {}).get(KEY, "")).startswith(DIG_REPORT)
 
 
+class RunEnded(Exception):
+    """The run ended (its final report is in `report`) while the command waited at a prompt."""
+
+    def __init__(self, report: Message) -> None:
+        super().__init__(report.body)
+        self.report = report
+
+
 @dataclass
 class Follower:
     """Reads one run's thread until it needs the operator or ends."""
@@ -178,12 +187,20 @@ class Follower:
         is the brief or the next Dig Report.
         """
         return await follow_run(
-            lambda heartbeat: self._follow(after, timeout, answered, heartbeat),
+            lambda heartbeat: self._follow_until_ended(after, timeout, answered, heartbeat),
             self.client,
             self.thread,
             self.err,
             self.foreman,
         )
+
+    async def _follow_until_ended(
+        self, after: int, timeout: float, answered: bool, heartbeat: Heartbeat
+    ) -> int:
+        try:
+            return await self._follow(after, timeout, answered, heartbeat)
+        except RunEnded as ended:
+            return self._ended(ended.report)
 
     async def _follow(
         self, after: int, timeout: float, answered: bool, heartbeat: Heartbeat
@@ -236,18 +253,60 @@ class Follower:
         print(timeout_hint(self.thread, timeout, answered), file=self.err)
         return EXIT_TIMEOUT
 
+    def _ended(self, report: Message) -> int:
+        """The run ended from elsewhere while the prompt waited: say so, and its exit code."""
+        print("", file=self.out)  # the prompt's line was left open
+        print(report.body, file=self.out, flush=True)
+        how = "cancelled" if (report.data or {}).get("cancelled") else "ended"
+        print(
+            f"the run {self.thread} was {how} while this prompt waited; nothing typed here "
+            "was posted",
+            file=self.err,
+            flush=True,
+        )
+        return outcome_code(report)
+
     async def _answer(self, report: Message) -> int | None:
-        """Post the operator's answer (by --yes or at the terminal); None leaves the run waiting."""
+        """Post the operator's answer (by --yes or at the terminal); None leaves the run waiting.
+        RunEnded when the run ends while the prompt waits (a `bullpen cancel` elsewhere)."""
         if self.yes:
             body, data = answer_post()
         elif self.interactive:
-            typed = (await asyncio.to_thread(input, ANSWER_PROMPT)).strip()
+            typed = (await self._typed_unless_ended(report)).strip()
             if not typed:
                 return None
             body, data = typed, {}
         else:
             return None
         return await post_answer(self.client, report, self.thread, body, data, self.foreman)
+
+    async def _typed_unless_ended(self, report: Message) -> str:
+        """What the operator types at the prompt ("" at end of input), or RunEnded when the
+        run's final report arrives first: nothing typed then is posted into an ended run."""
+        typed = asyncio.ensure_future(read_line(ANSWER_PROMPT, self.out))
+        ended = asyncio.ensure_future(self._final_after(report.seq))
+        try:
+            await asyncio.wait([typed, ended], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (typed, ended):
+                task.cancel()
+            await asyncio.gather(typed, ended, return_exceptions=True)
+        if typed.done() and not typed.cancelled():
+            if isinstance(typed.exception(), EOFError):
+                return ""
+            return typed.result()
+        if ended.done() and not ended.cancelled() and ended.exception() is None:
+            raise RunEnded(ended.result())
+        return typed.result()  # re-raises what stopped it
+
+    async def _final_after(self, after: int) -> Message:
+        """The run's final report, the first after seq `after` (read while a prompt waits)."""
+        async for line in self.client.follow(after, thread=self.thread, wait=POLL_S):
+            message = Message.model_validate(line)
+            final = (message.data or {}).get("final")
+            if message.verified and message.from_ == self.foreman and final:
+                return message
+        raise RuntimeError("the room's follow ended")  # follow() never ends by itself
 
 
 async def post_answer(

@@ -193,7 +193,19 @@ class Run:
 
     @property
     def finished(self) -> bool:
-        return any(m.data and m.data.get("final") for m in self._reports.values())
+        return self.final_report() is not None
+
+    def final_report(self) -> Message | None:
+        """The report that ended the run, or None while it runs."""
+        return next((m for m in self._reports.values() if m.data and m.data.get("final")), None)
+
+    def operator_replies(self) -> list[Message]:
+        """Every reply the run's operator sent the foreman in this thread."""
+        return [
+            m
+            for m in self.messages
+            if m.type == "reply" and m.from_ == self.operator and bare(m.to) == self.foreman
+        ]
 
     @property
     def cancellation(self) -> Message | None:
