@@ -30,11 +30,12 @@ import math
 import os
 import secrets
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agents.backpass.config import BackpassConfig
+from agents.backpass.config import BackpassConfig, RunParams
+from agents.backpass.onerun import EXIT_BUSY, BackpassBusy, one_backpass, open_backpass
 from agents.backpass.pipeline import NICKS
 from agents.backpass.relay import announce
 from agents.backpass.seating import choose_seats
@@ -254,6 +255,25 @@ async def backpass(
     if not report_only:
         check_repos(home, params)
         await _sync_memory(home, err)
+    try:
+        with one_backpass(home) as holds:
+            await open_backpass(home)
+            return await _post_and_follow(home, params, report_only, wait_timeout, out, err, holds)
+    except BackpassBusy as busy:
+        err.write(f"bullpen: {busy.message}\n")
+        return EXIT_BUSY
+
+
+async def _post_and_follow(
+    home: Home,
+    params: RunParams,
+    report_only: bool,
+    wait_timeout: float,
+    out: TextIO,
+    err: TextIO,
+    holds: Callable[[str], None],
+) -> int:
+    """Post the run's ask (the home's backpass lock held) and follow it to its funnel."""
     thread = new_thread()
     body = "backpass" + (" (report only)" if report_only else "") + f": traces in {params.traces}"
     data = {"pipeline": "backpass", **params.model_dump()}
@@ -262,6 +282,7 @@ async def backpass(
         await require_listening(client, FOREMAN)  # else nothing would ever answer
         stored = await client.say(f"@{FOREMAN}", body, type="ask", data=data, thread=thread)
         err.write(f"backpass run {thread} asked of @{FOREMAN} (seq {stored.get('seq')})\n")
+        holds(thread)  # a second backpass is told which run holds the lock
         after = int(stored.get("seq", 0))
 
         async def follow(heartbeat: Heartbeat) -> int:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import Society, run_cli, wait_for
+from tests.support import Society, bullpen_argv, run_cli, wait_for
 
 NICKS = ("librarian", "foreman", "tracelister", "analyst", "quotechecker", "ledgerkeeper")
 pytestmark = pytest.mark.timeout(300)
@@ -75,3 +76,35 @@ def test_a_chosen_bulk_seat_answers_when_the_analyst_has_lessons(taught: Society
         if line.get("from") == "analyst" and line.get("type") == "reply"
     ]
     assert analyses and all((line.get("data") or {}).get("lessons") for line in analyses)
+
+
+def test_one_backpass_at_a_time_and_the_second_is_told_which_run_holds_it(
+    taught: Society,
+) -> None:
+    """Two `bullpen backpass` at once: the second posts nothing and names the first's run."""
+    log = taught.root / "first-backpass.log"
+    with log.open("wb") as out:
+        first = subprocess.Popen(
+            bullpen_argv(taught.root, "backpass", "--report-only"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        said = wait_for(
+            lambda: re.search(r"backpass run (\S+) asked of @foreman", log.read_text()), 60, "ask"
+        )
+        thread = said.group(1)
+        asks = sum(1 for line in taught.lines() if line.get("to") == "@foreman")
+        second = run_cli(taught.root, "backpass", "--report-only", timeout=60)
+        assert second.returncode == 75, second.stdout + second.stderr
+        assert f"another backpass is running in this home: run {thread}" in second.stderr
+        assert f"bullpen cancel {thread}" in second.stderr
+        assert sum(1 for line in taught.lines() if line.get("to") == "@foreman") == asks
+        assert first.wait(240) == 0, log.read_text()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(10)
+    again = run_cli(taught.root, "backpass", "--report-only", timeout=240)
+    assert again.returncode == 0, again.stdout + again.stderr  # the lock went with its holder
