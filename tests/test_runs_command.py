@@ -90,10 +90,27 @@ def test_runs_lists_where_each_run_waits_and_show_names_its_steps(society: Socie
     assert [r["thread"] for r in listed(society, "--kind", "expedition")] == [thread]
     assert listed(society, "--kind", "build") == []
 
-    cancelled = run_cli(society.root, "cancel", thread, timeout=60)
+    cancelled = run_cli(society.root, "cancel", thread, "--json", timeout=60)
     assert cancelled.returncode == 0, cancelled.stderr
+    said = json.loads(cancelled.stdout)
+    assert said["thread"] == thread and said["confirmed"] is True
+    assert said["report"].startswith("[RUN CANCELLED") and isinstance(said["seq"], int)
     (run,) = listed(society)
     assert run["state"] == "cancelled" and run["where"] == "cancelled" and run["waits_on"] is None
     assert [r["thread"] for r in listed(society, "--state", "cancelled")] == [thread]
     bad = run_cli(society.root, "runs", "--state", "stuck")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_audit_and_memory_namespaces_print_json(society: Society) -> None:
+    """`audit --json` and `memory namespaces --json`: one JSON document on stdout each."""
+    run_cli(society.root, "say", "@foreman", "hello")
+    audited = run_cli(society.root, "audit", "--json")
+    assert audited.returncode == 0, audited.stderr
+    verdict = json.loads(audited.stdout)
+    assert verdict["ok"] is True and verdict["lines"] >= 1 and verdict["bad_seq"] is None
+    spaces = run_cli(society.root, "memory", "namespaces", "--json")
+    assert spaces.returncode == 0, spaces.stderr
+    rows = json.loads(spaces.stdout)
+    assert {"ns", "count", "declared", "meaning"} <= set(rows[0])
+    assert "/bullpen/lessons-learned" in [r["ns"] for r in rows]

@@ -114,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", nargs="?", help="a room.jsonl (default: this home's room)")
     p.add_argument("--checkpoint", help="a signed checkpoint file to check the room against")
     p.add_argument("--no-signatures", action="store_true", help="do not verify per-nick signatures")
+    p.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
 
     p = add(
         "verify",
@@ -203,8 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="stdio",
         help="stdio (the agent starts the server; the default) or http (streamable HTTP at /mcp)",
     )
-    p.add_argument("--host", default="127.0.0.1", help="http: the address to listen on")
-    p.add_argument("--port", type=_port, default=8765, help="http: the port to listen on")
+    p.add_argument("--host", help="http: the address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, help="http: the port to listen on (default 8765)")
     p.add_argument(
         "--relaxed",
         action=argparse.BooleanOptionalAction,
@@ -341,8 +342,10 @@ def build_parser() -> argparse.ArgumentParser:
     m = action.add_parser("show", help="one entry with the room line it came from")
     _home_option(m)
     m.add_argument("id", help="an entry id, e.g. m41")
+    m = action.add_parser("namespaces", help="the declared namespaces with entry counts")
+    _home_option(m)
+    m.add_argument("--json", action="store_true", help="print JSON")
     for name, text in (
-        ("namespaces", "the declared namespaces with entry counts"),
         ("rebuild", "rebuild the index from the room"),
         ("sync", "index the merged memory.md bullets of the backpass repositories"),
     ):
@@ -389,6 +392,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--lessons", choices=["on", "off"], default="on", help="lessons on wake")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--keep", action="store_true", help="keep each seat's home, to replay its threads"
+    )
 
     p = add(
         "demo",

@@ -234,7 +234,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 1
     public_keys = table.public_keys if table is not None and not args.no_signatures else None
     return audit_with_checkpoints(
-        path, args.checkpoint, table, public_keys, beside=path if args.path is None else None
+        path,
+        args.checkpoint,
+        table,
+        public_keys,
+        beside=path if args.path is None else None,
+        as_json=args.json,
     )
 
 

@@ -140,3 +140,4 @@ def add_run_commands(add: Add) -> None:
     p.add_argument(
         "--wait", type=_seconds, default=30.0, help="how long to wait for the foreman's report"
     )
+    p.add_argument("--json", action="store_true", help="print the outcome as one JSON object")

@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -183,9 +184,23 @@ class EvalSociety:
 
 
 @contextlib.contextmanager
-def society(operator: Home, seat: str | None, lessons: bool) -> Iterator[EvalSociety]:
-    """A fresh home with the seats under test; its society is started by the runner."""
-    with tempfile.TemporaryDirectory(prefix="bullpen-eval-") as scratch:
+def _scratch(keep: bool) -> Iterator[str]:
+    """A fresh temporary folder, removed afterwards unless kept."""
+    folder = tempfile.mkdtemp(prefix="bullpen-eval-")
+    try:
+        yield folder
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def society(
+    operator: Home, seat: str | None, lessons: bool, keep: bool = False
+) -> Iterator[EvalSociety]:
+    """A fresh home with the seats under test; its society is started by the runner.
+    `keep`: the folder stays after the run (its society stopped), for `bullpen replay`."""
+    with _scratch(keep) as scratch:
         root = Path(scratch) / "home"
         strict, relaxed = free_ports(2)
         init_home(root, InitOptions(strict=f"127.0.0.1:{strict}", relaxed=f"127.0.0.1:{relaxed}"))
