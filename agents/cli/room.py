@@ -49,6 +49,10 @@ async def _say(args: argparse.Namespace) -> int:
     except (ValueError, BadPost) as exc:
         err(f"the post was not sent, nothing was written: {getattr(exc, 'message', exc)}")
         return 1
+    refusal = say_refusal(home, args)
+    if refusal is not None:
+        err(f"the post was not sent, nothing was written: {refusal}")
+        return 2
     async with home.client(nick, relaxed=args.relaxed) as client:
         try:
             post = client.build(
@@ -71,6 +75,42 @@ async def _say(args: argparse.Namespace) -> int:
     for warning in say_warnings(home, stored):
         err(f"warning: {warning}")
     return 0
+
+
+def say_refusal(home: Home, args: argparse.Namespace) -> str | None:
+    """A post that cannot be what its poster meant: an ask with nothing to do, a reply to a
+    message that is in no line of the room (checked where this host has the room file)."""
+    if args.type == "ask" and not str(args.body).strip():
+        return "an ask with an empty body asks nothing; say what to do"
+    if args.reply_to and _use_file(home, argparse.Namespace(hub=False)):
+        needle = f'"id":"{args.reply_to}"'.encode()
+        with open(home.room_path, "rb") as room:
+            if needle not in room.read():
+                return (
+                    f"--reply-to {args.reply_to}: no line of the room has that id; give the "
+                    "id of the message answered (`bullpen read` shows each line's id)"
+                )
+    return None
+
+
+def known_threads(home: Home) -> list[str]:
+    """Every thread of the room, from its file (none when this host has no room file)."""
+    if not _use_file(home, argparse.Namespace(hub=False)):
+        return []
+    lines, _ = read_file(home.room_path, 0, None, Filter())
+    return sorted({str(line["thread"]) for line in lines if line.get("thread")})
+
+
+def nick_warning(home: Home, nick: str) -> str | None:
+    """Why following `@nick` will show nothing: no lurker serves it and no one is it."""
+    trust = home.trust
+    known = {*home.society.nicks, home.society.operator, *trust.trusted, *trust.privileged}
+    if nick in known:
+        return None
+    return (
+        f"@{nick} is no nick of this society (no [nicks.{nick}], not the operator, not in "
+        f"trust.toml): nothing may ever be addressed to it{did_you_mean(nick, known, '@')}"
+    )
 
 
 def say_warnings(home: Home, stored: dict[str, Any]) -> list[str]:
@@ -127,6 +167,13 @@ async def _read(args: argparse.Namespace) -> int:
         lines, _ = read_file(home.room_path, after, args.limit, flt)
         for line in lines:
             print(strictjson.dumps(line))
+        if not lines and flt.thread:
+            threads = known_threads(home)
+            if flt.thread not in threads:
+                err(
+                    f"warning: no line of the room has thread {flt.thread}"
+                    f"{did_you_mean(flt.thread, threads)}; `bullpen runs` lists the runs"
+                )
         return 0
     async with home.client(relaxed=args.relaxed) as client:
         if args.last is not None:
@@ -156,6 +203,10 @@ async def _tail(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
     flt = _filter(args)
+    if flt.to:
+        warning = nick_warning(home, flt.to.removeprefix("@"))
+        if warning:
+            err(f"warning: {warning}")
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
     if _use_file(home, args):
         with RoomFile(home.room_path) as room:

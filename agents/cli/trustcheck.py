@@ -84,6 +84,26 @@ def command_problem(nick: str, config: NickConfig) -> str | None:
     )
 
 
+def handler_problem(nick: str, config: NickConfig) -> str | None:
+    """Why a Python `handler` cannot run: its module or function does not load here (as its
+    lurker would load it, module and all), so every ask would fail."""
+    if not config.handler:
+        return None
+    from agents.runtime.handlers import PythonStep
+    from room.errors import ConfigError
+
+    try:
+        PythonStep(config.handler)
+    except ConfigError as exc:
+        return f"{exc.message}. Fix: handler under [nicks.{nick}] in society.toml"
+    except Exception as exc:  # the module itself failed while loading: what it raised
+        return (
+            f"handler {config.handler!r} cannot be loaded: importing it raised "
+            f"{type(exc).__name__}: {exc}. Fix: the module, or handler under [nicks.{nick}]"
+        )
+    return None
+
+
 def runner_problem(nick: str, config: NickConfig) -> str | None:
     """Why a build grinder cannot run its language's specs: the runner is not installed."""
     from agents.build.routing import LANGUAGES
@@ -166,7 +186,11 @@ def _member_problems(row: Row, config: NickConfig | None, verified_required: boo
             f"its first ask (failure mode A). Fix: set wake_replies = true under "
             f"[nicks.{nick}] in society.toml"
         )
-    for problem in (command_problem(nick, config), runner_problem(nick, config)):
+    for problem in (
+        handler_problem(nick, config),
+        command_problem(nick, config),
+        runner_problem(nick, config),
+    ):
         if problem:
             problems.append(problem)
     return problems

@@ -112,16 +112,35 @@ def offline_tables(home: Home, url: str) -> dict[str, Any]:
     return tables
 
 
+def no_recording_advice(home: Home, path: Path) -> str:
+    """The one line of advice when there is no recording: what is missing, in this home."""
+    if not home.has_gateway:
+        return (
+            f"there is no gateway recording at {path}, and this home has no [gateway]: add one "
+            'with `record = true`, send the seats through it (`via = "gateway"`), run the '
+            "steps once, then replay offline"
+        )
+    from agents.gateway.config import GatewayConfig
+
+    if GatewayConfig.of(home).record:
+        return (
+            f"there is no gateway recording at {path} yet: [gateway] records (record = true), "
+            "but no call has gone through it since; run the steps once with their seats "
+            'through the gateway (`via = "gateway"`), then replay offline'
+        )
+    return (
+        f"there is no gateway recording at {path}: set `record = true` in [gateway] of "
+        "society.toml, run the steps through the gateway once, then replay offline"
+    )
+
+
 class OfflineJudge:
     """A judge over the recording; `check()` after the step raises NoRecording on a miss."""
 
     def __init__(self, home: Home, step: Step, seat: str | None) -> None:
         path = recording_path(home)
         if not path.is_file():
-            raise UsageError(
-                f"there is no gateway recording at {path}: set `record = true` in [gateway] of "
-                "society.toml, run the steps through the gateway once, then replay offline"
-            )
+            raise UsageError(no_recording_advice(home, path))
         self.step = step
         self.server = RecordingServer(Recording(path), step.key)
         self._folder = tempfile.TemporaryDirectory(prefix="bullpen-offline-")
