@@ -402,4 +402,12 @@ def build_parser() -> argparse.ArgumentParser:
         "run the whole society once in a temporary home (or in --home DIR, which is kept)",
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary home afterwards")
+    p.add_argument(
+        "--model",
+        metavar="URL",
+        help="an OpenAI-compatible server (…/v1) to give the build a code seat (default: none)",
+    )
+    p.add_argument(
+        "--model-name", help="the model to ask there (default: the first the server lists)"
+    )
     return parser
