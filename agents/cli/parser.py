@@ -49,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["debug", "info", "warning", "error"],
         help="how much the log says (default info)",
     )
+    parser.add_argument(
+        "--log-format",
+        default="auto",
+        choices=["auto", "console", "json"],
+        help="log lines for people (console) or machines (json); auto (the default): console "
+        "on a terminal, json otherwise",
+    )
     sub = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, help="what to do (one of these)"
     )

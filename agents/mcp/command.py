@@ -81,7 +81,10 @@ HTTP_ONLY = ("host", "port", "token_file")
 def cmd_mcp(args: argparse.Namespace) -> int:
     # The CLI configured logging already; do it again so that a caller that did not
     # still gets every log line on stderr, never on stdout (the protocol's channel).
-    logs.configure(level=getattr(args, "log_level", "info"))
+    form = getattr(args, "log_format", "auto")
+    logs.configure(
+        json=None if form == "auto" else form == "json", level=getattr(args, "log_level", "info")
+    )
     if args.transport == "stdio":
         given = [
             f"--{n.replace('_', '-')}" for n in HTTP_ONLY if getattr(args, n, None) is not None
