@@ -273,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = gateway_action("usage", "the ledger summed as a table")
     _home_option(g)
     g.add_argument("--since", help="only calls from this UTC date or time on, e.g. 2026-12-01")
+    g.add_argument("--json", action="store_true", help="print a JSON array, one object per row")
     g.add_argument(
         "--by", choices=["caller", "model", "backend"], default="caller", help="group rows by"
     )
@@ -317,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="promote: prove with the nick's own key (made when missing), not the shared secret",
     )
     p.add_argument("--static", action="store_true", help="check: skip the live ping round trips")
+    p.add_argument("--json", action="store_true", help="check: print the verdict as JSON")
     p.add_argument("--timeout", type=_seconds, default=15.0, help="seconds to wait for each pong")
 
     p = add("docs", "agents.cli.docs:cmd_docs", "print an operator doc (list them without NAME)")

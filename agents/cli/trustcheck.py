@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import sys
@@ -349,6 +350,27 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
+def verdict_json(rows: list[Row], general: list[str]) -> dict[str, object]:
+    """`bullpen trust check --json`: {ok, nicks: [{nick, privileged, trusted, reply_waking,
+    live, ok, problems}], problems} (docs/operating.md)."""
+    return {
+        "ok": not general and all(r.ok for r in rows),
+        "nicks": [
+            {
+                "nick": r.nick,
+                "privileged": r.privileged,
+                "trusted": r.trusted,
+                "reply_waking": r.reply_waking,
+                "live": r.live,
+                "ok": r.ok,
+                "problems": r.problems,
+            }
+            for r in rows
+        ],
+        "problems": general,
+    }
+
+
 def cmd_trust(args: argparse.Namespace) -> int:
     from agents.home import Home
 
@@ -361,10 +383,13 @@ def cmd_trust(args: argparse.Namespace) -> int:
         cause = asyncio.run(live_check(home, rows, args.timeout))
         if cause is not None:
             general.append(cause)
-    print(table(rows))
-    for problem in general:
-        print(f"problem: {problem}")
     failed = [r for r in rows if not r.ok]
+    if getattr(args, "json", False):  # the same verdict and exit code, for a script
+        print(json.dumps(verdict_json(rows, general), ensure_ascii=False))
+    else:
+        print(table(rows))
+        for problem in general:
+            print(f"problem: {problem}")
     if failed or general:
         print(
             f"trust check FAILED: {len(failed)} nick(s) and {len(general)} home problem(s)",
