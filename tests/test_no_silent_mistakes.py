@@ -3,6 +3,7 @@ one line of right advice, driven through the real command against a real hub."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,12 @@ def test_trust_check_loads_each_handler(tmp_path: Path) -> None:
     assert done.returncode != 0, done.stdout
     said = done.stdout + done.stderr
     assert "ghost" in said and "agents.nosuchmodule:step" in said and "cannot be loaded" in said
+    as_json = run_cli(society.root, "trust", "check", "--static", "--json")
+    assert as_json.returncode == done.returncode
+    verdict = json.loads(as_json.stdout)
+    (ghost,) = [n for n in verdict["nicks"] if n["nick"] == "ghost"]
+    assert verdict["ok"] is False and ghost["ok"] is False
+    assert any("cannot be loaded" in p for p in ghost["problems"])
 
 
 def test_say_read_and_tail_refuse_or_warn(society: Society) -> None:
@@ -83,6 +90,8 @@ def test_a_string_for_record_is_refused_and_offline_replay_says_what_is_missing(
     assert "record" in done.stderr and "boolean" in done.stderr
 
     toml.write_text(toml.read_text().replace('record = "yes"', "record = true"))
+    usage = run_cli(society.root, "gateway", "usage", "--json")
+    assert usage.returncode == 0 and json.loads(usage.stdout) == []  # no ledger yet
     from agents.home import Home
     from agents.replay.offline import no_recording_advice
 

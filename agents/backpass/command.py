@@ -42,6 +42,7 @@ from agents.backpass.seating import choose_seats
 from agents.backpass.traces import StateFileError, check_state
 from agents.roots import OutsideRoot
 from agents.runtime.cancel import EXIT_CANCELLED
+from agents.runtime.finaljson import final_json
 from agents.runtime.waiting import Heartbeat, follow_run, require_listening
 from room.errors import BullpenError, ConfigError, UsageError
 
@@ -228,6 +229,7 @@ async def backpass(
     env: Mapping[str, str] | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    as_json: bool = False,
 ) -> int:
     """Run the memory backpass through the foreman; the exit code (see the module docstring)."""
     out = out or sys.stdout
@@ -258,7 +260,9 @@ async def backpass(
     try:
         with one_backpass(home) as holds:
             await open_backpass(home)
-            return await _post_and_follow(home, params, report_only, wait_timeout, out, err, holds)
+            return await _post_and_follow(
+                home, params, report_only, wait_timeout, out, err, holds, as_json
+            )
     except BackpassBusy as busy:
         err.write(f"bullpen: {busy.message}\n")
         return EXIT_BUSY
@@ -272,6 +276,7 @@ async def _post_and_follow(
     out: TextIO,
     err: TextIO,
     holds: Callable[[str], None],
+    as_json: bool = False,
 ) -> int:
     """Post the run's ask (the home's backpass lock held) and follow it to its funnel."""
     thread = new_thread()
@@ -298,16 +303,22 @@ async def _post_and_follow(
                             )
                         if line.get("verified") and data.get("final") and data.get("cancelled"):
                             progress.done()
-                            out.write(str(line.get("body", "")).rstrip("\n") + "\n")
+                            said = str(line.get("body", "")).rstrip("\n")
+                            out.write(
+                                (final_json(thread, EXIT_CANCELLED, line) if as_json else said)
+                                + "\n"
+                            )
                             err.write(f"the run {thread} was cancelled\n")
                             return EXIT_CANCELLED
                         result = _final(line)
                         if result is not None:
                             progress.done()
-                            out.write(str(line.get("body", "")).rstrip("\n") + "\n")
-                            out.flush()
                             ok = bool(result.get("ok")) and not result.get("failed_traces")
-                            return EXIT_OK if ok else EXIT_FAILED
+                            code = EXIT_OK if ok else EXIT_FAILED
+                            said = str(line.get("body", "")).rstrip("\n")
+                            out.write((final_json(thread, code, line) if as_json else said) + "\n")
+                            out.flush()
+                            return code
             except TimeoutError:
                 pass
             return EXIT_WAIT

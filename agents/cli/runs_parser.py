@@ -12,6 +12,7 @@ from agents.cli.argtypes import Formatter, _home_option, _seconds
 Add = Callable[[str, str, str], argparse.ArgumentParser]
 # A run's states, as agents/web/runs.py names them (its page and `bullpen runs` agree).
 RUN_STATES = ("open", "waiting", "done", "failed", "cancelled")
+FINAL_JSON = "print the final result as one JSON object {thread, exit, report, data}"
 
 
 def add_run_commands(add: Add) -> None:
@@ -95,6 +96,7 @@ def add_run_commands(add: Add) -> None:
         help="the [seats.SEAT] table that makes this run's synthesis call "
         "(default: $BULLPEN_SYNTHESIS_SEAT, else the synthesis role's own seat)",
     )
+    p.add_argument("--json", action="store_true", help=FINAL_JSON)
 
     p = add(
         "build",
@@ -105,6 +107,7 @@ def add_run_commands(add: Add) -> None:
     p.add_argument(
         "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
     )
+    p.add_argument("--json", action="store_true", help=FINAL_JSON)
 
     p = add(
         "runs",

@@ -106,5 +106,9 @@ def test_one_backpass_at_a_time_and_the_second_is_told_which_run_holds_it(
         if first.poll() is None:
             first.kill()
             first.wait(10)
-    again = run_cli(taught.root, "backpass", "--report-only", timeout=240)
+    again = run_cli(taught.root, "backpass", "--report-only", "--json", timeout=240)
     assert again.returncode == 0, again.stdout + again.stderr  # the lock went with its holder
+    result = json.loads(again.stdout)  # --json: the final result, one object
+    assert result["exit"] == 0 and result["thread"].startswith("backpass-")
+    assert result["data"]["final"] is True and isinstance(result["data"].get("funnel"), dict)
+    assert "traces found" in result["report"]
