@@ -147,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="require a valid cosignature of this witness's verifier key (repeatable)",
     )
     p.add_argument("--room", help="take proofs and lines from this room file, not the hub")
+    p.add_argument("--json", action="store_true", help="print one JSON object: ok, checks, error")
 
     p = add(
         "witness",
