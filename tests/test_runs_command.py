@@ -14,28 +14,16 @@ import pytest
 from agents.home import Home
 from agents.web import pages
 from agents.web.runs import build_runs
-from tests.support import Society, run_cli, wait_for
+from tests.expedition.lurkers import expedition_society
+from tests.support import Society, run_cli
 
-NICKS = ("foreman", "context", "termgen", "retriever", "scorer", "scotoma", "excerpter", "briefer")
 EXPEDITION = ("expedition", "--title", "Waiting Is Part of the Work", "--keyword", "patience")
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture
 def society(tmp_path: Path) -> Iterator[Society]:
-    society = Society(tmp_path / "home", demo=True)
-    try:
-        society.start_hub()
-        lurkers = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in NICKS]
-        wait_for(
-            lambda: all("lurking" in p.output() or not p.alive() for p in lurkers),
-            90,
-            "the expedition's lurkers to start",
-        )
-        assert all(p.alive() for p in lurkers), [p.output() for p in lurkers]
-        yield society
-    finally:
-        society.stop_all()
+    yield from expedition_society(tmp_path / "home")
 
 
 def listed(society: Society, *args: str) -> list[dict]:

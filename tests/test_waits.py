@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from agents.runtime.waiting import Heartbeat
+from tests.expedition.lurkers import expedition_society
 from tests.support import REPO, Society, run_cli, wait_for
 
-NICKS = ("foreman", "context", "termgen", "retriever", "scorer", "scotoma", "excerpter", "briefer")
 EXPEDITION = ("expedition", "--title", "Waiting Is Part of the Work", "--keyword", "patience")
 PROMPT = "confirm / confirm, drop row_N"
 pytestmark = [
@@ -67,19 +67,7 @@ class Terminal:
 
 @pytest.fixture
 def society(tmp_path: Path) -> Iterator[Society]:
-    society = Society(tmp_path / "home", demo=True)
-    try:
-        society.start_hub()
-        lurkers = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in NICKS]
-        wait_for(
-            lambda: all("lurking" in p.output() or not p.alive() for p in lurkers),
-            90,
-            "the expedition's lurkers to start",
-        )
-        assert all(p.alive() for p in lurkers), [p.output() for p in lurkers]
-        yield society
-    finally:
-        society.stop_all()
+    yield from expedition_society(tmp_path / "home")
 
 
 def thread_on(screen: str) -> str:

@@ -10,30 +10,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import Society, run_cli, wait_for
+from tests.expedition.lurkers import expedition_society
+from tests.support import Society, run_cli
 
 EXPEDITION = ("expedition", "--title", "Waiting Is Part of the Work", "--keyword", "patience")
 GOOD = "field-notes/pond-survey.md"  # lived, first-person in 3 paragraphs, not in the report
 pytestmark = pytest.mark.timeout(300)
 
 
-NICKS = ("foreman", "context", "termgen", "retriever", "scorer", "scotoma", "excerpter", "briefer")
-
-
 @pytest.fixture
 def society(tmp_path: Path) -> Iterator[Society]:
-    """The demo home with its hub and only the expedition's lurkers (`bullpen lurk NICK`)."""
-    society = Society(tmp_path / "home", demo=True)
-    society.start_hub()
-    lurkers = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in NICKS]
-    wait_for(
-        lambda: all("lurking" in p.output() or not p.alive() for p in lurkers),
-        90,
-        "the expedition's lurkers to start",
-    )
-    assert all(p.alive() for p in lurkers), [p.output() for p in lurkers]
-    yield society
-    society.stop_all()
+    yield from expedition_society(tmp_path / "home")
 
 
 def thread_of(output: str) -> str:
