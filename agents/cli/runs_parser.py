@@ -34,6 +34,7 @@ def add_run_commands(add: Add) -> None:
     p.add_argument("--monomyth", help="the monomyth stage to match")
     p.add_argument("--blaze", help="a blaze file (role: guidance) whose claims seed the search")
     p.add_argument("--yes", action="store_true", help="confirm the Dig Report as it is")
+    p.add_argument("--json", action="store_true", help=FINAL_JSON)
     p.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for each turn")
     turn = p.add_subparsers(
         dest="action",
@@ -64,6 +65,7 @@ def add_run_commands(add: Add) -> None:
         "briefer's gates before anything is posted; also answers a MISSING brief)",
     )
     c.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for the brief")
+    c.add_argument("--json", action="store_true", help=FINAL_JSON)
 
     p = add(
         "backpass",

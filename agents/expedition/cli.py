@@ -96,6 +96,7 @@ def cmd_expedition(args: argparse.Namespace) -> int:
                 redirect=args.redirect,
                 anchor=args.anchor,
                 timeout=timeout,
+                as_json=getattr(args, "json", False),
             )
         )
     if not (args.title or "").strip() or not (args.keyword or "").strip():
@@ -116,5 +117,6 @@ def cmd_expedition(args: argparse.Namespace) -> int:
             blaze=args.blaze,
             yes=args.yes,
             timeout=timeout,
+            as_json=getattr(args, "json", False),
         )
     )

@@ -40,10 +40,11 @@ from agents.expedition.anchor import AnchorRefused, anchor_for_run
 from agents.expedition.config import ExpeditionConfig
 from agents.expedition.pipeline import DIG_REPORT
 from agents.expedition.progress import Progress
+from agents.expedition.prompting import RunEnded, typed_unless_ended
 from agents.foreman.pipeline import KEY
 from agents.roots import OutsideRoot
 from agents.runtime.cancel import EXIT_CANCELLED
-from agents.runtime.terminal import read_line
+from agents.runtime.finaljson import final_json
 from agents.runtime.waiting import Heartbeat, follow_run, require_listening
 from room.client import read_thread
 from room.message import Message, bare
@@ -60,7 +61,6 @@ EXIT_TIMEOUT = 3
 EXIT_UNCLEAR = 4
 EXIT_USAGE = 2  # argparse's code for a refused argument; nothing was posted
 POLL_S = 25.0
-ANSWER_PROMPT = "confirm / confirm, drop row_N ... / redirect TEXT (empty: leave it waiting): "
 
 
 def new_thread() -> str:
@@ -159,14 +159,6 @@ def is_dig_report(message: Message) -> bool:
     return str((message.data or {}).get(KEY, "")).startswith(DIG_REPORT)
 
 
-class RunEnded(Exception):
-    """The run ended (its final report is in `report`) while the command waited at a prompt."""
-
-    def __init__(self, report: Message) -> None:
-        super().__init__(report.body)
-        self.report = report
-
-
 @dataclass
 class Follower:
     """Reads one run's thread until it needs the operator or ends."""
@@ -179,6 +171,7 @@ class Follower:
     yes: bool = False
     interactive: bool = False
     foreman: str = FOREMAN
+    as_json: bool = False  # --json: stdout gets the final result as one JSON object
 
     async def follow(self, after: int, timeout: float, *, answered: bool = False) -> int:
         """Print the thread's progress until the run needs the operator or ends; the exit code.
@@ -223,19 +216,19 @@ class Follower:
                         continue
                     data = message.data or {}
                     if data.get("final"):
-                        print(message.body, file=self.out, flush=True)
+                        self._show(message)
                         if data.get("cancelled"):
                             print(f"the run {self.thread} was cancelled", file=self.err)
-                        return outcome_code(message)
+                        return self._result(outcome_code(message), line)
                     if is_dig_report(message):
-                        print(message.body, file=self.out, flush=True)
+                        self._show(message)
                         if await self._answer(message) is None:
                             print(continue_hint(self.thread), file=self.err)
-                            return EXIT_OK
+                            return self._result(EXIT_OK, line)
                     elif data.get("outcome") == "missing":
-                        print(message.body, file=self.out, flush=True)
+                        self._show(message)
                         print(anchor_hint(self.thread), file=self.err)
-                        return EXIT_MISSING
+                        return self._result(EXIT_MISSING, line)
                     elif data.get("outcome") == "unclear":
                         print(message.body, file=self.err, flush=True)
                         again = await self._answer(message) if self.interactive else None
@@ -252,6 +245,16 @@ class Follower:
             pass
         print(timeout_hint(self.thread, timeout, answered), file=self.err)
         return EXIT_TIMEOUT
+
+    def _show(self, message: Message) -> None:
+        """A report for the operator: on stdout, or on stderr when stdout is --json's."""
+        print(message.body, file=self.err if self.as_json else self.out, flush=True)
+
+    def _result(self, code: int, line: dict[str, Any]) -> int:
+        """`code`, after printing the JSON result (--json) of the report it ends with."""
+        if self.as_json:
+            print(final_json(self.thread, code, line), file=self.out, flush=True)
+        return code
 
     def _ended(self, report: Message) -> int:
         """The run ended from elsewhere while the prompt waited: say so, and its exit code."""
@@ -272,41 +275,16 @@ class Follower:
         if self.yes:
             body, data = answer_post()
         elif self.interactive:
-            typed = (await self._typed_unless_ended(report)).strip()
+            typed = await typed_unless_ended(
+                self.client, self.thread, self.foreman, self.out, report.seq
+            )
+            typed = typed.strip()
             if not typed:
                 return None
             body, data = typed, {}
         else:
             return None
         return await post_answer(self.client, report, self.thread, body, data, self.foreman)
-
-    async def _typed_unless_ended(self, report: Message) -> str:
-        """What the operator types at the prompt ("" at end of input), or RunEnded when the
-        run's final report arrives first: nothing typed then is posted into an ended run."""
-        typed = asyncio.ensure_future(read_line(ANSWER_PROMPT, self.out))
-        ended = asyncio.ensure_future(self._final_after(report.seq))
-        try:
-            await asyncio.wait([typed, ended], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (typed, ended):
-                task.cancel()
-            await asyncio.gather(typed, ended, return_exceptions=True)
-        if typed.done() and not typed.cancelled():
-            if isinstance(typed.exception(), EOFError):
-                return ""
-            return typed.result()
-        if ended.done() and not ended.cancelled() and ended.exception() is None:
-            raise RunEnded(ended.result())
-        return typed.result()  # re-raises what stopped it
-
-    async def _final_after(self, after: int) -> Message:
-        """The run's final report, the first after seq `after` (read while a prompt waits)."""
-        async for line in self.client.follow(after, thread=self.thread, wait=POLL_S):
-            message = Message.model_validate(line)
-            final = (message.data or {}).get("final")
-            if message.verified and message.from_ == self.foreman and final:
-                return message
-        raise RuntimeError("the room's follow ended")  # follow() never ends by itself
 
 
 async def post_answer(
@@ -343,6 +321,7 @@ async def expedition(
     timeout: float = 900.0,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    as_json: bool = False,
 ) -> int:
     """Start an expedition, follow it to its Dig Report, and confirm it if told to."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -370,8 +349,9 @@ async def expedition(
             f"@{FOREMAN}", f"expedition: {title} ({keyword})", type="ask", data=data, thread=thread
         )
         print(f"expedition {thread} started", file=err, flush=True)
+        interactive = not yes and sys.stdin.isatty()
         follower = Follower(
-            home, client, thread, out, err, yes=yes, interactive=not yes and sys.stdin.isatty()
+            home, client, thread, out, err, yes=yes, interactive=interactive, as_json=as_json
         )
         return await follower.follow(int(posted.get("seq", 0)), timeout)
 
@@ -429,6 +409,7 @@ async def confirm(
     timeout: float = 900.0,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    as_json: bool = False,
 ) -> int:
     """Answer a waiting run's latest Dig Report or MISSING brief, then follow it.
 
@@ -465,7 +446,7 @@ async def confirm(
         after = await post_answer(client, waiting, thread, body, data)
         what = "Dig Report" if is_dig_report(waiting) else "MISSING brief"
         print(f"answered the {what} in {thread}: {body}", file=err, flush=True)
-        follower = Follower(home, client, thread, out, err)
+        follower = Follower(home, client, thread, out, err, as_json=as_json)
         return await follower.follow(after, timeout, answered=True)
 
 

@@ -3,6 +3,7 @@ lurkers under `bullpen up`, the real CLI, the demo knowledge base and the local 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,7 +73,10 @@ def test_missing_then_pointed_anchor_writes_the_brief(society: Society) -> None:
     named = [s["file"] for s in front["sources"]] + front["direct_hits"]
     assert all((kb / f).is_file() for f in named) and "Corpus/" not in text
 
-    second = run_cli(society.root, *EXPEDITION, timeout=180)
+    second = run_cli(society.root, *EXPEDITION, "--json", timeout=180)
+    stopped = json.loads(second.stdout)  # --json: where the command ended, one object
+    assert stopped["exit"] == 0 and stopped["thread"] == thread_of(second.stderr)
+    assert stopped["data"]["key"].startswith("dig-report") and "DIG REPORT" in stopped["report"]
     at_report = run_cli(
         society.root,
         "expedition",
@@ -80,10 +84,13 @@ def test_missing_then_pointed_anchor_writes_the_brief(society: Society) -> None:
         thread_of(second.stderr),
         "--anchor",
         GOOD,
+        "--json",
         timeout=180,
     )
     assert at_report.returncode == 0, at_report.stdout + at_report.stderr
-    assert f"voice_anchor: {GOOD} — first-person body prose confirmed" in at_report.stdout
+    result = json.loads(at_report.stdout)
+    assert result["exit"] == 0 and result["data"]["final"] is True
+    assert f"voice_anchor: {GOOD} — first-person body prose confirmed" in result["report"]
 
 
 def test_a_confirmed_set_with_no_excerpt_asks_for_an_anchor(society: Society) -> None:
