@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import mmap
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -84,13 +86,21 @@ def say_refusal(home: Home, args: argparse.Namespace) -> str | None:
         return "an ask with an empty body asks nothing; say what to do"
     if args.reply_to and _use_file(home, argparse.Namespace(hub=False)):
         needle = f'"id":"{args.reply_to}"'.encode()
-        with open(home.room_path, "rb") as room:
-            if needle not in room.read():
-                return (
-                    f"--reply-to {args.reply_to}: no line of the room has that id; give the "
-                    "id of the message answered (`bullpen read` shows each line's id)"
-                )
+        if not _in_room(home, needle):
+            return (
+                f"--reply-to {args.reply_to}: no line of the room has that id; give the "
+                "id of the message answered (`bullpen read` shows each line's id)"
+            )
     return None
+
+
+def _in_room(home: Home, needle: bytes) -> bool:
+    """Whether the room file holds `needle`; mapped, not read: a room may be large."""
+    with open(home.room_path, "rb") as room:
+        if os.fstat(room.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(room.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return mapped.find(needle) >= 0
 
 
 def known_threads(home: Home) -> list[str]:
