@@ -73,7 +73,9 @@ async def judge(
 ) -> Judgment[AnswerT]:
     """ctx.judge for `role`, asking the run's chosen seat when it chose one."""
     seat = params.seats.get(role)
-    return await ctx.judge(role, request, schema, seat=seat or None)
+    if seat:  # the run's choice; else the judge's own (no keyword: any Judge takes that)
+        return await ctx.judge(role, request, schema, seat=seat)
+    return await ctx.judge(role, request, schema)
 
 
 def _seat_name(home: Home, params: RunParams, nick: str, role: SeatRole) -> str:

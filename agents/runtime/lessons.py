@@ -40,7 +40,10 @@ def _told(judge: Judge, lessons: list[Lesson]) -> Judge:
     ) -> Judgment[AnswerT]:
         head, sep, rest = request.prompt.partition("\n")
         prompt = f"{head}\n{text}{rest}" if sep else f"{head}\n{text}"
-        return await judge(role, dataclasses.replace(request, prompt=prompt), schema, seat=seat)
+        told_request = dataclasses.replace(request, prompt=prompt)
+        if seat is None:
+            return await judge(role, told_request, schema)
+        return await judge(role, told_request, schema, seat=seat)
 
     return told
 
