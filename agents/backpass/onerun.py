@@ -82,6 +82,8 @@ async def open_backpass(home: Home) -> None:
     of the lock: detached, or run on another host)."""
     from agents.cli.runs import all_runs, room_lines
 
+    if not home.trust_file.exists():
+        return  # no trust table: this home can post no run at all (the lock still guards)
     for run in all_runs(home, await room_lines(home)):
         if run.pipeline == "backpass" and run.state in ("open", "waiting"):
             raise BackpassBusy(

@@ -31,7 +31,7 @@ async def room_lines(home: Home) -> list[dict[str, Any]]:
         return lines
     found: list[dict[str, Any]] = []
     after = 0
-    async with home.client() as client:
+    async with home.client(home.society.operator) as client:
         while True:
             page, last = await client.read(after, 1000)
             found += page
