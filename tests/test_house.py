@@ -90,7 +90,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "trust": ("room",),
     "agents.seats": ("room", "trust"),
     "agents.config": ("room", "trust", "agents.seats"),
-    "agents.home": ("room", "trust", "agents.seats", "agents.config"),
+    # the home's format record (home.toml), read at every start: below the home
+    "agents.formats": ("room",),
+    "agents.home": ("room", "trust", "agents.seats", "agents.config", "agents.formats"),
     # shared memory's index and recall: low enough that every lurker can read its lessons
     "agents.memory": _HOME,
     "agents.runtime": (
@@ -109,6 +111,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # against: below every pipeline, above only the room's errors
     "agents.gitguard": (),
     "agents.safegit": ("room", "agents.gitguard"),
+    # the one safe copy and the one bounded read of what someone handed bullpen (suites,
+    # replays, tickets, bundles): below every pipeline and command that takes files in
+    "agents.intake": ("room", "agents.roots", "agents.config"),
     # the build pipeline: plugs into the foreman through the registry; it runs git through
     # agents/safegit.py and reads where [backpass] puts the memory repositories (a guarded
     # code seat may not write them) from the backpass's own config
@@ -117,6 +122,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.runtime",
         "agents.foreman",
         "agents.roots",
+        "agents.privateplaces",  # every secret and private place: what its fences hide
+        "agents.intake",
         "agents.wording",
         "agents.safegit",
         "agents.backpass.config",

@@ -48,12 +48,11 @@ class SpecRun:
 def _limits(
     config: BuildConfig, timeout: float | None = None, language: Language | None = None
 ) -> FenceLimits:
-    memory = config.memory_mb
-    if language is not None and language.memory_mb is not None:
-        memory = max(memory, language.memory_mb)
+    lifted = language.memory_mb if language is not None else None
     return FenceLimits(
         timeout_s=timeout or config.run_timeout_s,
-        memory_mb=memory,
+        memory_mb=config.memory_mb,  # kept by the run's memory cgroup, whatever the rlimit
+        address_space_mb=max(config.memory_mb, lifted) if lifted else None,
         cpu_s=config.cpu_s,
         file_size_mb=config.file_size_mb,
         processes=config.processes,

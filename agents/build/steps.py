@@ -29,6 +29,7 @@ from agents.build.prompts import testdesign_prompt
 from agents.build.repomap import view_repo
 from agents.build.routing import Language, by_name, route
 from agents.build.runs import SpecRun, Workspace, run_spec, syntax_problem
+from agents.privateplaces import fence_hidden
 from agents.roots import OutsideRoot, Roots
 from agents.runtime.step import JudgmentRequest, Reply, StepContext
 from agents.safegit import clone as git_clone
@@ -99,9 +100,12 @@ def _space(config: BuildConfig, ctx: StepContext, folder: Path) -> Workspace:
     cache.mkdir(parents=True, exist_ok=True)
     try:
         fence = choose(config.fence)
+        hidden = fence_hidden(ctx.home)  # every secret and private place, wherever it lies
     except RuntimeError as exc:
         raise StepFailed(str(exc)) from None
-    return Workspace(folder, cache, fence, ctx.home.homes())
+    except ConfigError as exc:
+        raise StepFailed(f"the fence cannot tell what to hide: {exc.message}") from None
+    return Workspace(folder, cache, fence, hidden)
 
 
 def _drop(space: Workspace) -> None:

@@ -19,9 +19,10 @@ from typing import Protocol
 
 from agents.cli.auditing import err
 from agents.home import Home
+from agents.intake.bounded import read_bounded, read_text
 from room.errors import UsageError
 from room.reader import RoomFile
-from room.tlog import default_origin
+from room.tlog import default_origin, write_atomic
 from room.tlogclient import TlogClient
 from room.tree import Tree
 from trust import note
@@ -33,6 +34,7 @@ from trust.tlogverify import (
     checked_note,
     line_seq,
     load_bundle,
+    not_a_witness,
 )
 
 
@@ -88,13 +90,13 @@ class RoomProofs:
         raise NoteError(f"the room {self.room} has no line {seq}")
 
 
+# A bundle is one room line (at most a few hundred KiB), 128 hashes and a checkpoint.
+MAX_PROOF_FILE_BYTES = 4 * 1024 * 1024
+
+
 def _read_text(path: str, what: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{what} {path} does not exist; give the path of the file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {what} {path} ({exc})") from None
+    """A checkpoint, bundle or line file, refused by its size before it is read."""
+    return read_text(Path(path), MAX_PROOF_FILE_BYTES, what)
 
 
 def _verifier(text: str, what: str) -> Verifier:
@@ -128,6 +130,25 @@ def cmd_verifier_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_existing(out: Path) -> None:
+    if out.exists() or out.is_symlink():
+        raise UsageError(
+            f"--out {out} exists; remove it or pick another path (nothing was overwritten)"
+        )
+
+
+def _write_new(out: Path, data: bytes) -> None:
+    """The bundle in a new file, whole or not at all (a temp file linked into place)."""
+    _refuse_existing(out)
+    try:
+        write_atomic(out, data, overwrite=False)
+    except FileExistsError:
+        _refuse_existing(out)  # it appeared while the proofs were fetched
+        raise
+    except OSError as exc:
+        raise UsageError(f"cannot write --out {out} ({exc.strerror or exc})") from None
+
+
 def _source(args: argparse.Namespace, stack: ExitStack) -> Proofs:
     if args.room:
         return RoomProofs(Path(args.room), stack)
@@ -159,17 +180,6 @@ class Said:
             print(f"FAILED: {error}")
 
 
-def write_new(path: Path, text: str) -> None:
-    """Write a file that must not exist yet: --out never overwrites (UsageError instead)."""
-    try:
-        with path.open("x", encoding="utf-8") as out:
-            out.write(text)
-    except FileExistsError:
-        raise UsageError(
-            f"--out {path} exists; nothing was written. Remove it or choose another file"
-        ) from None
-
-
 def cmd_verify(args: argparse.Namespace) -> int:
     said = Said(getattr(args, "json", False))
     try:
@@ -185,6 +195,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace, said: Said) -> int:
     hub = _verifier(args.key, "--key") if args.key else hub_verifier(Home.at(args.home))
     witnesses = [_verifier(text, "--witness") for text in args.witness]
+    for witness in witnesses:
+        problem = not_a_witness(hub, witness)
+        if problem is not None:
+            raise UsageError(f"--witness: {problem}")
     if args.bundle:
         if args.export or args.line or args.seq or args.since:
             raise UsageError(
@@ -199,6 +213,10 @@ def _verify(args: argparse.Namespace, said: Said) -> int:
             size=head.size,
         )
         return 0
+    if args.out:
+        if args.export is None:
+            raise UsageError("--out names the file --export writes: add --export SEQ")
+        _refuse_existing(Path(args.out))
     with ExitStack() as stack:
         source = _source(args, stack)
         text = (
@@ -227,14 +245,15 @@ def _verify(args: argparse.Namespace, said: Said) -> int:
             bundle = Bundle(seq, line, source.inclusion(seq, head.size), text)
             bundle.check(hub, witnesses)  # never hand out a bundle that does not verify
             if args.out:
-                write_new(Path(args.out), bundle.dumps())
+                _write_new(Path(args.out), bundle.dumps().encode("utf-8"))
                 said.ok("export", f"wrote the proof bundle of line {seq} to {args.out}", seq=seq)
             else:
                 sys.stdout.write(bundle.dumps())
             return 0
         if args.line or args.seq:
             if args.line:
-                line = Path(args.line).read_bytes().removesuffix(b"\n")
+                line = read_bounded(Path(args.line), MAX_PROOF_FILE_BYTES, "--line")
+                line = line.removesuffix(b"\n")
                 seq = line_seq(line)
                 if args.seq is not None and args.seq != seq:
                     raise NoteError(f"the line in {args.line} says seq {seq}, not {args.seq}")
