@@ -21,8 +21,11 @@ def test_the_demo_runs_in_the_home_it_is_given_and_keeps_it(tmp_path: Path) -> N
     last = done.stdout.strip().splitlines()[-1]
     assert last == f"demo: done; the home is kept at {home} (bullpen --home {home} tail)"
     assert "demo: FAILED" not in done.stdout
-    # the build step shows, on purpose, what a build with no code seat ends with
-    assert "[GRIND FAILED — no code-writing seat: set tiers or [build] tiers" in done.stdout
+    # the build goes as far as it honestly can with no code seat, and says how to give it one
+    build = done.stdout.split("a test-first build: checked", 1)[1].split("demo: [", 1)[0]
+    assert "GRIND FAILED" not in build  # (the room's own record, shown later, keeps the reply)
+    assert "the spec run red and routed to @py" in build
+    assert "grinding it green needs a code-writing seat: `bullpen demo --model URL`" in done.stdout
     (gate,) = [line for line in done.stdout.splitlines() if "rejected (401): " in line]
     shown = gate.split("rejected (401): ", 1)[1]
     assert shown.endswith(" …") or not shown.endswith("…"), gate  # cut between words, if at all
@@ -50,3 +53,35 @@ def test_the_demo_refuses_a_home_that_is_not_empty(tmp_path: Path) -> None:
     assert "bullpen:" in done.stderr
     assert sorted(p.name for p in home.iterdir()) == ["notes.txt"]
     assert (home / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.long
+def test_the_demo_gives_the_build_the_code_seat_of_model(tmp_path: Path) -> None:
+    """`bullpen demo --model URL`: the build's grinder asks the OpenAI-compatible server at URL
+    (here a fake coding model) through the seat the demo adds, and the demo says how it went."""
+    import subprocess
+    import sys
+
+    fake = Path(__file__).resolve().parent / "fakes" / "fake_code_model.py"
+    log = tmp_path / "asked.jsonl"
+    server = subprocess.Popen(
+        [sys.executable, str(fake), "--func", "slugify", "--wrong", "x", "--right", "y",
+         "--log", str(log)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        url = f"http://127.0.0.1:{port}/v1"
+        home = tmp_path / "demo-home"
+        done = run_cli(home, "demo", "--model", url, "--model-name", "fix", timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "GRIND FAILED — no code-writing seat" not in done.stdout
+        assert re.search(rf"the code seat demo-code \({re.escape(url)}\) ground it (green|red)",
+                         done.stdout), done.stdout  # fmt: skip
+        asked = [json.loads(line) for line in log.read_text().splitlines()]
+        assert asked and all(a["model"] == "fix" for a in asked)
+    finally:
+        server.kill()
+        server.wait(10)

@@ -78,7 +78,7 @@ def _raw_key(pem: bytes) -> bytes | None:
         from cryptography.hazmat.primitives import serialization
 
         key = serialization.load_pem_private_key(pem, password=None)
-        return key.private_bytes(  # type: ignore[union-attr, no-any-return]
+        return key.private_bytes(
             serialization.Encoding.Raw,
             serialization.PrivateFormat.Raw,
             serialization.NoEncryption(),

@@ -25,5 +25,6 @@ def cmd_backpass(args: argparse.Namespace) -> int:
             wait_timeout=args.wait_timeout,
             bulk=args.bulk,
             synthesis=args.synthesis,
+            as_json=getattr(args, "json", False),
         )
     )

@@ -30,17 +30,19 @@ import math
 import os
 import secrets
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agents.backpass.config import BackpassConfig
+from agents.backpass.config import BackpassConfig, RunParams
+from agents.backpass.onerun import EXIT_BUSY, BackpassBusy, one_backpass, open_backpass
 from agents.backpass.pipeline import NICKS
 from agents.backpass.relay import announce
 from agents.backpass.seating import choose_seats
 from agents.backpass.traces import StateFileError, check_state
 from agents.roots import OutsideRoot
 from agents.runtime.cancel import EXIT_CANCELLED
+from agents.runtime.finaljson import final_json
 from agents.runtime.waiting import Heartbeat, follow_run, require_listening
 from room.errors import BullpenError, ConfigError, UsageError
 
@@ -227,6 +229,7 @@ async def backpass(
     env: Mapping[str, str] | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    as_json: bool = False,
 ) -> int:
     """Run the memory backpass through the foreman; the exit code (see the module docstring)."""
     out = out or sys.stdout
@@ -254,6 +257,28 @@ async def backpass(
     if not report_only:
         check_repos(home, params)
         await _sync_memory(home, err)
+    try:
+        with one_backpass(home) as holds:
+            await open_backpass(home)
+            return await _post_and_follow(
+                home, params, report_only, wait_timeout, out, err, holds, as_json
+            )
+    except BackpassBusy as busy:
+        err.write(f"bullpen: {busy.message}\n")
+        return EXIT_BUSY
+
+
+async def _post_and_follow(
+    home: Home,
+    params: RunParams,
+    report_only: bool,
+    wait_timeout: float,
+    out: TextIO,
+    err: TextIO,
+    holds: Callable[[str], None],
+    as_json: bool = False,
+) -> int:
+    """Post the run's ask (the home's backpass lock held) and follow it to its funnel."""
     thread = new_thread()
     body = "backpass" + (" (report only)" if report_only else "") + f": traces in {params.traces}"
     data = {"pipeline": "backpass", **params.model_dump()}
@@ -262,6 +287,7 @@ async def backpass(
         await require_listening(client, FOREMAN)  # else nothing would ever answer
         stored = await client.say(f"@{FOREMAN}", body, type="ask", data=data, thread=thread)
         err.write(f"backpass run {thread} asked of @{FOREMAN} (seq {stored.get('seq')})\n")
+        holds(thread)  # a second backpass is told which run holds the lock
         after = int(stored.get("seq", 0))
 
         async def follow(heartbeat: Heartbeat) -> int:
@@ -277,16 +303,22 @@ async def backpass(
                             )
                         if line.get("verified") and data.get("final") and data.get("cancelled"):
                             progress.done()
-                            out.write(str(line.get("body", "")).rstrip("\n") + "\n")
+                            said = str(line.get("body", "")).rstrip("\n")
+                            out.write(
+                                (final_json(thread, EXIT_CANCELLED, line) if as_json else said)
+                                + "\n"
+                            )
                             err.write(f"the run {thread} was cancelled\n")
                             return EXIT_CANCELLED
                         result = _final(line)
                         if result is not None:
                             progress.done()
-                            out.write(str(line.get("body", "")).rstrip("\n") + "\n")
-                            out.flush()
                             ok = bool(result.get("ok")) and not result.get("failed_traces")
-                            return EXIT_OK if ok else EXIT_FAILED
+                            code = EXIT_OK if ok else EXIT_FAILED
+                            said = str(line.get("body", "")).rstrip("\n")
+                            out.write((final_json(thread, code, line) if as_json else said) + "\n")
+                            out.flush()
+                            return code
             except TimeoutError:
                 pass
             return EXIT_WAIT

@@ -17,7 +17,7 @@ funnel says why, and the run exits non-zero.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -28,11 +28,10 @@ from room.httpverify import verify_tls
 from trust.secretfiles import read_secret_text
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
-    from agents.backpass.config import RunParams
+    from agents.backpass.config import RunParams, SeatRole
     from agents.home import Home
-    from agents.runtime.step import Judgment, JudgmentRequest, StepContext
+    from agents.runtime.step import StepContext
+    from agents.seats.request import AnswerT, Judgment, JudgmentRequest
 
 __all__ = ["budget_refusal", "choose_seats", "judge"]
 
@@ -68,24 +67,24 @@ def choose_seats(
 async def judge(
     ctx: StepContext,
     params: RunParams,
-    role: str,
+    role: SeatRole,
     request: JudgmentRequest,
-    schema: type[BaseModel],
-) -> Judgment[Any]:
+    schema: type[AnswerT],
+) -> Judgment[AnswerT]:
     """ctx.judge for `role`, asking the run's chosen seat when it chose one."""
-    seat = params.seats.get(role)  # type: ignore[call-overload]  # role: a SeatRole name
-    if seat:  # the lurker's judge (StepServices.judge) takes a run's seat
-        return await ctx.judge(role, request, schema, seat=seat)  # type: ignore[call-arg]
+    seat = params.seats.get(role)
+    if seat:  # the run's choice; else the judge's own (no keyword: any Judge takes that)
+        return await ctx.judge(role, request, schema, seat=seat)
     return await ctx.judge(role, request, schema)
 
 
-def _seat_name(home: Home, params: RunParams, nick: str, role: str) -> str:
-    chosen = params.seats.get(role)  # type: ignore[call-overload]  # role: a SeatRole name
+def _seat_name(home: Home, params: RunParams, nick: str, role: SeatRole) -> str:
+    chosen = params.seats.get(role)
     nick_config = home.society.nicks.get(nick)
     return str(chosen or getattr(nick_config, "seat", None) or role)
 
 
-async def budget_refusal(home: Home, params: RunParams, nick: str, role: str) -> str | None:
+async def budget_refusal(home: Home, params: RunParams, nick: str, role: SeatRole) -> str | None:
     """Why the gateway would refuse `role`'s call now (its 429 message), or None.
 
     None too when the seat does not go through the gateway, or the gateway

@@ -17,4 +17,6 @@ def cmd_build(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.wait_timeout) and args.wait_timeout > 0):
         raise UsageError("--wait-timeout must be a positive number of seconds")
     ticket = read_ticket(args.ticket)
-    return asyncio.run(build(home, ticket, wait_timeout=args.wait_timeout))
+    return asyncio.run(
+        build(home, ticket, wait_timeout=args.wait_timeout, as_json=getattr(args, "json", False))
+    )

@@ -32,6 +32,7 @@ from agents.build.ticket import MAX_TICKET_BYTES, TicketError, parse_ticket
 from agents.build.ticket import title as ticket_title
 from agents.intake.bounded import read_text
 from agents.runtime.cancel import EXIT_CANCELLED
+from agents.runtime.finaljson import final_json
 from agents.runtime.waiting import Heartbeat, follow_run, require_listening
 
 if TYPE_CHECKING:
@@ -113,6 +114,7 @@ async def build(
     wait_timeout: float = 4 * 3600.0,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    as_json: bool = False,
 ) -> int:
     """Run one build through the foreman; the exit code (see the module docstring)."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -146,11 +148,13 @@ async def build(
                             and line.get("type") == "reply"
                             and data.get("final")
                         ):
-                            out.write(str(line.get("body", "")).rstrip("\n") + "\n")
+                            code = exit_code(data)
+                            said = str(line.get("body", "")).rstrip("\n")
+                            out.write((final_json(thread, code, line) if as_json else said) + "\n")
                             out.flush()
                             if data.get("cancelled"):
                                 err.write(f"the run {thread} was cancelled\n")
-                            return exit_code(data)
+                            return code
                         note = progress_line(line)
                         if note:
                             err.write(note + "\n")

@@ -87,7 +87,8 @@ def _command(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if not hasattr(args, "home"):
         args.home = None
-    logs.configure(level=args.log_level)
+    form = getattr(args, "log_format", "auto")
+    logs.configure(json=None if form == "auto" else form == "json", level=args.log_level)
     func: Command = args.func
     return func(args)
 

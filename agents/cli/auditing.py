@@ -7,9 +7,10 @@ the two cannot drift apart.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from room import durable
 from room.durable import Mark
@@ -46,8 +47,9 @@ def load_checkpoint(
         return None
 
 
-def report_audit(result: AuditResult, checkpoint: Checkpoint | None) -> int:
-    """`ok: N lines` (or the first bad seq) on stdout, the rest for people on stderr."""
+def report_audit(result: AuditResult, checkpoint: Checkpoint | None, as_json: bool = False) -> int:
+    """`ok: N lines` (or the first bad seq) on stdout, the rest for people on stderr;
+    `as_json`: stdout gets one JSON object instead (docs/audit.md names its keys)."""
     if checkpoint is not None and result.ok:
         print(f"checkpoint: seq {checkpoint.seq} matches", file=sys.stderr)
     notes = (
@@ -59,8 +61,27 @@ def report_audit(result: AuditResult, checkpoint: Checkpoint | None) -> int:
     for text in notes:
         if text:
             print(text, file=sys.stderr)
-    print(result.summary())
+    if as_json:
+        print(json.dumps(audit_json(result), ensure_ascii=False))
+    else:
+        print(result.summary())
     return 0 if result.ok else 1
+
+
+def audit_json(result: AuditResult) -> dict[str, Any]:
+    """The verdict as `bullpen audit --json` prints it."""
+    return {
+        "ok": result.ok,
+        "lines": result.lines,
+        "bad_seq": result.bad_seq,
+        "reason": result.reason,
+        "head": result.head,
+        "signed": result.signed,
+        "signatures": result.signatures,
+        "checkpoint_seq": result.checkpoint_seq,
+        "tree_size": result.tree_size,
+        "beyond_checkpoint": result.beyond_checkpoint if result.ok else None,
+    }
 
 
 def load_tree_note(
@@ -187,6 +208,7 @@ def audit_with_checkpoints(
     table: TrustTable | None,
     public_keys: dict[str, Ed25519PublicKey] | None,
     beside: Path | None,
+    as_json: bool = False,
 ) -> int:
     """Audit the room file `copy` against the hub's checkpoints and print the verdict.
 
@@ -229,4 +251,4 @@ def audit_with_checkpoints(
             stored.close()
     if beside is not None:
         check_mark(result, beside, mark)
-    return report_audit(result, checkpoint)
+    return report_audit(result, checkpoint, as_json)

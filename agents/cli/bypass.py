@@ -37,7 +37,7 @@ def _direct(words: Iterable[str], ours: set[str]) -> str | None:
     for word in words:
         for url in _URL.findall(word):
             if _where(url) not in ours:
-                return url
+                return str(url)
     return None
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
+from typing import Any
 
 from agents.home import Home
 from agents.runtime.cancel import is_cancelled_report, post_cancel
@@ -19,7 +21,7 @@ CONFIRM_S = 30.0
 EXIT_OK, EXIT_UNCONFIRMED = 0, 1
 
 
-async def _cancel(home: Home, thread: str, reason: str, wait: float) -> int:
+async def _cancel(home: Home, thread: str, reason: str, wait: float, as_json: bool = False) -> int:
     async with home.client(home.society.operator) as client:
         stored = await post_cancel(client, thread, reason)
         print(f"cancel of {thread} posted (seq {stored.get('seq')})", file=sys.stderr, flush=True)
@@ -30,8 +32,11 @@ async def _cancel(home: Home, thread: str, reason: str, wait: float) -> int:
             lines, after = await client.read(after, 100, thread=thread, wait=min(left, 5.0))
             for line in lines:
                 if line.get("verified") and is_cancelled_report(line.get("data") or {}):
-                    print(str(line.get("body", "")))
+                    said = str(line.get("body", ""))
+                    print(_json(thread, stored, said) if as_json else said)
                     return EXIT_OK
+    if as_json:
+        print(_json(thread, stored, None))
     print(
         f"the foreman has not confirmed the cancel within {wait:g} s: is it running (`bullpen "
         "trust check`)? The cancel is in the room; the foreman acts on it when it starts",
@@ -44,4 +49,17 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
     reason = " ".join(str(args.reason or "").split()) or "cancelled by the operator"
-    return asyncio.run(_cancel(home, args.thread, reason, args.wait))
+    return asyncio.run(_cancel(home, args.thread, reason, args.wait, args.json))
+
+
+def _json(thread: str, stored: dict[str, Any], report: str | None) -> str:
+    """`bullpen cancel --json`: {thread, seq (of the cancel), confirmed, report (or null)}."""
+    return json.dumps(
+        {
+            "thread": thread,
+            "seq": stored.get("seq"),
+            "confirmed": report is not None,
+            "report": report,
+        },
+        ensure_ascii=False,
+    )

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
+import json
 import os
 import shutil
 import signal
@@ -19,6 +21,7 @@ import textwrap
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -43,7 +46,9 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-async def wait_reply(client: RoomClient, thread: str, ask_id: str, timeout: float) -> dict:
+async def wait_reply(
+    client: RoomClient, thread: str, ask_id: str, timeout: float
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     after = 0
     while time.monotonic() < deadline:
@@ -178,8 +183,9 @@ async def show_memory(home: Home) -> None:
 
 
 async def show_build(home: Home) -> None:
-    """A build with no code-writing seat: checked, scaffolded, red, routed, and a loud
-    GRIND FAILED saying what to configure (docs/build.md)."""
+    """A test-first build: checked, scaffolded, red, routed; then ground by the code seat
+    `bullpen demo --model URL` gave it, or, with none, shown as far as it honestly goes and
+    one line saying how to give it one (docs/build.md)."""
     from agents.build.command import build
     from agents.build.config import BuildConfig
     from agents.build.helpers import demo_ticket
@@ -188,16 +194,61 @@ async def show_build(home: Home) -> None:
     campaign = Path(config.root) / "slugify"
     (campaign / "tests").mkdir(parents=True, exist_ok=True)
     (campaign / "tests" / "test_slugify.py").write_text(DEMO_SPEC, encoding="utf-8")
+    seated = CODE_SEAT in home.society.seats
     say(f"  the operator wrote a spec in {campaign}; `bullpen build` posts the ticket:")
-    code = await build(home, demo_ticket(str(campaign)), wait_timeout=120)
-    if code != 1:
-        raise DemoFailed(f"the build exited {code}, not 1 (no code seat is configured)")
+    ticket = demo_ticket(str(campaign), tiers=CODE_SEAT if seated else None)
+    if seated:
+        code = await build(home, ticket, wait_timeout=CODE_WAIT_S)
+        if code not in (0, 1):
+            raise DemoFailed(f"the build exited {code}: it neither went green nor red")
+        verdict = "green: the spec passes" if code == 0 else "red: the seat did not make it pass"
+        say(
+            f"  the code seat {CODE_SEAT} ({home.society.seats[CODE_SEAT].get('base_url')}) "
+            f"ground it {verdict}"
+        )
+        return
+    told = io.StringIO()  # the report's GRIND FAILED is the end of the road here, not news
+    code = await build(home, ticket, wait_timeout=120, out=told)
+    if code != 1 or "no code-writing seat" not in told.getvalue():
+        raise DemoFailed(
+            f"the build exited {code} without stopping for its code seat: {told.getvalue()}"
+        )
     if (campaign / "slugify.py").read_text(encoding="utf-8") != "":
         raise DemoFailed("the build dir does not hold the empty stub")
     if Path(config.alias).resolve() != campaign.resolve():
         raise DemoFailed(f"the alias {config.alias} does not point at {campaign}")
-    say(f"  {campaign} holds the stub and a baseline commit, {config.alias} points at it;")
-    say("  name a code seat in tiers= (or [build] tiers) to grind it green")
+    say(
+        f"  ticket checked, {campaign} scaffolded with the stub and a baseline commit "
+        f"({config.alias} points at it), the spec run red and routed to @py;"
+    )
+    say(
+        "  grinding it green needs a code-writing seat: `bullpen demo --model URL` gives it "
+        "one (any OpenAI-compatible server: llama-server, vLLM, Ollama)"
+    )
+
+
+CODE_SEAT = "demo-code"  # the seat `bullpen demo --model URL` adds for the build's grinder
+CODE_WAIT_S = 900.0
+
+
+def code_seat_table(url: str, model: str | None) -> str:
+    """The [seats.demo-code] table for an OpenAI-compatible server at `url`; UsageError for
+    a URL that is not one. With no `model`, the server's first listed model (GET /models)."""
+    base = url.rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        raise UsageError(
+            f"--model {url}: give the server's http(s) URL, e.g. http://127.0.0.1:8080/v1"
+        )
+    if not base.endswith("/v1"):
+        base += "/v1"
+    if model is None:
+        try:
+            listed = httpx.get(f"{base}/models", timeout=10).json().get("data") or []
+            model = str(listed[0]["id"]) if listed else "default"
+        except (httpx.HTTPError, ValueError, AttributeError, KeyError, TypeError):
+            model = "default"  # llama-server answers whatever the name; the build will say
+    quote = json.dumps
+    return f'\n[seats.{CODE_SEAT}]\nkind = "openai"\nbase_url = {quote(base)}\nmodel = {quote(model)}\n'
 
 
 def build_dirs(root: Path) -> tuple[Path, Path]:
@@ -226,7 +277,7 @@ STEPS: list[tuple[str, Step]] = [
     ("a corpus expedition: Dig Report, then the brief on confirmation", show_expedition),
     ("the memory backpass, as the nightly timer runs it", show_backpass),
     ("shared memory: a lesson saved, recalled, and handed to the next wake", show_memory),
-    ("a test-first build with no code seat: checked, scaffolded, red, GRIND FAILED", show_build),
+    ("a test-first build: checked, scaffolded, red, then a code seat grinds it", show_build),
     ("the room as people read it, and its audit", show_room),
 ]
 
@@ -258,7 +309,7 @@ async def drain(stream: asyncio.StreamReader) -> None:
         pass
 
 
-async def run_demo(root: Path, ports: list[int]) -> int:
+async def run_demo(root: Path, ports: list[int], seat: str = "") -> int:
     strict, relaxed = ports
     say(f"demo: laying down a home at {root}")
     init_home(
@@ -269,7 +320,7 @@ async def run_demo(root: Path, ports: list[int]) -> int:
     society_file = root / "society.toml"
     text = society_file.read_text(encoding="utf-8")
     text = text.replace('root = "/tmp/bullpen-build"', f'root = "{builds}"', 1)
-    society_file.write_text(text.replace('alias = "/tmp/sandbox"', f'alias = "{alias}"', 1))
+    society_file.write_text(text.replace('alias = "/tmp/sandbox"', f'alias = "{alias}"', 1) + seat)
     home = Home(root)
     say(
         f"demo: starting the society with `bullpen up` ({len(home.society.nicks)} lurkers and the hub)"
@@ -313,6 +364,7 @@ async def run_demo(root: Path, ports: list[int]) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """In a temporary home (deleted afterwards unless --keep), or in --home DIR, which must not
     exist or be empty and is always kept: a folder the operator named is never deleted."""
+    seat = code_seat_table(args.model, args.model_name) if args.model else ""
     try:  # below the ephemeral range (agents/runtime/netports.py): no connection takes them first
         ports = free_ports(2)
     except (PortRangeError, NoFreePorts) as exc:
@@ -323,7 +375,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         base = Path(tempfile.mkdtemp(prefix="bullpen-demo-"))
         root, kept = base / "home", bool(args.keep)
     try:
-        code = asyncio.run(run_demo(root, ports))
+        code = asyncio.run(run_demo(root, ports, seat))
     finally:
         if not kept and base is not None:
             shutil.rmtree(base, ignore_errors=True)

@@ -56,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["debug", "info", "warning", "error"],
         help="how much the log says (default info)",
     )
+    parser.add_argument(
+        "--log-format",
+        default="auto",
+        choices=["auto", "console", "json"],
+        help="log lines for people (console) or machines (json); auto (the default): console "
+        "on a terminal, json otherwise",
+    )
     sub = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, help="what to do (one of these)"
     )
@@ -128,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", nargs="?", help="a room.jsonl (default: this home's room)")
     p.add_argument("--checkpoint", help="a signed checkpoint file to check the room against")
     p.add_argument("--no-signatures", action="store_true", help="do not verify per-nick signatures")
+    p.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
 
     p = add(
         "verify",
@@ -153,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="require a valid cosignature of this witness's verifier key (repeatable)",
     )
     p.add_argument("--room", help="take proofs and lines from this room file, not the hub")
+    p.add_argument("--json", action="store_true", help="print one JSON object: ok, checks, error")
 
     p = add(
         "witness",
@@ -217,8 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="stdio",
         help="stdio (the agent starts the server; the default) or http (streamable HTTP at /mcp)",
     )
-    p.add_argument("--host", default="127.0.0.1", help="http: the address to listen on")
-    p.add_argument("--port", type=_port, default=8765, help="http: the port to listen on")
+    p.add_argument("--host", help="http: the address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, help="http: the port to listen on (default 8765)")
     p.add_argument(
         "--relaxed",
         action=argparse.BooleanOptionalAction,
@@ -279,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = gateway_action("usage", "the ledger summed as a table")
     _home_option(g)
     g.add_argument("--since", help="only calls from this UTC date or time on, e.g. 2026-12-01")
+    g.add_argument("--json", action="store_true", help="print a JSON array, one object per row")
     g.add_argument(
         "--by", choices=["caller", "model", "backend"], default="caller", help="group rows by"
     )
@@ -323,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="promote: prove with the nick's own key (made when missing), not the shared secret",
     )
     p.add_argument("--static", action="store_true", help="check: skip the live ping round trips")
+    p.add_argument("--json", action="store_true", help="check: print the verdict as JSON")
     p.add_argument("--timeout", type=_seconds, default=15.0, help="seconds to wait for each pong")
 
     p = add("docs", "agents.cli.docs:cmd_docs", "print an operator doc (list them without NAME)")
@@ -355,8 +366,10 @@ def build_parser() -> argparse.ArgumentParser:
     m = action.add_parser("show", help="one entry with the room line it came from")
     _home_option(m)
     m.add_argument("id", help="an entry id, e.g. m41")
+    m = action.add_parser("namespaces", help="the declared namespaces with entry counts")
+    _home_option(m)
+    m.add_argument("--json", action="store_true", help="print JSON")
     for name, text in (
-        ("namespaces", "the declared namespaces with entry counts"),
         ("rebuild", "rebuild the index from the room"),
         ("sync", "index the merged memory.md bullets of the backpass repositories"),
     ):
@@ -403,6 +416,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--lessons", choices=["on", "off"], default="on", help="lessons on wake")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--keep", action="store_true", help="keep each seat's home, to replay its threads"
+    )
 
     p = add(
         "demo",
@@ -410,4 +426,12 @@ def build_parser() -> argparse.ArgumentParser:
         "run the whole society once in a temporary home (or in --home DIR, which is kept)",
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary home afterwards")
+    p.add_argument(
+        "--model",
+        metavar="URL",
+        help="an OpenAI-compatible server (…/v1) to give the build a code seat (default: none)",
+    )
+    p.add_argument(
+        "--model-name", help="the model to ask there (default: the first the server lists)"
+    )
     return parser

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import difflib
+import mmap
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from agents.cli.auditing import audit_with_checkpoints, err, missing_room
 from agents.home import Home
+from agents.wording import did_you_mean
 from room import render, strictjson
 from room.client import read_file
 from room.errors import BadPost, CursorAhead, PostRejected, UsageError
@@ -49,6 +51,10 @@ async def _say(args: argparse.Namespace) -> int:
     except (ValueError, BadPost) as exc:
         err(f"the post was not sent, nothing was written: {getattr(exc, 'message', exc)}")
         return 1
+    refusal = say_refusal(home, args)
+    if refusal is not None:
+        err(f"the post was not sent, nothing was written: {refusal}")
+        return 2
     async with home.client(nick, relaxed=args.relaxed) as client:
         try:
             post = client.build(
@@ -73,14 +79,57 @@ async def _say(args: argparse.Namespace) -> int:
     return 0
 
 
+def say_refusal(home: Home, args: argparse.Namespace) -> str | None:
+    """A post that cannot be what its poster meant: an ask with nothing to do, a reply to a
+    message that is in no line of the room (checked where this host has the room file)."""
+    if args.type == "ask" and not str(args.body).strip():
+        return "an ask with an empty body asks nothing; say what to do"
+    if args.reply_to and _use_file(home, argparse.Namespace(hub=False)):
+        needle = f'"id":"{args.reply_to}"'.encode()
+        if not _in_room(home, needle):
+            return (
+                f"--reply-to {args.reply_to}: no line of the room has that id; give the "
+                "id of the message answered (`bullpen read` shows each line's id)"
+            )
+    return None
+
+
+def _in_room(home: Home, needle: bytes) -> bool:
+    """Whether the room file holds `needle`; mapped, not read: a room may be large."""
+    with open(home.room_path, "rb") as room:
+        if os.fstat(room.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(room.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return mapped.find(needle) >= 0
+
+
+def known_threads(home: Home) -> list[str]:
+    """Every thread of the room, from its file (none when this host has no room file)."""
+    if not _use_file(home, argparse.Namespace(hub=False)):
+        return []
+    lines, _ = read_file(home.room_path, 0, None, Filter())
+    return sorted({str(line["thread"]) for line in lines if line.get("thread")})
+
+
+def nick_warning(home: Home, nick: str) -> str | None:
+    """Why following `@nick` will show nothing: no lurker serves it and no one is it."""
+    trust = home.trust
+    known = {*home.society.nicks, home.society.operator, *trust.trusted, *trust.privileged}
+    if nick in known:
+        return None
+    return (
+        f"@{nick} is no nick of this society (no [nicks.{nick}], not the operator, not in "
+        f"trust.toml): nothing may ever be addressed to it{did_you_mean(nick, known, '@')}"
+    )
+
+
 def say_warnings(home: Home, stored: dict[str, Any]) -> list[str]:
     """What the poster may not have meant: an addressee no lurker serves, an unverified post."""
     warnings = []
     addressee = str(stored["to"]).removeprefix("@")
     nicks = home.society.nicks
     if addressee not in nicks and addressee != home.society.operator:
-        near = difflib.get_close_matches(addressee, list(nicks), n=3, cutoff=0.6)
-        hint = f" (did you mean {', '.join('@' + n for n in near)}?)" if near else ""
+        hint = did_you_mean(addressee, nicks, "@")
         warnings.append(
             f"no [nicks.{addressee}] in {home.society_file}: no lurker of this home serves "
             f"@{addressee}, so nothing here will answer{hint}"
@@ -128,6 +177,13 @@ async def _read(args: argparse.Namespace) -> int:
         lines, _ = read_file(home.room_path, after, args.limit, flt)
         for line in lines:
             print(strictjson.dumps(line))
+        if not lines and flt.thread:
+            threads = known_threads(home)
+            if flt.thread not in threads:
+                err(
+                    f"warning: no line of the room has thread {flt.thread}"
+                    f"{did_you_mean(flt.thread, threads)}; `bullpen runs` lists the runs"
+                )
         return 0
     async with home.client(relaxed=args.relaxed) as client:
         if args.last is not None:
@@ -157,6 +213,10 @@ async def _tail(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
     flt = _filter(args)
+    if flt.to:
+        warning = nick_warning(home, flt.to.removeprefix("@"))
+        if warning:
+            err(f"warning: {warning}")
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
     if _use_file(home, args):
         with RoomFile(home.room_path) as room:
@@ -238,7 +298,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 1
     public_keys = table.public_keys if table is not None and not args.no_signatures else None
     return audit_with_checkpoints(
-        path, args.checkpoint, table, public_keys, beside=path if args.path is None else None
+        path,
+        args.checkpoint,
+        table,
+        public_keys,
+        beside=path if args.path is None else None,
+        as_json=args.json,
     )
 
 

@@ -10,6 +10,9 @@ from collections.abc import Callable
 from agents.cli.argtypes import Formatter, _home_option, _seconds
 
 Add = Callable[[str, str, str], argparse.ArgumentParser]
+# A run's states, as agents/web/runs.py names them (its page and `bullpen runs` agree).
+RUN_STATES = ("open", "waiting", "done", "failed", "cancelled")
+FINAL_JSON = "print the final result as one JSON object {thread, exit, report, data}"
 
 
 def add_run_commands(add: Add) -> None:
@@ -31,6 +34,7 @@ def add_run_commands(add: Add) -> None:
     p.add_argument("--monomyth", help="the monomyth stage to match")
     p.add_argument("--blaze", help="a blaze file (role: guidance) whose claims seed the search")
     p.add_argument("--yes", action="store_true", help="confirm the Dig Report as it is")
+    p.add_argument("--json", action="store_true", help=FINAL_JSON)
     p.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for each turn")
     turn = p.add_subparsers(
         dest="action",
@@ -61,6 +65,7 @@ def add_run_commands(add: Add) -> None:
         "briefer's gates before anything is posted; also answers a MISSING brief)",
     )
     c.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for the brief")
+    c.add_argument("--json", action="store_true", help=FINAL_JSON)
 
     p = add(
         "backpass",
@@ -93,6 +98,7 @@ def add_run_commands(add: Add) -> None:
         help="the [seats.SEAT] table that makes this run's synthesis call "
         "(default: $BULLPEN_SYNTHESIS_SEAT, else the synthesis role's own seat)",
     )
+    p.add_argument("--json", action="store_true", help=FINAL_JSON)
 
     p = add(
         "build",
@@ -103,6 +109,31 @@ def add_run_commands(add: Add) -> None:
     p.add_argument(
         "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
     )
+    p.add_argument("--json", action="store_true", help=FINAL_JSON)
+
+    p = add(
+        "runs",
+        "agents.cli.runs:cmd_runs",
+        "list the society's runs (expedition, backpass, build, forks) and where each waits",
+    )
+    p.add_argument(
+        "--state", action="append", choices=RUN_STATES, help="only runs in this state (repeatable)"
+    )
+    p.add_argument(
+        "--kind",
+        action="append",
+        help="only runs of this pipeline: expedition, backpass, build (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON array, one object per run")
+    shown = p.add_subparsers(
+        dest="action", metavar="ACTION", help="show THREAD: one run in full (default: the list)"
+    )
+    show = shown.add_parser(
+        "show", help="one run's steps and where it waits", formatter_class=Formatter
+    )
+    _home_option(show)
+    show.add_argument("thread", help="the run's thread (exp-…, backpass-…, build-…)")
+    show.add_argument("--json", action="store_true", help="print it as one JSON object")
 
     p = add(
         "cancel",
@@ -114,3 +145,4 @@ def add_run_commands(add: Add) -> None:
     p.add_argument(
         "--wait", type=_seconds, default=30.0, help="how long to wait for the foreman's report"
     )
+    p.add_argument("--json", action="store_true", help="print the outcome as one JSON object")

@@ -275,4 +275,6 @@ def cmd_audit_stream(args: argparse.Namespace) -> int:
         copy = Path(tmp) / "room.jsonl"
         asyncio.run(export_stream(settings, copy, client="bullpen-audit"))
         print(f"stream {settings.stream} on {', '.join(settings.servers)}", file=sys.stderr)
-        return audit_with_checkpoints(copy, args.checkpoint, table, public_keys, home.room_path)
+        return audit_with_checkpoints(
+            copy, args.checkpoint, table, public_keys, home.room_path, as_json=args.json
+        )

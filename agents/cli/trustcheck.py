@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import sys
@@ -83,6 +84,26 @@ def command_problem(nick: str, config: NickConfig) -> str | None:
         f"PATH), so every ask fails. Fix: install it, or give its full path as the first "
         f"word of command under [nicks.{nick}] in society.toml"
     )
+
+
+def handler_problem(nick: str, config: NickConfig) -> str | None:
+    """Why a Python `handler` cannot run: its module or function does not load here (as its
+    lurker would load it, module and all), so every ask would fail."""
+    if not config.handler:
+        return None
+    from agents.runtime.handlers import PythonStep
+    from room.errors import ConfigError
+
+    try:
+        PythonStep(config.handler)
+    except ConfigError as exc:
+        return f"{exc.message}. Fix: handler under [nicks.{nick}] in society.toml"
+    except Exception as exc:  # the module itself failed while loading: what it raised
+        return (
+            f"handler {config.handler!r} cannot be loaded: importing it raised "
+            f"{type(exc).__name__}: {exc}. Fix: the module, or handler under [nicks.{nick}]"
+        )
+    return None
 
 
 def runner_problem(nick: str, config: NickConfig) -> str | None:
@@ -167,7 +188,11 @@ def _member_problems(row: Row, config: NickConfig | None, verified_required: boo
             f"its first ask (failure mode A). Fix: set wake_replies = true under "
             f"[nicks.{nick}] in society.toml"
         )
-    for problem in (command_problem(nick, config), runner_problem(nick, config)):
+    for problem in (
+        handler_problem(nick, config),
+        command_problem(nick, config),
+        runner_problem(nick, config),
+    ):
         if problem:
             problems.append(problem)
     return problems
@@ -353,6 +378,27 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
+def verdict_json(rows: list[Row], general: list[str]) -> dict[str, object]:
+    """`bullpen trust check --json`: {ok, nicks: [{nick, privileged, trusted, reply_waking,
+    live, ok, problems}], problems} (docs/operating.md)."""
+    return {
+        "ok": not general and all(r.ok for r in rows),
+        "nicks": [
+            {
+                "nick": r.nick,
+                "privileged": r.privileged,
+                "trusted": r.trusted,
+                "reply_waking": r.reply_waking,
+                "live": r.live,
+                "ok": r.ok,
+                "problems": r.problems,
+            }
+            for r in rows
+        ],
+        "problems": general,
+    }
+
+
 def cmd_trust(args: argparse.Namespace) -> int:
     from agents.home import Home
 
@@ -366,12 +412,15 @@ def cmd_trust(args: argparse.Namespace) -> int:
         cause = asyncio.run(live_check(home, rows, args.timeout, versions))
         if cause is not None:
             general.append(cause)
-    print(table(rows))
-    if versions:
-        print(versions_line(versions))
-    for problem in general:
-        print(f"problem: {problem}")
     failed = [r for r in rows if not r.ok]
+    if getattr(args, "json", False):  # the same verdict and exit code, for a script
+        print(json.dumps(verdict_json(rows, general), ensure_ascii=False))
+    else:
+        print(table(rows))
+        if versions:
+            print(versions_line(versions))
+        for problem in general:
+            print(f"problem: {problem}")
     if failed or general:
         print(
             f"trust check FAILED: {len(failed)} nick(s) and {len(general)} home problem(s)",

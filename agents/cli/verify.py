@@ -10,6 +10,7 @@ did not (`FAILED: …` says what), 2 for a bad argument.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from contextlib import ExitStack
@@ -158,16 +159,40 @@ def _source(args: argparse.Namespace, stack: ExitStack) -> Proofs:
     return client
 
 
+class Said:
+    """What verify found, as lines for people or (--json) one object at the end:
+    {"ok": true|false, "checks": [{"check", "text", …}], "error": null|"why"}."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.checks: list[dict[str, object]] = []
+
+    def ok(self, check: str, text: str, **fields: object) -> None:
+        if self.as_json:
+            self.checks.append({"check": check, "text": text, **fields})
+        else:
+            print(f"ok: {text}")
+
+    def end(self, error: str | None = None) -> None:
+        if self.as_json:
+            print(json.dumps({"ok": error is None, "checks": self.checks, "error": error}))
+        elif error is not None:
+            print(f"FAILED: {error}")
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
+    said = Said(getattr(args, "json", False))
     try:
-        return _verify(args)
+        code = _verify(args, said)
     except NoteError as exc:
         err(f"FAILED: {exc}")
-        print(f"FAILED: {exc}")
+        said.end(str(exc))
         return 1
+    said.end()
+    return code
 
 
-def _verify(args: argparse.Namespace) -> int:
+def _verify(args: argparse.Namespace, said: Said) -> int:
     hub = _verifier(args.key, "--key") if args.key else hub_verifier(Home.at(args.home))
     witnesses = [_verifier(text, "--witness") for text in args.witness]
     for witness in witnesses:
@@ -181,7 +206,12 @@ def _verify(args: argparse.Namespace) -> int:
             )
         bundle = load_bundle(_read_text(args.bundle, "the bundle"))
         head = bundle.check(hub, witnesses)
-        print(f"ok: line {bundle.seq} is in {head.origin}'s signed tree of {head.size} lines")
+        said.ok(
+            "bundle",
+            f"line {bundle.seq} is in {head.origin}'s signed tree of {head.size} lines",
+            seq=bundle.seq,
+            size=head.size,
+        )
         return 0
     if args.out:
         if args.export is None:
@@ -194,11 +224,21 @@ def _verify(args: argparse.Namespace) -> int:
         )
         head = checked_note(text, hub, witnesses)
         signers = ", ".join([hub.name, *(w.name for w in witnesses)])
-        print(f"ok: checkpoint {head.origin} of {head.size} lines, signed by {signers}")
+        said.ok(
+            "checkpoint",
+            f"checkpoint {head.origin} of {head.size} lines, signed by {signers}",
+            origin=head.origin,
+            size=head.size,
+        )
         if args.since:
             old = checked_note(_read_text(args.since, "--since"), hub)
             check_consistency(old, head, source.consistency(old.size, head.size))
-            print(f"ok: the tree of {head.size} lines extends the tree of {old.size}")
+            said.ok(
+                "consistency",
+                f"the tree of {head.size} lines extends the tree of {old.size}",
+                old=old.size,
+                size=head.size,
+            )
         if args.export is not None:
             seq = args.export
             line = source.line(seq)
@@ -206,7 +246,7 @@ def _verify(args: argparse.Namespace) -> int:
             bundle.check(hub, witnesses)  # never hand out a bundle that does not verify
             if args.out:
                 _write_new(Path(args.out), bundle.dumps().encode("utf-8"))
-                print(f"ok: wrote the proof bundle of line {seq} to {args.out}")
+                said.ok("export", f"wrote the proof bundle of line {seq} to {args.out}", seq=seq)
             else:
                 sys.stdout.write(bundle.dumps())
             return 0
@@ -221,5 +261,10 @@ def _verify(args: argparse.Namespace) -> int:
                 seq = args.seq
                 line = source.line(seq)
             check_inclusion(head, seq, line, source.inclusion(seq, head.size))
-            print(f"ok: line {seq} is in the signed tree of {head.size} lines")
+            said.ok(
+                "inclusion",
+                f"line {seq} is in the signed tree of {head.size} lines",
+                seq=seq,
+                size=head.size,
+            )
     return 0

@@ -8,7 +8,6 @@ import sys
 
 from agents.config import parse_address
 from agents.home import Home
-from room.errors import ConfigError
 
 
 def _listening(address: str) -> bool:
@@ -22,19 +21,22 @@ def _listening(address: str) -> bool:
 
 
 def cmd_web(args: argparse.Namespace) -> int:
-    from agents.web.server import login_url, serve
+    from agents.web.server import login_url, serve, web_config
 
     home = Home.at(args.home)
     home.require()
     if getattr(args, "action", None) == "url":
-        web = home.society.web
-        if web is None:
-            raise ConfigError(
-                f"this home has no web view: {home.society_file} has no [web] section, so a "
-                "link would point where nothing listens. Add `[web]` (listen = "
-                '"127.0.0.1:8070" by default) and start it with `bullpen up` or `bullpen web`'
-            )
+        # `bullpen web` serves at [web]'s defaults when the section is missing: so does the
+        # link, or nobody could log in to what it serves
+        web = web_config(home)
         print(login_url(home))
+        if home.society.web is None:
+            print(
+                f"bullpen: note: {home.society_file} has no [web] section: this link is for "
+                f"`bullpen web`, which serves at the default {web.listen}; `bullpen up` starts "
+                "the web view only with a [web] section",
+                file=sys.stderr,
+            )
         if not _listening(web.listen):
             print(
                 f"bullpen: note: nothing listens at {web.base_url()} yet: the link works once "

@@ -26,14 +26,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
     scores: list[SeatScore] = []
     for seat in args.seat or [None]:
         score = SeatScore(seat or "configured", lessons)
-        with society(operator, seat, lessons, private_folders(cases)) as running:
+        with society(operator, seat, lessons, private_folders(cases), keep=args.keep) as running:
             print(f"eval: seat {score.seat}: starting a society", file=sys.stderr, flush=True)
+            if args.keep:
+                score.home = str(running.root)
             running.start(nicks)
             for loaded in cases:
                 print(f"eval: seat {score.seat}: case {loaded.name}", file=sys.stderr, flush=True)
                 score.cases.append(run_case(running, loaded))
         scores.append(score)
     name = str(suite_folder(args.suite))
+    for score in scores:
+        if score.home is not None:  # --keep: where to open the threads with `bullpen replay`
+            print(
+                f"eval: seat {score.seat}: kept the home {score.home} (its society stopped); "
+                f"open a case's thread with `bullpen --home {score.home} replay THREAD --list`",
+                file=sys.stderr,
+            )
     if args.json:
         print(json.dumps({"suite": name, "seats": [s.to_dict() for s in scores]}, indent=1))
     else:

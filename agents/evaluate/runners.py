@@ -23,6 +23,7 @@ from agents.evaluate.society import EvalSociety
 from agents.intake.bounded import read_text
 from agents.replay import gates
 from agents.replay.recorded import Recorded
+from agents.seats.tally import judgments_of
 from room.client import read_file
 from room.log import Filter
 from room.message import Message
@@ -54,17 +55,6 @@ class CaseResult:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
-
-def _judgments(data: dict[str, Any]) -> list[dict[str, Any]]:
-    found = data.get("judgments")
-    if isinstance(found, list):
-        return [j for j in found if isinstance(j, dict)]
-    for key in ("judgment", "provenance"):  # one call: the expedition's, the backpass's
-        one = data.get(key)
-        if isinstance(one, dict):
-            return [one]
-    return []
 
 
 def log_marks(root: Path) -> dict[Path, int]:
@@ -109,7 +99,7 @@ def tally(society: EvalSociety, thread: str, result: CaseResult) -> Recorded:
     recorded = Recorded(home, thread, [Message.model_validate(line) for line in lines])
     for step in recorded.steps:
         data = dict(step.answer.data or {})
-        judged = _judgments(data)
+        judged = judgments_of(data)
         calls = sum(int(j.get("attempts") or 1) for j in judged)
         # a server's requests are counted from the seats' logs (count_server_calls)
         result.model_calls += sum(

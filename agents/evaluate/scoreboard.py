@@ -15,11 +15,13 @@ class SeatScore:
     seat: str  # the seat put in every model role, or "configured"
     lessons: bool
     cases: list[CaseResult] = field(default_factory=list)
+    home: str | None = None  # with --keep: the kept home, where its threads can be replayed
 
     def to_dict(self) -> dict[str, Any]:
         failed: Counter[str] = Counter(g for c in self.cases for g in c.failed_gates)
         return {
             "seat": self.seat,
+            "home": self.home,
             "lessons": "on" if self.lessons else "off",
             "cases": len(self.cases),
             "passed": sum(c.passed for c in self.cases),

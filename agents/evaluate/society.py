@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -195,15 +196,31 @@ class EvalSociety:
 
 
 @contextlib.contextmanager
+def _scratch(keep: bool) -> Iterator[str]:
+    """A fresh temporary folder, removed afterwards unless kept."""
+    folder = tempfile.mkdtemp(prefix="bullpen-eval-")
+    try:
+        yield folder
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
 def society(
-    operator: Home, seat: str | None, lessons: bool, hidden: Sequence[Path] = ()
+    operator: Home,
+    seat: str | None,
+    lessons: bool,
+    hidden: Sequence[Path] = (),
+    keep: bool = False,
 ) -> Iterator[EvalSociety]:
     """A fresh home with the seats under test, whose fences hide `hidden`; its society is
-    started by the runner."""
+    started by the runner. `keep`: the folder stays after the run (its society stopped),
+    for `bullpen replay`."""
     from agents.build.config import BuildConfig
 
     seat_fence = BuildConfig.of(operator).seat_fence
-    with tempfile.TemporaryDirectory(prefix="bullpen-eval-") as scratch:
+    with _scratch(keep) as scratch:
         root = Path(scratch) / "home"
         strict, relaxed = free_ports(2)
         init_home(root, InitOptions(strict=f"127.0.0.1:{strict}", relaxed=f"127.0.0.1:{relaxed}"))

@@ -85,8 +85,7 @@ def cmd_expedition(args: argparse.Namespace) -> int:
     if args.action == "confirm":
         if not args.thread.strip():
             raise UsageError(
-                "confirm needs the run's thread, like exp-3f9a1c2e; find it with "
-                "`bullpen read --to foreman`"
+                "confirm needs the run's thread, like exp-3f9a1c2e; find it with `bullpen runs`"
             )
         check_answer(args.drop, args.redirect, args.anchor)
         return asyncio.run(
@@ -97,6 +96,7 @@ def cmd_expedition(args: argparse.Namespace) -> int:
                 redirect=args.redirect,
                 anchor=args.anchor,
                 timeout=timeout,
+                as_json=getattr(args, "json", False),
             )
         )
     if not (args.title or "").strip() or not (args.keyword or "").strip():
@@ -117,5 +117,6 @@ def cmd_expedition(args: argparse.Namespace) -> int:
             blaze=args.blaze,
             yes=args.yes,
             timeout=timeout,
+            as_json=getattr(args, "json", False),
         )
     )

@@ -40,9 +40,11 @@ from agents.expedition.anchor import AnchorRefused, anchor_for_run
 from agents.expedition.config import ExpeditionConfig
 from agents.expedition.pipeline import DIG_REPORT
 from agents.expedition.progress import Progress
+from agents.expedition.prompting import RunEnded, typed_unless_ended
 from agents.foreman.pipeline import KEY
 from agents.roots import OutsideRoot
 from agents.runtime.cancel import EXIT_CANCELLED
+from agents.runtime.finaljson import final_json
 from agents.runtime.waiting import Heartbeat, follow_run, require_listening
 from room.client import read_thread
 from room.message import Message, bare
@@ -59,7 +61,6 @@ EXIT_TIMEOUT = 3
 EXIT_UNCLEAR = 4
 EXIT_USAGE = 2  # argparse's code for a refused argument; nothing was posted
 POLL_S = 25.0
-ANSWER_PROMPT = "confirm / confirm, drop row_N ... / redirect TEXT (empty: leave it waiting): "
 
 
 def new_thread() -> str:
@@ -170,6 +171,7 @@ class Follower:
     yes: bool = False
     interactive: bool = False
     foreman: str = FOREMAN
+    as_json: bool = False  # --json: stdout gets the final result as one JSON object
 
     async def follow(self, after: int, timeout: float, *, answered: bool = False) -> int:
         """Print the thread's progress until the run needs the operator or ends; the exit code.
@@ -178,12 +180,20 @@ class Follower:
         is the brief or the next Dig Report.
         """
         return await follow_run(
-            lambda heartbeat: self._follow(after, timeout, answered, heartbeat),
+            lambda heartbeat: self._follow_until_ended(after, timeout, answered, heartbeat),
             self.client,
             self.thread,
             self.err,
             self.foreman,
         )
+
+    async def _follow_until_ended(
+        self, after: int, timeout: float, answered: bool, heartbeat: Heartbeat
+    ) -> int:
+        try:
+            return await self._follow(after, timeout, answered, heartbeat)
+        except RunEnded as ended:
+            return self._ended(ended.report)
 
     async def _follow(
         self, after: int, timeout: float, answered: bool, heartbeat: Heartbeat
@@ -206,19 +216,19 @@ class Follower:
                         continue
                     data = message.data or {}
                     if data.get("final"):
-                        print(message.body, file=self.out, flush=True)
+                        self._show(message)
                         if data.get("cancelled"):
                             print(f"the run {self.thread} was cancelled", file=self.err)
-                        return outcome_code(message)
+                        return self._result(outcome_code(message), line)
                     if is_dig_report(message):
-                        print(message.body, file=self.out, flush=True)
+                        self._show(message)
                         if await self._answer(message) is None:
                             print(continue_hint(self.thread), file=self.err)
-                            return EXIT_OK
+                            return self._result(EXIT_OK, line)
                     elif data.get("outcome") == "missing":
-                        print(message.body, file=self.out, flush=True)
+                        self._show(message)
                         print(anchor_hint(self.thread), file=self.err)
-                        return EXIT_MISSING
+                        return self._result(EXIT_MISSING, line)
                     elif data.get("outcome") == "unclear":
                         print(message.body, file=self.err, flush=True)
                         again = await self._answer(message) if self.interactive else None
@@ -236,12 +246,39 @@ class Follower:
         print(timeout_hint(self.thread, timeout, answered), file=self.err)
         return EXIT_TIMEOUT
 
+    def _show(self, message: Message) -> None:
+        """A report for the operator: on stdout, or on stderr when stdout is --json's."""
+        print(message.body, file=self.err if self.as_json else self.out, flush=True)
+
+    def _result(self, code: int, line: dict[str, Any]) -> int:
+        """`code`, after printing the JSON result (--json) of the report it ends with."""
+        if self.as_json:
+            print(final_json(self.thread, code, line), file=self.out, flush=True)
+        return code
+
+    def _ended(self, report: Message) -> int:
+        """The run ended from elsewhere while the prompt waited: say so, and its exit code."""
+        print("", file=self.out)  # the prompt's line was left open
+        print(report.body, file=self.out, flush=True)
+        how = "cancelled" if (report.data or {}).get("cancelled") else "ended"
+        print(
+            f"the run {self.thread} was {how} while this prompt waited; nothing typed here "
+            "was posted",
+            file=self.err,
+            flush=True,
+        )
+        return outcome_code(report)
+
     async def _answer(self, report: Message) -> int | None:
-        """Post the operator's answer (by --yes or at the terminal); None leaves the run waiting."""
+        """Post the operator's answer (by --yes or at the terminal); None leaves the run waiting.
+        RunEnded when the run ends while the prompt waits (a `bullpen cancel` elsewhere)."""
         if self.yes:
             body, data = answer_post()
         elif self.interactive:
-            typed = (await asyncio.to_thread(input, ANSWER_PROMPT)).strip()
+            typed = await typed_unless_ended(
+                self.client, self.thread, self.foreman, self.out, report.seq
+            )
+            typed = typed.strip()
             if not typed:
                 return None
             body, data = typed, {}
@@ -284,6 +321,7 @@ async def expedition(
     timeout: float = 900.0,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    as_json: bool = False,
 ) -> int:
     """Start an expedition, follow it to its Dig Report, and confirm it if told to."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -311,8 +349,9 @@ async def expedition(
             f"@{FOREMAN}", f"expedition: {title} ({keyword})", type="ask", data=data, thread=thread
         )
         print(f"expedition {thread} started", file=err, flush=True)
+        interactive = not yes and sys.stdin.isatty()
         follower = Follower(
-            home, client, thread, out, err, yes=yes, interactive=not yes and sys.stdin.isatty()
+            home, client, thread, out, err, yes=yes, interactive=interactive, as_json=as_json
         )
         return await follower.follow(int(posted.get("seq", 0)), timeout)
 
@@ -325,13 +364,13 @@ def not_a_run(messages: Sequence[Message], thread: str) -> str | None:
             f"There is no expedition with the thread {thread} in the room: no ask to "
             f"@{FOREMAN} carries it. Use the thread `bullpen expedition` printed when the run "
             f"started (`expedition exp-… started`), or find it with:\n"
-            f"  bullpen read --to {FOREMAN}"
+            "  bullpen runs --kind expedition"
         )
     pipeline = (starts[0].data or {}).get("pipeline")
     if pipeline and pipeline != "expedition":
         return (
             f"The thread {thread} is a {pipeline} run, not an expedition; find the "
-            f"expedition's thread with `bullpen read --to {FOREMAN}`."
+            f"expedition's thread with `bullpen runs --kind expedition`."
         )
     return None
 
@@ -370,6 +409,7 @@ async def confirm(
     timeout: float = 900.0,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    as_json: bool = False,
 ) -> int:
     """Answer a waiting run's latest Dig Report or MISSING brief, then follow it.
 
@@ -406,7 +446,7 @@ async def confirm(
         after = await post_answer(client, waiting, thread, body, data)
         what = "Dig Report" if is_dig_report(waiting) else "MISSING brief"
         print(f"answered the {what} in {thread}: {body}", file=err, flush=True)
-        follower = Follower(home, client, thread, out, err)
+        follower = Follower(home, client, thread, out, err, as_json=as_json)
         return await follower.follow(after, timeout, answered=True)
 
 

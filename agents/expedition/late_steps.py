@@ -113,13 +113,15 @@ def assemble_brief(message: Message, ctx: StepContext) -> Reply:
     roots = roots_of(ctx)  # before anything else: the ask's folder is data from a poster
     briefs = roots.check("briefs", str(context.get("briefs") or ""), "the briefs folder")
     excerpts = [e for e in data.get("excerpts") or [] if isinstance(e, dict)]
-    if not excerpts and not data.get("anchor"):
+    thread = message.thread or "run"
+    voice = str(context["voice"])
+    if not excerpts and not data.get("anchor") and not needs_anchor(voice):
         raise StepFailed(
             "no confirmed candidate has a body excerpt, so there is nothing to brief; "
             "confirm a candidate with an excerpt or redirect the dig"
         )
-    thread = message.thread or "run"
-    voice = str(context["voice"])
+    # A Carbon brief with nothing confirmed has no voice anchor either: the MISSING prompt
+    # below, with its three ways to supply one (000 §5, §7), not a failed step.
     pointed = str(data.get("anchor") or "").strip()
     if pointed:  # the operator named the anchor: it passes the gates again here, or no brief
         try:

@@ -161,6 +161,12 @@ class Run:
     def reply(self, key: str) -> Message | None:
         return self._replies.get(key)
 
+    def steps(self) -> list[tuple[str, Message, Message | None]]:
+        """(key, ask, its reply or None) for every ask the foreman sent, a fork's seeds
+        included, in the order sent: what `bullpen runs show` and the web view list."""
+        asked = sorted(self._asks.items(), key=lambda item: item[1].seq)
+        return [(key, ask, self._replies.get(key)) for key, ask in asked]
+
     def report(self, key: str) -> Message | None:
         return self._reports.get(key)
 
@@ -187,7 +193,19 @@ class Run:
 
     @property
     def finished(self) -> bool:
-        return any(m.data and m.data.get("final") for m in self._reports.values())
+        return self.final_report() is not None
+
+    def final_report(self) -> Message | None:
+        """The report that ended the run, or None while it runs."""
+        return next((m for m in self._reports.values() if m.data and m.data.get("final")), None)
+
+    def operator_replies(self) -> list[Message]:
+        """Every reply the run's operator sent the foreman in this thread."""
+        return [
+            m
+            for m in self.messages
+            if m.type == "reply" and m.from_ == self.operator and bare(m.to) == self.foreman
+        ]
 
     @property
     def cancellation(self) -> Message | None:

@@ -48,7 +48,7 @@ class PipelineRegistry:
         module_name, _, attr = target.partition(":")
         try:
             cls = getattr(importlib.import_module(module_name), attr)
-            pipeline = cls()
+            pipeline: Pipeline = cls()
         except Exception as exc:
             raise ConfigError(
                 f"pipeline {name!r} = {target!r} cannot be loaded ({type(exc).__name__}: {exc}); "

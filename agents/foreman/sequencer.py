@@ -21,7 +21,7 @@ from datetime import datetime
 
 import structlog
 
-from agents.foreman.pipeline import KEY, Ask, Report, Run
+from agents.foreman.pipeline import KEY, Action, Ask, Report, Run
 from agents.foreman.registry import PipelineRegistry
 from agents.foreman.seen import Seen, SeenThreads
 from agents.runtime import cancel
@@ -54,6 +54,26 @@ def pipeline_name(start: Message) -> str:
 
 def _failed(key: str, reason: str) -> Report:
     return Report(key, f"[FOREMAN FAILED — {reason}]", {"failed": True}, final=True)
+
+
+def _ended(run: Run) -> list[Action]:
+    """A refusal, in the room, of each answer the operator sent after the run ended: a late
+    `confirm` typed at a prompt the run no longer waits at is not acted on, and is told so."""
+    final = run.final_report()
+    if final is None:
+        return []
+    how = "cancelled" if (final.data or {}).get(cancel.CANCELLED_KEY) else "over"
+    return [
+        Report(
+            f"ended/{late.id}",
+            f"[RUN ENDED — the run {run.thread} is {how} (seq {final.seq}): this reply was not "
+            "acted on; start a new run]",
+            {"refused": True, "ended": how},
+            in_reply_to=late.id,
+        )
+        for late in run.operator_replies()
+        if late.seq > final.seq
+    ]
 
 
 class Foreman:
@@ -129,7 +149,7 @@ class Foreman:
             return Outbox(self._posts(run, seen, [_failed("unknown-pipeline", reason)], 0))
         if run.finished:
             self._open.discard(run.thread)
-            return Outbox()
+            return Outbox(self._posts(run, seen, _ended(run), 0))
         stop = run.cancellation
         if stop is not None:
             self._open.discard(run.thread)

@@ -145,13 +145,33 @@ def token(home: Home, nick: str) -> int:
     return 0
 
 
-def usage(home: Home, since: str | None, by: str) -> int:
+def usage(home: Home, since: str | None, by: str, as_json: bool = False) -> int:
+    """The ledger summed by `by`; `as_json`: a JSON array of {<by>: value, calls, failed,
+    tokens_in, tokens_out, estimated, flags} (docs/gateway.md), [] with no ledger yet."""
     config = GatewayConfig.of(home)
     path = config.ledger_path(home)
     if not path.exists():
         _say(f"no ledger yet at {path}: the gateway has answered no call")
+        if as_json:
+            print("[]")
         return 0
-    print(table(summarize(read_entries(path), by, since), by))
+    rows = summarize(read_entries(path), by, since)
+    if as_json:
+        found = [
+            {
+                by: key,
+                "calls": row.calls,
+                "failed": row.failed,
+                "tokens_in": row.tokens_in,
+                "tokens_out": row.tokens_out,
+                "estimated": row.estimated,
+                "flags": row.flags,
+            }
+            for key, row in rows.items()
+        ]
+        print(json.dumps(found, ensure_ascii=False))
+    else:
+        print(table(rows, by))
     return 0
 
 

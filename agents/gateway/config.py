@@ -143,8 +143,10 @@ class GatewayConfig(_Strict):
     budget: Budget = Field(default_factory=Budget)
     callers: dict[str, Budget] = Field(default_factory=dict)
     backends: dict[str, BackendConfig] = Field(default_factory=dict)
-    record: bool = Field(
-        default=False, description="keep each answer by request digest, for `replay --offline`"
+    record: bool = Field(  # strict: `record = "yes"` is refused, not read as true
+        default=False,
+        strict=True,
+        description="keep each answer by request digest, for `replay --offline`",
     )
 
     @field_validator("listen")

@@ -134,8 +134,12 @@ async def _room_line(home: Home, seq: int) -> dict[str, Any] | None:
     return lines[0] if lines and lines[0].get("seq") == seq else None
 
 
-def _namespaces(home: Home) -> int:
+def _namespaces(home: Home, as_json: bool = False) -> int:
     table = namespace_counts(home)
+    if as_json:  # [{"ns", "count", "declared", "meaning"}]
+        rows = [{"ns": ns, **row} for ns, row in table.items()]
+        print(json.dumps(rows, ensure_ascii=False))
+        return 0
     width = max((len(ns) for ns in table), default=10)
     for ns, row in table.items():
         meaning = row["meaning"] if row["declared"] else "NOT DECLARED: add it or move its entries"
@@ -163,7 +167,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         if action == "show":
             return _show(home, args)
         if action == "namespaces":
-            return _namespaces(home)
+            return _namespaces(home, getattr(args, "json", False))
         if action == "rebuild":
             counts = asyncio.run(rebuild(home))
             print(f"rebuilt {index_path(home)}: {sum(counts.values())} live entries")

@@ -26,6 +26,7 @@ from mcp.server import MCPServer
 from agents.home import Home
 from agents.mcp.check import door_problems
 from agents.mcp.server import build_server
+from agents.mcp.stdio import serve_stdio
 from room import logs
 from room.errors import ConfigError, UsageError
 from trust.secretfiles import read_secret_text
@@ -74,10 +75,28 @@ def _relaxed(home: Home, nick: str, flag: bool | None) -> bool:
     return bool(config and config.relaxed)
 
 
+HTTP_ONLY = ("host", "port", "token_file")
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     # The CLI configured logging already; do it again so that a caller that did not
     # still gets every log line on stderr, never on stdout (the protocol's channel).
-    logs.configure(level=getattr(args, "log_level", "info"))
+    form = getattr(args, "log_format", "auto")
+    logs.configure(
+        json=None if form == "auto" else form == "json", level=getattr(args, "log_level", "info")
+    )
+    if args.transport == "stdio":
+        given = [
+            f"--{n.replace('_', '-')}" for n in HTTP_ONLY if getattr(args, n, None) is not None
+        ]
+        if given:
+            raise UsageError(
+                f"{' and '.join(given)} only apply to --transport http; over stdio the agent "
+                "that starts this server talks to it on stdin/stdout (add --transport http to "
+                "listen on a port)"
+            )
+    args.host = args.host or "127.0.0.1"
+    args.port = 8765 if args.port is None else args.port
     home = Home.at(args.home)
     home.require()
     nick: str = args.as_nick
@@ -92,7 +111,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         log.warning("this server cannot prove itself; the hub will refuse it", problem=problem)
     if args.transport == "stdio":
         log.info("serving the room over MCP stdio", nick=nick, relaxed=relaxed)
-        server.run("stdio")
+        serve_stdio(server)
         return 0
     return _serve_http(home, server, nick, args, relaxed)
 

@@ -109,7 +109,22 @@ async def _replay_all(home: Home, recorded: Recorded, args: argparse.Namespace) 
     return 0
 
 
+# Options that cannot go together: each pair is refused, not one of them silently ignored.
+_EXCLUSIVE = (("list", "step"), ("list", "fork"), ("list", "all"), ("all", "step"), ("all", "fork"))
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """UsageError for options given together that cannot be (before anything is read)."""
+    for one, other in _EXCLUSIVE:
+        if getattr(args, one) and getattr(args, other):
+            raise UsageError(
+                f"--{one} and --{other} cannot go together: --list lists the steps, --step KEY "
+                "replays one (--fork: and starts a new run from it), --all replays every step"
+            )
+
+
 async def _replay(args: argparse.Namespace) -> int:
+    check_options(args)
     home = Home.at(args.home)
     home.require()
     recorded = await Recorded.load(home, args.thread)

@@ -20,7 +20,7 @@ import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from agents.gateway.recording import Recording, recording_path, request_digest
 from agents.seats import build_seats, make_judge
@@ -31,7 +31,7 @@ from room.errors import BullpenError, UsageError
 if TYPE_CHECKING:
     from agents.home import Home
     from agents.replay.recorded import Step
-    from agents.seats.request import Judge
+    from agents.seats.request import AnswerT, Judge, Judgment, JudgmentRequest
 
 
 class NoRecording(BullpenError):
@@ -116,16 +116,35 @@ def offline_tables(home: Home, url: str) -> dict[str, Any]:
     return tables
 
 
+def no_recording_advice(home: Home, path: Path) -> str:
+    """The one line of advice when there is no recording: what is missing, in this home."""
+    if not home.has_gateway:
+        return (
+            f"there is no gateway recording at {path}, and this home has no [gateway]: add one "
+            'with `record = true`, send the seats through it (`via = "gateway"`), run the '
+            "steps once, then replay offline"
+        )
+    from agents.gateway.config import GatewayConfig
+
+    if GatewayConfig.of(home).record:
+        return (
+            f"there is no gateway recording at {path} yet: [gateway] records (record = true), "
+            "but no call has gone through it since; run the steps once with their seats "
+            'through the gateway (`via = "gateway"`), then replay offline'
+        )
+    return (
+        f"there is no gateway recording at {path}: set `record = true` in [gateway] of "
+        "society.toml, run the steps through the gateway once, then replay offline"
+    )
+
+
 class OfflineJudge:
     """A judge over the recording; `check()` after the step raises NoRecording on a miss."""
 
     def __init__(self, home: Home, step: Step, seat: str | None) -> None:
         path = recording_path(home)
         if not path.is_file():
-            raise UsageError(
-                f"there is no gateway recording at {path}: set `record = true` in [gateway] of "
-                "society.toml, run the steps through the gateway once, then replay offline"
-            )
+            raise UsageError(no_recording_advice(home, path))
         self.step = step
         self.server = RecordingServer(Recording(path), step.key, step.nick, step.ask.thread or "")
         self._folder = tempfile.TemporaryDirectory(prefix="bullpen-offline-")
@@ -135,8 +154,16 @@ class OfflineJudge:
         config = home.society.nicks.get(step.nick)
         self.chosen = seat or (config.seat if config else None)
 
-    async def __call__(self, role: str, request: Any, schema: Any) -> Any:
-        roles = {role: self.chosen} if self.chosen else None
+    async def __call__(
+        self,
+        role: str,
+        request: JudgmentRequest,
+        schema: type[AnswerT],
+        *,
+        seat: str | None = None,
+    ) -> Judgment[AnswerT]:
+        chosen = seat or self.chosen
+        roles = {role: chosen} if chosen else None
         return await make_judge(self.registry, roles, self.screen)(role, request, schema)
 
     def check(self) -> None:
@@ -156,4 +183,4 @@ class OfflineJudge:
 
 
 def offline_judge(home: Home, step: Step, seat: str | None) -> Judge:
-    return cast("Judge", OfflineJudge(home, step, seat))
+    return OfflineJudge(home, step, seat)

@@ -79,7 +79,7 @@ class Recorded:
             raise UsageError(
                 f"there is no run with the thread {thread!r} in the room: no verified ask to "
                 f"@{FOREMAN} carries it. Use the thread its command printed (exp-…, bp-…, "
-                f"build-…); `bullpen read --to {FOREMAN}` lists the runs"
+                f"build-…); `bullpen runs` lists them"
             ) from None
         asks = sorted(
             (m for m in self.run.messages if m.from_ == FOREMAN and m.type == "ask"),

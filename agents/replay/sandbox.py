@@ -18,7 +18,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from agents.runtime import handlers
 from agents.runtime.outcome import Handler
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from agents.config import NickConfig
     from agents.home import Home
     from agents.replay.recorded import Recorded, Step
-    from agents.seats.request import Judge
+    from agents.seats.request import AnswerT, Judge, Judgment, JudgmentRequest
     from room.client import RoomClient
 
 # The step handlers that read files and ask models but write nothing: safe to run again.
@@ -107,10 +107,16 @@ def seat_services(home: Home, nick: str) -> StepServices:
 def judge_through(services: StepServices, seat: str | None) -> Judge:
     """A judge that sends every role to `seat`, or (None) to the seat configured now."""
 
-    async def judge(role: str, request: Any, schema: Any) -> Any:
+    async def judge(
+        role: str,
+        request: JudgmentRequest,
+        schema: type[AnswerT],
+        *,
+        seat: str | None = seat,
+    ) -> Judgment[AnswerT]:
         return await services.judge(role, request, schema, seat=seat)
 
-    return cast("Judge", judge)
+    return judge
 
 
 def context(home: Home, recorded: Recorded, step: Step, judge: Judge) -> StepContext:

@@ -67,7 +67,7 @@ async def post_cancel(
     if not starts or (starts[0].data or {}).get("ping"):
         raise UsageError(
             f"there is no run with the thread {thread} in the room: no ask to @{foreman} "
-            f"carries it. Find a run's thread with `bullpen read --to {foreman}` (each command "
+            f"carries it. Find a run's thread with `bullpen runs` (each command "
             "prints its thread when it starts)"
         )
     final = next(

@@ -31,7 +31,7 @@ import structlog
 
 from agents.runtime.outcome import Failure, Handler, Outcome, as_outcome
 from agents.runtime.procgroup import kill_group
-from agents.runtime.step import Reply, StepContext
+from agents.runtime.step import Reply, Step, StepContext
 from room.errors import BullpenError, ConfigError
 from room.message import Message
 
@@ -85,7 +85,7 @@ class PythonStep(Handler):
     def __init__(self, target: str, lazy: bool = False) -> None:
         module_name = target.partition(":")[0]
         self.target = target
-        self._func: Callable[..., Any] | None = None
+        self._func: Step | None = None
         if not lazy:
             self._load()
         elif not module_exists(module_name):
@@ -94,7 +94,7 @@ class PythonStep(Handler):
                 "check the module and function name"
             )
 
-    def _load(self) -> Callable[..., Any]:
+    def _load(self) -> Step:
         if self._func is not None:
             return self._func
         module_name, _, attr = self.target.partition(":")
@@ -108,11 +108,12 @@ class PythonStep(Handler):
             ) from None
         if not callable(func):
             raise ConfigError(f"handler {self.target!r} is not callable")
-        self._func = func
-        return func
+        step: Step = func
+        self._func = step
+        return step
 
     @property
-    def func(self) -> Callable[..., Any]:
+    def func(self) -> Step:
         return self._load()
 
     @property

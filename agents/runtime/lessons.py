@@ -31,10 +31,19 @@ def _told(judge: Judge, lessons: list[Lesson]) -> Judge:
     """A judge whose every prompt carries the lessons block right after its `step:` line."""
     text = block(lessons)
 
-    async def told(role: str, request: JudgmentRequest, schema: type[AnswerT]) -> Judgment[AnswerT]:
+    async def told(
+        role: str,
+        request: JudgmentRequest,
+        schema: type[AnswerT],
+        *,
+        seat: str | None = None,
+    ) -> Judgment[AnswerT]:
         head, sep, rest = request.prompt.partition("\n")
         prompt = f"{head}\n{text}{rest}" if sep else f"{head}\n{text}"
-        return await judge(role, dataclasses.replace(request, prompt=prompt), schema)
+        told_request = dataclasses.replace(request, prompt=prompt)
+        if seat is None:
+            return await judge(role, told_request, schema)
+        return await judge(role, told_request, schema, seat=seat)
 
     return told
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from room.client import RoomClient
 from room.errors import HubUnavailable
 from room.message import Message
@@ -20,7 +18,7 @@ from room.openapi import MAX_READ_SENDERS
 if TYPE_CHECKING:
     from agents.config import NickConfig
     from agents.home import Home
-    from agents.seats.request import Judgment, JudgmentRequest
+    from agents.seats.request import AnswerT, Judgment, JudgmentRequest
 
 __all__ = ["StepServices"]
 
@@ -42,9 +40,10 @@ class StepServices:
         self,
         role: str,
         request: JudgmentRequest,
-        schema: type[BaseModel],
+        schema: type[AnswerT],
+        *,
         seat: str | None = None,
-    ) -> Judgment[Any]:
+    ) -> Judgment[AnswerT]:
         """The role's answer from its seat: `seat` (a run's choice), else this nick's own
         `seat`, else the role's table."""
         from agents.seats import build_seats, make_judge

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from room.errors import StepFailed
 from room.message import Message
@@ -78,4 +78,10 @@ class StepContext:
     lessons: list[Lesson] = field(default_factory=list)
 
 
-Step = Callable[[Message, StepContext], "Reply | Awaitable[Reply]"]
+class Step(Protocol):
+    """A handler's call signature (`module:function` in a nick's table): the message that
+    woke it and its context, positionally. It returns a Reply (or a coroutine of one); the
+    runtime also takes an Outbox or a Failure (agents/runtime/outcome.py), so the result is
+    checked there, at run time, not here."""
+
+    def __call__(self, message: Message, ctx: StepContext, /) -> Any: ...

@@ -5,15 +5,16 @@ minutes or hours. So that the person at the terminal is never left guessing:
 
 - before posting, the nick asked must be listening: a ping (as `bullpen trust check`
   sends) must come back within seconds, or the command stops and says what to start;
-- while it waits, a line every HEARTBEAT_S says which step runs and for how long;
-- Ctrl-C asks whether to cancel the run (`bullpen cancel`) or detach from it; with no
-  terminal it detaches and says how to cancel. Either way it exits 130.
+- while it waits, a line every HEARTBEAT_S says whom the run waits on: a step's nick, or
+  the operator when a report waits at the gate for an answer;
+- Ctrl-C asks at once (even at a prompt) whether to cancel the run (`bullpen cancel`) or
+  detach from it; with no terminal, at end of input or at a second Ctrl-C it detaches and
+  says how to follow and cancel the run. Either way it exits 130.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import sys
 import time
@@ -22,6 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.runtime.ping import ping
+from agents.runtime.terminal import read_line
 from room.errors import BullpenError
 
 if TYPE_CHECKING:
@@ -31,14 +33,23 @@ EXIT_INTERRUPTED = 130
 HEARTBEAT_S = 30.0
 PING_S = 15.0  # how long a listening nick may take to answer a ping
 CANCEL_PROMPT = "Ctrl-C: cancel the run {thread} [c], or detach and leave it running [d]? "
+GATE_PREFIX = "dig-report"  # the key of a report that waits at the gate for the operator
 
 
 class NotListening(BullpenError):
     """The nick a command would ask does not answer a ping: nothing would ever reply."""
 
 
-async def require_listening(client: RoomClient, nick: str, timeout: float = PING_S) -> None:
-    """Ping `nick` (its lurker answers a ping itself); NotListening when no pong comes back."""
+async def require_listening(
+    client: RoomClient, nick: str, timeout: float = PING_S, err: TextIO | None = None
+) -> None:
+    """Ping `nick` (its lurker answers a ping itself); NotListening when no pong comes back.
+    Says first what it waits for, on `err` (stderr): a pause of up to `timeout` s."""
+    print(
+        f"checking that @{nick} is listening (a ping, up to {timeout:g} s) …",
+        file=err or sys.stderr,
+        flush=True,
+    )
     answered = await ping(client, [nick], timeout)
     if nick in answered.unsent:  # the hub refused or could not be reached: its own error
         raise answered.unsent[nick]
@@ -70,6 +81,7 @@ class Heartbeat:
     def __init__(self, err: TextIO, foreman: str = "foreman", every: float = HEARTBEAT_S) -> None:
         self.err = err
         self.foreman = foreman
+        self.gate: str | None = None  # the nick a report at the gate waits on, if one does
         self.every = every
         self.started = time.time()
         self.quiet_since = time.monotonic()
@@ -83,6 +95,12 @@ class Heartbeat:
             self.asks[str(line.get("id"))] = (str(line.get("to")), body[0][:80] if body else "", at)
         elif line.get("type") == "reply":
             self.asks.pop(str(line.get("in_reply_to") or ""), None)
+            data = line.get("data") or {}
+            if line.get("from") == self.foreman:
+                waits = str(data.get("key", "")).startswith(GATE_PREFIX) and not data.get("final")
+                self.gate = str(line.get("to", "")).removeprefix("@") if waits else None
+            elif line.get("to") == f"@{self.foreman}":
+                self.gate = None  # the operator answered
 
     def said(self) -> None:
         """Something was printed: the next heartbeat is a full period away."""
@@ -90,6 +108,11 @@ class Heartbeat:
 
     def status(self) -> str:
         now = time.time()
+        if self.gate is not None and not self.asks:
+            return (
+                f"… waiting on @{self.gate} (you): the report above waits at the gate for an "
+                f"answer ({_ago(now - self.started)} since the start); Ctrl-C to cancel or detach"
+            )
         if not self.asks:
             return f"… waiting on @{self.foreman} ({_ago(now - self.started)} since the start)"
         running = sorted(self.asks.values(), key=lambda a: a[2])
@@ -134,11 +157,7 @@ async def interruptible(
         heard.cancel()
     if interactive is None:
         interactive = sys.stdin.isatty()
-    answer = ""
-    if interactive:
-        print("", file=err)
-        with contextlib.suppress(EOFError):
-            answer = (await asyncio.to_thread(input, CANCEL_PROMPT.format(thread=thread))).strip()
+    answer = await _cancel_or_detach(thread, err) if interactive else ""
     if answer.lower() in ("c", "cancel"):
         from agents.runtime.cancel import post_cancel
 
@@ -154,6 +173,29 @@ async def interruptible(
             file=err,
         )
     return EXIT_INTERRUPTED
+
+
+async def _cancel_or_detach(thread: str, err: TextIO) -> str:
+    """The operator's answer to CANCEL_PROMPT; "" (detach) at end of input or at a second
+    Ctrl-C, which must not cut off the line saying how to follow and cancel the run."""
+    loop = asyncio.get_running_loop()
+    again = asyncio.Event()
+    print("", file=err)
+    typed = asyncio.ensure_future(read_line(CANCEL_PROMPT.format(thread=thread), err))
+    second = asyncio.ensure_future(again.wait())
+    loop.add_signal_handler(signal.SIGINT, again.set)
+    try:
+        await asyncio.wait([typed, second], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        second.cancel()
+        pending = not typed.done()
+        typed.cancel()
+        await asyncio.gather(typed, return_exceptions=True)
+    if pending or typed.cancelled() or typed.exception() is not None:
+        print("", file=err)  # the prompt's line was left open
+        return ""
+    return typed.result().strip()
 
 
 async def follow_run(

@@ -27,6 +27,9 @@ class Completion:
     text: str
     structured: str | None = None
     cut_off: bool = False  # the server stopped at max_tokens (finish_reason "length")
+    # The server's own count (prompt + completion tokens) when it sent `usage`; None when
+    # it did not, or for a seat with no server (local, cmd): never an estimate.
+    tokens: int | None = None
 
 
 class Seat(abc.ABC):

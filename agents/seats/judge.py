@@ -79,15 +79,31 @@ class SeatJudge:
         return self.registry.get(self.roles.get(role, role))
 
     async def __call__(
-        self, role: str, request: JudgmentRequest, schema: type[AnswerT]
+        self,
+        role: str,
+        request: JudgmentRequest,
+        schema: type[AnswerT],
+        *,
+        seat: str | None = None,
     ) -> Judgment[AnswerT]:
-        first = self.seat_for(role)
+        if seat is not None and seat not in self.registry:
+            raise ConfigError(
+                f"role {role!r} was sent to seat {seat!r}, but there is no such seat; the "
+                f"known seats are {', '.join(self.registry.names())}"
+            )
+        first = self.registry.get(seat) if seat is not None else self.seat_for(role)
+        return await self._ask(role, request, schema, first)
+
+    async def _ask(
+        self, role: str, request: JudgmentRequest, schema: type[AnswerT], first: Seat
+    ) -> Judgment[AnswerT]:
         chain = self.registry.chain(first.name)
         if request.answer_schema is None:
             request = dataclasses.replace(request, answer_schema=answer_schema(schema))
         failures: list[str] = []
         misses: list[str] = []
         attempts = 0
+        tokens: int | None = None
         for position, seat in enumerate(chain):
             prompt_request = request
             error = ""
@@ -99,6 +115,8 @@ class SeatJudge:
                 )
                 try:
                     completion = await seat.answer(prompt_request)
+                    if completion.tokens is not None:
+                        tokens = (tokens or 0) + completion.tokens
                     answer = validate_answer(completion.text, schema)
                 except SeatError as exc:
                     error = str(exc.details.get("reason", exc.message))
@@ -129,6 +147,7 @@ class SeatJudge:
                         attempts=attempts,
                         structured=completion.structured,
                         misses=tuple(misses),
+                        tokens=tokens,
                     )
                 misses.append(f"{seat.name}: {error}")
                 self._log(role, request, seat, try_number, attempts, started, error)

@@ -256,7 +256,9 @@ class OpenAISeat(Seat):
         if response is None:  # no mode to ask in: the ladder is never empty, but say so
             raise self.fail("no request was sent: the seat has no structured-output mode to try")
         text, finish = self._content(response, key)
-        return Completion(text, mode, cut_off=finish == "length")
+        counted = _usage(response)
+        tokens = sum(counted.values()) if counted else None
+        return Completion(text, mode, cut_off=finish == "length", tokens=tokens)
 
     async def _post(
         self,

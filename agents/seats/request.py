@@ -74,6 +74,9 @@ class Judgment(Generic[AnswerT]):
     # Why each failed attempt before the answer failed (a rejected answer's reason, a
     # seat's error): a retry that rescued the step is counted, not hidden.
     misses: tuple[str, ...] = ()
+    # Tokens the servers counted over every attempt (`usage`); None when none counted any:
+    # what `bullpen runs` sums as a run's tokens so far.
+    tokens: int | None = None
 
     def provenance(self) -> dict[str, Any]:
         """What a step's reply data says about the model call."""
@@ -88,10 +91,25 @@ class Judgment(Generic[AnswerT]):
             said["structured"] = self.structured
         if self.misses:
             said["misses"] = list(self.misses)
+        if self.tokens is not None:
+            said["tokens"] = self.tokens
         return said
 
 
 class Judge(Protocol):
+    """The one call signature of every judge a step may hold (agents/seats/judge.py, the
+    lurker's, the lessons wrapper, the replay's): mypy checks each against it, so a
+    wrapper that drops an argument the others take is caught before a run meets it.
+
+    `seat`: a run's choice of seat table for this call (`bullpen backpass --bulk SEAT`),
+    else the nick's own, else the role's.
+    """
+
     async def __call__(
-        self, role: str, request: JudgmentRequest, schema: type[AnswerT]
+        self,
+        role: str,
+        request: JudgmentRequest,
+        schema: type[AnswerT],
+        *,
+        seat: str | None = None,
     ) -> Judgment[AnswerT]: ...

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Tally", "gate_of"]
+__all__ = ["Tally", "gate_of", "judgments_of"]
 
 _SCHEMA = re.compile(r"does not match the \S+ schema: (?P<where>[^:]+): (?P<what>[^:;]+)")
 LABEL_MAX = 60
@@ -41,6 +41,19 @@ def gate_of(miss: str) -> str:
         label = what if where == "the answer" else f"{where}: {what}"
         return label[:LABEL_MAX]
     return "seat answered"
+
+
+def judgments_of(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The model calls' provenances one step's reply data names: a list under `judgments`,
+    or one under `judgment` (the expedition's) or `provenance` (the backpass's)."""
+    found = data.get("judgments")
+    if isinstance(found, list):
+        return [j for j in found if isinstance(j, dict)]
+    for key in ("judgment", "provenance"):
+        one = data.get(key)
+        if isinstance(one, dict):
+            return [one]
+    return []
 
 
 @dataclass

@@ -52,7 +52,15 @@ if TYPE_CHECKING:
 FIRST_LINES = 200  # what a page gets at first paint; older ones as it scrolls
 MAX_FORM_BYTES = 64 * 1024
 KEEPALIVE_S = 15.0
-STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".png": "image/png"}
+STATIC_TYPES = {
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+}
+# Served without a session: the login page, and the icon a browser asks for on every page
+# (the login page's too), which would otherwise be a 401 in its console.
+PUBLIC = frozenset({"/login", "/favicon.ico"})
 HEADERS = {
     "content-security-policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -76,7 +84,7 @@ class Guarded:
         if scope["type"] != "http":
             return
         request = Request(scope)
-        if scope["path"] != "/login":
+        if scope["path"] not in PUBLIC:
             try:
                 session = self.auth.session(request.cookies.get(COOKIE))
             except sqlite3.Error:
@@ -136,6 +144,7 @@ class WebApp:
             Route("/api/lines", self.lines),
             Route("/api/status", self.status),
             Route("/static/{name}", self.static),
+            Route("/favicon.ico", self.favicon),
         ]
         self.asgi = Guarded(Starlette(routes=routes), auth)
 
@@ -321,6 +330,10 @@ class WebApp:
                     yield b"".join(out)
         finally:
             feed.unsubscribe(queue)
+
+    async def favicon(self, request: Request) -> Response:
+        data = files("agents.web").joinpath("static", "favicon.svg").read_bytes()
+        return Response(data, media_type=STATIC_TYPES[".svg"])
 
     async def static(self, request: Request) -> Response:
         name = request.path_params["name"]

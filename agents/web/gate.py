@@ -21,9 +21,9 @@ from agents.expedition.command import (
     answer_post,
     not_a_run,
     post_answer,
-    read_thread,
     reports_of,
 )
+from room.client import read_thread
 from room.errors import BullpenError, UsageError
 from room.message import Message, bare
 

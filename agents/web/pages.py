@@ -167,7 +167,10 @@ def _run(run: RunView, csrf: str = "") -> str:
         f'<section class="run {e(run.state)}" id="run-{thread}" data-thread="{thread}"><h2>'
         f'<span class="pipeline">{e(run.pipeline)}</span> <a href="/room?thread={quote(run.thread)}">'
         f'{thread}</a> <span class="state">{e(run.state)}</span> '
+        f'<span class="where">{e(run.where)}</span> '
         f"{_took(run)}{gate}</h2>"
+        f'<p class="calls">{run.calls} model call(s) · tokens '
+        f"{e('-' if run.tokens is None else run.tokens)}</p>"
         f'<p class="asked">asked by {e(run.start.get("from"))}: {e(str(run.start.get("body", ""))[:200])}</p>'
         f"{_lineage(run)}"
         f'<ol class="timeline">{steps}</ol>{extra}{outcome}{_cancel_form(run, csrf)}</section>'

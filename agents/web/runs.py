@@ -14,12 +14,17 @@ backpass run's final report carries its funnel.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agents.foreman.pipeline import KEY
+from pydantic import ValidationError
+
+from agents.foreman.pipeline import KEY, Run
+from agents.seats.tally import judgments_of
+from room.message import Message, bare
 
 FOREMAN = "foreman"
 
@@ -140,6 +145,96 @@ class RunView:
         return funnel if isinstance(funnel, dict) else None
 
     @property
+    def title(self) -> str:
+        """What the run is about: its title (an expedition's), else its ask's first line."""
+        data = self.start.get("data") or {}
+        title = data.get("title") if isinstance(data.get("title"), str) else None
+        lines = str(self.start.get("body", "")).strip().splitlines()
+        return (title or (lines[0] if lines else "")).strip()[:80]
+
+    @property
+    def operator(self) -> str:
+        return str(self.start.get("from", ""))
+
+    @property
+    def failed_step(self) -> tuple[int, Step] | None:
+        """(its number, counting from 1, and the step) of the first step that failed."""
+        return next(((n, s) for n, s in enumerate(self.steps, 1) if s.state == "failed"), None)
+
+    @property
+    def waits_on(self) -> str | None:
+        """Whom the run waits on now (a nick, without @), or None when it is over."""
+        if self.final is not None:
+            return None
+        if self.waiting_report() is not None:
+            return self.operator
+        pending = [s for s in self.steps if s.reply is None]
+        return pending[0].nick if pending else FOREMAN
+
+    @property
+    def where(self) -> str:
+        """The run's state in one line: the same words on the web page and in `bullpen runs`."""
+        state = self.state
+        if state == "cancelled":
+            return "cancelled"
+        if state in ("done", "failed"):
+            failed = self.failed_step
+            if state == "failed" and failed is not None:
+                n, step = failed
+                return f"failed at step {n} ({step.key}, @{step.nick})"
+            return state
+        if state == "waiting":
+            return f"at the gate: waiting on @{self.operator}"
+        pending = [s for s in self.steps if s.reply is None]
+        overdue = [s for s in pending if s.overdue is not None]
+        if overdue:
+            return "overdue: " + ", ".join(f"@{s.nick} ({s.key})" for s in overdue)
+        if pending:
+            nicks = sorted({s.nick for s in pending})
+            return f"waiting on {', '.join('@' + n for n in nicks)} ({len(pending)} step(s))"
+        return f"waiting on @{FOREMAN}"
+
+    @property
+    def calls(self) -> int:
+        """Model calls so far: the attempts each answered step's judgments name."""
+        return sum(
+            int(j.get("attempts") or 1)
+            for step in self.steps
+            for j in judgments_of((step.reply or {}).get("data") or {})
+        )
+
+    @property
+    def tokens(self) -> int | None:
+        """Tokens the servers counted so far, or None when no call reported any (the local
+        and cmd seats count none): never an estimate."""
+        counted = [
+            int(j["tokens"])
+            for step in self.steps
+            for j in judgments_of((step.reply or {}).get("data") or {})
+            if isinstance(j.get("tokens"), int)
+        ]
+        return sum(counted) if counted else None
+
+    def summary(self) -> dict[str, Any]:
+        """The run as `bullpen runs --json` prints it (docs/operating.md names each field)."""
+        failed = self.failed_step
+        return {
+            "thread": self.thread,
+            "kind": self.pipeline,
+            "title": self.title,
+            "state": self.state,
+            "where": self.where,
+            "waits_on": self.waits_on,
+            "failed_step": failed[0] if failed else None,
+            "started": self.start.get("ts"),
+            "last_activity": self.last_ts,
+            "steps": len(self.steps),
+            "calls": self.calls,
+            "tokens": self.tokens,
+            "forked_from": self.forked_from[0] if self.forked_from else None,
+        }
+
+    @property
     def build_report(self) -> dict[str, Any] | None:
         for report in reversed(self.reports):
             data = report.get("data") or {}
@@ -168,43 +263,46 @@ def build_runs(
 def build_run(
     lines: list[dict[str, Any]], trusted: frozenset[str], foreman: str = FOREMAN
 ) -> RunView | None:
-    counted = [m for m in lines if m.get("verified") is True and m.get("from") in trusted]
-    start = next(
-        (
-            m
-            for m in counted
-            if m.get("type") == "ask" and m.get("to") == f"@{foreman}" and m.get("from") != foreman
-        ),
-        None,
-    )
-    if start is None or start.get("data") == {"ping": True}:  # a trust check's ping, not a run
+    """One run from its thread's lines, rebuilt by the foreman's own Run (which lines count,
+    which ask opened the run, which reply answers which step), so this view, `bullpen runs`
+    and the foreman never disagree about a run's state."""
+    messages = []
+    for line in lines:
+        try:
+            messages.append(Message.model_validate(line))
+        except ValidationError:
+            continue  # not a room line: nothing a run can be rebuilt from
+    try:
+        run = Run(messages, foreman=foreman, trusted=trusted, now=time.time())
+    except ValueError:
+        return None  # no verified ask to the foreman: a conversation, not a run
+    start = run.start.to_dict()
+    if start.get("data") == {"ping": True}:  # a trust check's ping, not a run
         return None
-    run = RunView(str(start.get("thread")), start, last_ts=counted[-1].get("ts"))
-    operator = start.get("from")
-    by_id: dict[str, Step] = {}
-    for message in counted:
-        data = message.get("data") or {}
-        sender, kind = message.get("from"), message.get("type")
-        if sender == foreman and kind == "ask" and KEY in data:
-            step = Step(
-                str(data[KEY]),
-                str(message.get("to", "")).removeprefix("@"),
-                str(message.get("body", "")),
-                message,
-            )
-            by_id[str(message.get("id"))] = step
-            run.steps.append(step)
-        elif sender == foreman and kind == "reply" and message.get("to") == f"@{operator}":
-            run.reports.append(message)
-            overdue = data.get("overdue")
-            for step in run.steps:
-                if step.key == overdue:
-                    step.overdue = message
-        elif sender == operator and kind == "reply" and message.get("to") == f"@{foreman}":
-            run.answers.append(message)
+    view = RunView(run.thread, start, last_ts=run.messages[-1].ts)
+    for key, ask, reply in run.steps():
+        view.steps.append(
+            Step(key, bare(ask.to), ask.body, ask.to_dict(), reply.to_dict() if reply else None)
+        )
+    by_key = {step.key: step for step in view.steps}
+    for message in run.messages:
+        data = message.data or {}
+        line = message.to_dict()
+        if (
+            message.from_ == foreman
+            and message.type == "reply"
+            and bare(message.to) == run.operator
+        ):
+            view.reports.append(line)
+            overdue = by_key.get(str(data.get("overdue")))
+            if overdue is not None:
+                overdue.overdue = line
+        elif (
+            message.from_ == run.operator
+            and message.type == "reply"
+            and bare(message.to) == foreman
+        ):
+            view.answers.append(line)
         if data.get("kind") == "grind-iteration":
-            run.iterations.append(data)
-        asked = by_id.get(str(message.get("in_reply_to") or ""))
-        if asked is not None and kind == "reply" and sender == asked.nick and asked.reply is None:
-            asked.reply = message
-    return run
+            view.iterations.append(data)
+    return view

@@ -107,7 +107,7 @@ class JetStreamLog(RoomLog):
         return self._view.head
 
     @property
-    def on_stored(self) -> Callable[[list[Stored]], None] | None:  # type: ignore[override]
+    def on_stored(self) -> Callable[[list[Stored]], None] | None:
         return self._view.on_stored
 
     @on_stored.setter

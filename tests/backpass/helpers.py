@@ -151,7 +151,12 @@ class FakeJudge:
     history: list[tuple[str, JudgmentRequest]] = field(default_factory=list)
 
     async def __call__(
-        self, role: str, request: JudgmentRequest, schema: type[BaseModel]
+        self,
+        role: str,
+        request: JudgmentRequest,
+        schema: type[BaseModel],
+        *,
+        seat: str | None = None,
     ) -> Judgment[Any]:
         self.history.append((role, request))
         answer = self.script(request.step, request)

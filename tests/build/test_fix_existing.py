@@ -87,10 +87,15 @@ class Shop:
         folder = self.campaign(slug)
         path = self.base / f"{slug}.md"
         path.write_text(ticket(str(folder), f"{folder}/tests/test_pricing.py", tiers=tier))
-        done = run_cli(self.society.root, "build", str(path), "--wait-timeout", "150", timeout=200)
+        done = run_cli(
+            self.society.root, "build", str(path), "--wait-timeout", "150", "--json", timeout=200
+        )
         thread = done.stderr.split("build ", 1)[1].split()[0]
         lines = [m for m in self.society.lines() if m.get("thread") == thread]
         report = next(m["data"] for m in lines if (m.get("data") or {}).get("final"))
+        result = json.loads(done.stdout)  # --json: the final report, as the room holds it
+        assert result["thread"] == thread and result["data"] == report, done.stdout
+        assert result["exit"] == done.returncode
         return folder, report, lines
 
     def prompts(self, model: str) -> list[str]:

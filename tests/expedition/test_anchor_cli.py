@@ -3,6 +3,7 @@ lurkers under `bullpen up`, the real CLI, the demo knowledge base and the local 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,30 +11,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import Society, run_cli, wait_for
+from tests.expedition.lurkers import expedition_society
+from tests.support import Society, run_cli
 
 EXPEDITION = ("expedition", "--title", "Waiting Is Part of the Work", "--keyword", "patience")
 GOOD = "field-notes/pond-survey.md"  # lived, first-person in 3 paragraphs, not in the report
 pytestmark = pytest.mark.timeout(300)
 
 
-NICKS = ("foreman", "context", "termgen", "retriever", "scorer", "scotoma", "excerpter", "briefer")
-
-
 @pytest.fixture
 def society(tmp_path: Path) -> Iterator[Society]:
-    """The demo home with its hub and only the expedition's lurkers (`bullpen lurk NICK`)."""
-    society = Society(tmp_path / "home", demo=True)
-    society.start_hub()
-    lurkers = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in NICKS]
-    wait_for(
-        lambda: all("lurking" in p.output() or not p.alive() for p in lurkers),
-        90,
-        "the expedition's lurkers to start",
-    )
-    assert all(p.alive() for p in lurkers), [p.output() for p in lurkers]
-    yield society
-    society.stop_all()
+    yield from expedition_society(tmp_path / "home")
 
 
 def thread_of(output: str) -> str:
@@ -85,7 +73,10 @@ def test_missing_then_pointed_anchor_writes_the_brief(society: Society) -> None:
     named = [s["file"] for s in front["sources"]] + front["direct_hits"]
     assert all((kb / f).is_file() for f in named) and "Corpus/" not in text
 
-    second = run_cli(society.root, *EXPEDITION, timeout=180)
+    second = run_cli(society.root, *EXPEDITION, "--json", timeout=180)
+    stopped = json.loads(second.stdout)  # --json: where the command ended, one object
+    assert stopped["exit"] == 0 and stopped["thread"] == thread_of(second.stderr)
+    assert stopped["data"]["key"].startswith("dig-report") and "DIG REPORT" in stopped["report"]
     at_report = run_cli(
         society.root,
         "expedition",
@@ -93,7 +84,36 @@ def test_missing_then_pointed_anchor_writes_the_brief(society: Society) -> None:
         thread_of(second.stderr),
         "--anchor",
         GOOD,
+        "--json",
         timeout=180,
     )
     assert at_report.returncode == 0, at_report.stdout + at_report.stderr
-    assert f"voice_anchor: {GOOD} — first-person body prose confirmed" in at_report.stdout
+    result = json.loads(at_report.stdout)
+    assert result["exit"] == 0 and result["data"]["final"] is True
+    assert f"voice_anchor: {GOOD} — first-person body prose confirmed" in result["report"]
+
+
+def test_a_confirmed_set_with_no_excerpt_asks_for_an_anchor(society: Society) -> None:
+    """Every row dropped: no excerpt is confirmed at all. A Carbon brief then has no voice
+    anchor, which is the MISSING prompt with its three ways to supply one (000 §5, §7), not a
+    failed step; `confirm THREAD --anchor FILE` still writes the brief."""
+    first = run_cli(society.root, *EXPEDITION, timeout=180)
+    assert first.returncode == 0, first.stdout + first.stderr
+    thread = thread_of(first.stderr)
+    rows = sorted(set(re.findall(r"\((row_\d+)\)", first.stdout)))
+    assert rows, first.stdout
+
+    empty = run_cli(society.root, "expedition", "confirm", thread, "--drop", *rows, timeout=180)
+    said = empty.stdout + empty.stderr
+    assert "FAILED" not in said, said
+    assert empty.returncode == 2, said
+    assert "voice_anchor: MISSING" in empty.stdout
+    assert all(way in empty.stdout for way in ("record a note", "point to a file", "dictate live"))
+    assert f"bullpen expedition confirm {thread} --anchor FILE" in said
+
+    done = run_cli(society.root, "expedition", "confirm", thread, "--anchor", GOOD, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"voice_anchor: {GOOD} — first-person body prose confirmed" in done.stdout
+    (brief,) = (society.root / "briefs").glob("*.md")
+    front = yaml.safe_load(brief.read_text().split("---\n")[1])
+    assert [s["file"] for s in front["sources"]] == [GOOD]

@@ -189,7 +189,13 @@ class TestStep:
         assert reply.data["written"] is True and Path(reply.data["path"]).is_file()
         assert reply.data["voice_anchor"] == "none (not required for Silicon)"
 
-    def test_nothing_confirmed_fails_loud(self, home: Home, tmp_path: Path) -> None:
-        """No confirmed excerpt at all fails the step rather than writing an empty brief."""
+    def test_nothing_confirmed_asks_a_carbon_brief_for_its_anchor(
+        self, home: Home, tmp_path: Path
+    ) -> None:
+        """No confirmed excerpt at all: a Carbon brief is MISSING its anchor (the prompt, no
+        file), not a failed step; another voice has nothing to brief and fails loud."""
+        reply = brief(home, {"context": context(tmp_path), "excerpts": []})
+        assert reply.data["written"] is False and reply.data["voice_anchor"] == "MISSING"
+        assert "--anchor FILE" in reply.body and not list((tmp_path).rglob("*.md"))
         with pytest.raises(StepFailed, match="nothing to brief"):
-            brief(home, {"context": context(tmp_path), "excerpts": []})
+            brief(home, {"context": context(tmp_path, voice="Silicon"), "excerpts": []})

@@ -235,5 +235,5 @@ class TestConfirmArguments:
         code, out, err = bullpen(home, capsys, "expedition", "confirm", "exp-nope")
         assert code == 2 and out == ""
         assert "no expedition with the thread exp-nope" in err
-        assert "bullpen read --to foreman" in err and "no Dig Report yet" not in err
+        assert "bullpen runs" in err and "no Dig Report yet" not in err
         assert fake.client.said == []

@@ -158,7 +158,7 @@ class TestConfirm:
         assert code == EXIT_USAGE and client.said == []
         said = err.getvalue()
         assert "no expedition with the thread exp-nope" in said
-        assert "bullpen read --to foreman" in said and "no Dig Report yet" not in said
+        assert "bullpen runs --kind expedition" in said and "no Dig Report yet" not in said
 
     def test_confirm_of_another_pipelines_thread_says_which_it_is(
         self, home: Home, monkeypatch: pytest.MonkeyPatch

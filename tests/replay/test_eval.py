@@ -172,3 +172,22 @@ def test_a_build_case_judged_by_hidden_tests_on_the_green_artifact(tmp_path: Pat
     calls = log.read_text().splitlines()
     assert len(calls) == 1 and json.loads(calls[0])["tier"] == "pyfix"
     assert str(tmp_path / "home") not in json.loads(calls[0])["cwd"]
+
+
+def test_keep_keeps_the_home_whose_threads_it_names(tmp_path: Path) -> None:
+    """`eval --keep`: the home stays (and is named, in the JSON and on stderr), and a case's
+    thread opens there with `bullpen replay --list`."""
+    import shutil
+
+    society = Society(tmp_path / "home")
+    done = run_cli(society.root, "eval", "example", "--keep", "--json", timeout=400)
+    (seat,) = json.loads(done.stdout)["seats"]
+    kept = Path(seat["home"])
+    try:
+        assert kept.is_dir() and (kept / "society.toml").is_file(), done.stderr
+        assert f"kept the home {kept}" in done.stderr
+        thread = next(r["thread"] for r in seat["results"] if r.get("thread"))
+        listed = run_cli(kept, "replay", thread, "--list")
+        assert listed.returncode == 0, listed.stderr
+    finally:
+        shutil.rmtree(kept.parent if kept.name == "home" else kept, ignore_errors=True)

@@ -32,6 +32,12 @@ def test_verify_and_a_bundle_checked_with_the_key_alone(tmp_path: Path) -> None:
         bundle = tmp_path / "line-5.json"
         done = run_cli(society.root, "verify", "--export", "5", "--out", str(bundle))
         assert done.returncode == 0, done.stdout + done.stderr
+        again = run_cli(society.root, "verify", "--export", "5", "--out", str(bundle))
+        assert again.returncode == 2 and f"--out {bundle} exists" in again.stderr
+        as_json = run_cli(society.root, "verify", "--seq", "5", "--since", str(old), "--json")
+        said = json.loads(as_json.stdout)
+        assert as_json.returncode == 0 and said["ok"] is True and said["error"] is None
+        assert [c["check"] for c in said["checks"]] == ["checkpoint", "consistency", "inclusion"]
     finally:
         society.stop_all()
 
@@ -47,6 +53,10 @@ def test_verify_and_a_bundle_checked_with_the_key_alone(tmp_path: Path) -> None:
     forged.write_text(json.dumps(changed))
     refused = run_cli(nowhere, "verify", str(forged), "--key", key)
     assert refused.returncode == 1 and "is not line 5 of the signed tree" in refused.stdout
+    refused = run_cli(nowhere, "verify", str(forged), "--key", key, "--json")
+    said = json.loads(refused.stdout)
+    assert refused.returncode == 1 and said["ok"] is False
+    assert "is not line 5 of the signed tree" in said["error"]
 
     other_key = run_cli(
         nowhere,

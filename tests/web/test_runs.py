@@ -112,3 +112,27 @@ def test_a_message_page_has_a_way_back() -> None:
 
     html = pages.message("No such run", "No expedition in the room has the thread exp-x.")
     assert 'href="/runs"' in html and 'href="/room"' in html
+
+
+def test_a_failed_step_is_named_and_an_open_run_names_whom_it_waits_on() -> None:
+    """`where` (the runs page's and `bullpen runs`' one line): the step number, key and nick
+    of the first failed step; an open run's pending step's nick; calls and tokens summed."""
+    judged = {"judgment": {"seat": "s", "attempts": 2, "tokens": 30}}
+    thread = [
+        line(1, "operator", "@foreman", "ask", "expedition", data={"pipeline": "expedition", "title": "T"}),
+        line(2, "foreman", "@analyst", "ask", "step 1", data={"key": "terms"}),
+        line(3, "analyst", "@foreman", "reply", "terms", in_reply_to="id2", data=judged),
+        line(4, "foreman", "@grinder", "ask", "step 2", data={"key": "brief"}),
+    ]  # fmt: skip
+    (running,) = build_runs({"t-1": thread}, TRUSTED)
+    assert running.where == "waiting on @grinder (1 step(s))" and running.waits_on == "grinder"
+    assert (running.calls, running.tokens, running.title) == (2, 30, "T")
+    thread += [
+        line(5, "grinder", "@foreman", "reply", "[GRINDER FAILED — no]", in_reply_to="id4",
+             data={"failed": True}),
+        line(6, "foreman", "@operator", "reply", "[STEP_2 FAILED — no]",
+             data={"key": "report", "final": True, "failed": True}),
+    ]  # fmt: skip
+    (failed,) = build_runs({"t-1": thread}, TRUSTED)
+    assert failed.state == "failed" and failed.where == "failed at step 2 (brief, @grinder)"
+    assert failed.summary()["failed_step"] == 2 and failed.waits_on is None

@@ -123,13 +123,15 @@ def test_the_society_page_shows_a_nicks_lessons_from_the_memory_index(tmp_path: 
     assert lessons(society.home, "foreman") == []
 
 
-def test_web_url_without_web_is_refused_and_with_nothing_listening_says_so(tmp_path: Path) -> None:
-    """`bullpen web url` in a home with no [web] prints no link where nothing can listen: exit
-    78 and what to add. With [web] but no web view running, it prints the link and says that
-    nothing listens there yet."""
+def test_web_url_without_web_names_the_default_and_with_nothing_listening_says_so(
+    tmp_path: Path,
+) -> None:
+    """`bullpen web url` in a home with no [web] gives the link to where `bullpen web` serves
+    then (the defaults), and says `bullpen up` starts no web view without the section. With
+    [web] but no web view running, it prints the link and says that nothing listens there yet."""
     society = Society(tmp_path / "home")
     done = run_cli(society.root, "web", "url")
-    assert done.returncode == 78 and done.stdout == ""
+    assert done.returncode == 0 and done.stdout.startswith("http://127.0.0.1:8070/login?")
     assert "no [web] section" in done.stderr and "bullpen up" in done.stderr
     base = add_web(society)
     done = run_cli(society.root, "web", "url")
