@@ -336,7 +336,7 @@ def _cgroup_notes(limits: FenceLimits, cgroups: RunCgroups) -> str:
             f"\n[memory NOT bounded: this runner's address-space limit is lifted (a browser "
             f"reserves far more than it holds), and no memory cgroup can be made here to keep "
             f"[build] memory_mb = {limits.memory_mb} MB instead; run the grinder where the "
-            "cgroup memory controller is delegated to it (docs/build.md, the fence)]"
+            "cgroup memory controller is delegated to it (bullpen docs build: the fence)]"
         )
     return notes
 
