@@ -20,6 +20,7 @@ from agents.gateway.budgets import Budgets
 from agents.gateway.check import Verdict, check_backend
 from agents.gateway.config import GatewayConfig
 from agents.gateway.ledger import Ledger, read_entries
+from agents.gateway.runbudgets import RunBudgets
 from agents.gateway.server import Gateway
 from agents.gateway.tokens import CallerTokens, issue
 from agents.gateway.usage import summarize, table
@@ -65,6 +66,7 @@ async def check_new_backends(home: Home, config: GatewayConfig) -> None:
 async def run_gateway(home: Home) -> int:
     try:
         config = GatewayConfig.required(home)
+        runs = RunBudgets.of(home)
         tokens = CallerTokens.load(home)
         host, port = parse_address(config.listen, "[gateway] listen")
     except (ConfigError, ValueError) as exc:
@@ -84,7 +86,7 @@ async def run_gateway(home: Home) -> int:
         )
         return EXIT_START
     path = config.ledger_path(home)
-    budgets = Budgets(config)
+    budgets = Budgets(config, runs)
     budgets.restore(read_entries(path))
     ledger = Ledger(path)
     try:

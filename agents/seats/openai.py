@@ -178,6 +178,10 @@ class OpenAISeat(Seat):
         headers = {"Accept": "application/json"}
         if key is not None:
             headers["Authorization"] = f"Bearer {key}"
+        if self.gateway is not None:  # the run and the ask this call is for (seats/runcall.py)
+            from agents.seats.runcall import headers as run_headers
+
+            headers.update(run_headers())
         modes = self.ladder(request)
         mode = modes[0]
         timeout_s = self.config.timeout_s
