@@ -373,6 +373,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = add(
+        "trace",
+        "agents.telemetry.command:cmd_trace",
+        "a run as a trace: its steps and model calls from the room and the gateway's ledger, "
+        "printed or exported over OTLP (bullpen docs telemetry)",
+    )
+    p.add_argument("thread", help="the run's thread (exp-…), as its command printed it")
+    p.add_argument(
+        "--otlp",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="export it to this OTLP/HTTP receiver (alone: [telemetry] otlp_endpoint or "
+        "OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )
+    p.add_argument("--json", action="store_true", help="print the spans as JSON")
+
+    p = add(
         "eval",
         "agents.evaluate.cli:cmd_eval",
         "run a suite of cases against seat assignments and print a scoreboard "

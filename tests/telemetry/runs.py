@@ -1,0 +1,76 @@
+"""A recorded expedition for the trace tests: a demo home whose three judged roles go
+through the real gateway to a real program (tests/fakes/openai_bridge.py in front of
+tests/fakes/expedition_model.py), started with `bullpen up`, one run to its Dig Report."""
+
+from __future__ import annotations
+
+import re
+import selectors
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.gateway.helpers import GatewayHome
+from tests.support import Proc, Society, run_cli, set_seat, start_up
+
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
+TITLE = ("--title", "Waiting Is Part of the Work", "--keyword", "patience", "--timeout", "300")
+JUDGED = ("termgen", "score", "scotoma")
+
+
+@dataclass
+class Recorded:
+    society: Society
+    gateway: GatewayHome
+    thread: str
+    bridge: subprocess.Popen[str]
+    up: Proc
+
+    def ledger(self) -> list[dict[str, Any]]:
+        return self.gateway.ledger()
+
+    def stop(self) -> None:
+        self.up.stop()
+        self.bridge.terminate()
+        self.bridge.wait(10)
+        if self.bridge.stdout is not None:
+            self.bridge.stdout.close()
+        self.society.stop_all()
+
+
+def start_bridge() -> tuple[subprocess.Popen[str], int]:
+    command = [sys.executable, str(FAKES / "openai_bridge.py"), "--port", "0", "--"]
+    command += [sys.executable, str(FAKES / "expedition_model.py")]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        if not selector.select(15):
+            process.kill()
+            raise AssertionError("openai_bridge printed no port within 15 s")
+    return process, int(process.stdout.readline())
+
+
+def record_expedition(root: Path, extra_toml: str = "") -> Recorded:
+    """A demo home's expedition with its model calls through the gateway, to its Dig Report."""
+    society = Society(root, demo=True)
+    bridge, port = start_bridge()
+    gateway = GatewayHome(society)
+    gateway.configure(
+        {"bridge": {"base_url": f"http://127.0.0.1:{port}/v1", "prefixes": ["fake"]}},
+    )
+    for role in JUDGED:
+        set_seat(root, role, 'kind = "openai"\nvia = "gateway"\nmodel = "fake-bridge"')
+    if extra_toml:
+        toml = root / "society.toml"
+        toml.write_text(toml.read_text() + "\n" + extra_toml)
+    for nick in society.home.society.nicks:
+        gateway.token(nick)
+    up = start_up(society)
+    done = run_cli(root, "expedition", *TITLE, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = re.search(r"expedition (exp-[0-9a-f]+) started", done.stderr)
+    assert found is not None, done.stderr
+    return Recorded(society, gateway, found.group(1), bridge, up)
