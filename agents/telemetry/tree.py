@@ -238,13 +238,23 @@ class _Builder:
             )
         )
 
-    def iteration_spans(self, lines: list[dict[str, Any]], steps: dict[str, str]) -> None:
+    def _open_step(self, line: dict[str, Any]) -> str:
+        """The step a progress line belongs to: its nick's step asked before it and not yet
+        answered (a grinder announces its iterations while its step runs)."""
+        seq = _seq(line) or 0
+        for step in reversed(self.run.steps):
+            asked, replied = _seq(step.ask) or 0, _seq(step.reply)
+            if step.nick == line.get("from") and asked < seq and (replied or seq) >= seq:
+                return step_span_id(self.run.thread, asked)
+        return self.root
+
+    def iteration_spans(self, lines: list[dict[str, Any]]) -> None:
         previous: dict[str, int] = {}  # parent span → where its last iteration ended
         for line in lines:
             data = line.get("data") or {}
             if data.get("kind") != "grind-iteration" or (end := _ns(line.get("ts"))) is None:
                 continue
-            parent = steps.get(str(line.get("in_reply_to") or ""), self.root)
+            parent = self._open_step(line)
             number = data.get("iteration")
             start = previous.get(parent) or end - int(float(data.get("iteration_ms") or 0) * 1e6)
             previous[parent] = end
@@ -319,7 +329,8 @@ def run_spans(
 ) -> list[SpanRecord]:
     """The spans of the run whose thread `lines` are (dicts as in room.jsonl), with the
     ledger's calls made for it; [] when the lines hold no run."""
-    run = build_run(lines, frozenset(trusted))
+    trusted = frozenset(trusted)
+    run = build_run(lines, trusted)
     if run is None:
         return []
     calls = [e for e in ledger if e.get("thread") == run.thread]
@@ -329,14 +340,13 @@ def run_spans(
     builder = _Builder(run, content, screen)
     builder.root_span(end_ns)
     by_seq: dict[int, tuple[str, str | None]] = {}
-    by_id: dict[str, str] = {}
     for step in run.steps:
         span_id = builder.step_span(step, end_ns)
         if (seq := _seq(step.ask)) is not None:
             by_seq[seq] = (span_id, step.seat)
-        by_id[str(step.ask.get("id"))] = span_id
     for entry in calls:
         parent, seat = by_seq.get(entry.get("seq") or 0, (builder.root, None))
         builder.call_span(entry, parent, seat)
-    builder.iteration_spans(lines, by_id)
+    counted = [m for m in lines if m.get("verified") is True and m.get("from") in trusted]
+    builder.iteration_spans(counted)  # as for the steps: verified lines of trusted nicks
     return builder.spans
