@@ -53,10 +53,34 @@ def start_bridge() -> tuple[subprocess.Popen[str], int]:
     return process, int(process.stdout.readline())
 
 
-def record_expedition(root: Path, extra_toml: str = "") -> Recorded:
-    """A demo home's expedition with its model calls through the gateway, to its Dig Report."""
+def record_expedition(root: Path, extra_toml: str = "", tries: int = 3) -> Recorded:
+    """A demo home's expedition with its model calls through the gateway, to its Dig Report;
+    when a port it was handed is taken meanwhile (the machine is shared), again on new ones."""
+    for attempt in range(tries):
+        try:
+            return _attempt(root.with_name(f"{root.name}{attempt or ''}"), extra_toml)
+        except AssertionError as exc:
+            if "already in use" not in str(exc) or attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _attempt(root: Path, extra_toml: str) -> Recorded:
     society = Society(root, demo=True)
     bridge, port = start_bridge()
+    try:
+        return _record(society, bridge, port, extra_toml)
+    except BaseException:
+        bridge.kill()
+        bridge.wait(10)
+        society.stop_all()
+        raise
+
+
+def _record(
+    society: Society, bridge: subprocess.Popen[str], port: int, extra_toml: str
+) -> Recorded:
+    root = society.root
     gateway = GatewayHome(society)
     gateway.configure(
         {"bridge": {"base_url": f"http://127.0.0.1:{port}/v1", "prefixes": ["fake"]}},
