@@ -266,8 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     _home_option(g)
     g.add_argument("--since", help="only calls from this UTC date or time on, e.g. 2026-12-01")
     g.add_argument(
-        "--by", choices=["caller", "model", "backend"], default="caller", help="group rows by"
+        "--by",
+        choices=["caller", "model", "backend", "thread", "seat", "day"],
+        default="caller",
+        help="group rows by (caller: the nick; thread: the run)",
     )
+    g.add_argument("--json", action="store_true", help="print the rows as JSON")
     g = gateway_action(
         "summary",
         "post one UTC day's usage (calls, tokens, by caller and backend, budgets) into "

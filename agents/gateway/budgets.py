@@ -286,17 +286,24 @@ class Budgets:
                 self.cost[key] += cost
 
     def use(self) -> list[dict[str, Any]]:
-        """Every budget with a limit, with what is spent and held: the cost page's figures."""
+        """Every budget with a limit and what is spent on it (today's, and each run's): the
+        cost page's figures, and `near_limit`'s."""
         shown: list[dict[str, Any]] = []
         day = today()
-        names = {"caller": set(self.config.callers), "backend": set(self.config.backends)}
+        seen = {name for kind, name, period in self.calls if kind == "caller" and period == day}
+        names = {"caller": set(self.config.callers) | seen, "backend": set(self.config.backends)}
         limits = [
-            _daily("caller", name, day, self.config.caller_budget(name)) for name in names["caller"]
+            _daily("caller", name, day, self.config.caller_budget(name))
+            for name in sorted(names["caller"])
         ]
         limits += [
             _daily("backend", name, day, self.config.backends[name].budget)
-            for name in names["backend"]
+            for name in sorted(names["backend"])
         ]
+        for kind, name, period in list(self.calls):
+            run = self.runs.for_thread(name) if kind == "run" else None
+            if run is not None:
+                limits.append(Limit("run", name, period, run.calls, run.tokens, run.cost, None))
         for limit in limits:
             for what, cap, used in (
                 ("calls", limit.calls, self.calls[limit.key]),

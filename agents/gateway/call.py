@@ -9,7 +9,7 @@
 `id` is the call's own (a trace's span for it is derived from it,
 agents/telemetry/ids.py); `thread` and `seq` are the run and the room line
 of the ask the call was made for, when the seat named them
-(`x-bullpen-thread`, `x-bullpen-seq`), so the cost page sums a run and a
+(`x-bullpen-thread`, `x-bullpen-seq`; and its seat, `x-bullpen-seat`), so the cost page sums a run and a
 trace hangs the call under its step. `cost` is there only when the model
 has a price, `attempts` only when the gateway retried. No line ever holds a prompt, an answer, a token or a key.
 """
@@ -70,8 +70,12 @@ class RunHeaders:
             )
         if seq is not None and not _SEQ.fullmatch(seq):
             raise BadRunHeader("x-bullpen-seq is not a room seq (a whole number from 1)")
+        seat = headers.get("x-bullpen-seat")
+        if seat is not None and not THREAD.fullmatch(seat):
+            raise BadRunHeader("x-bullpen-seat is not a seat name (letters, digits, . _ : -)")
         self.thread: str | None = thread
         self.seq: int | None = int(seq) if seq is not None else None
+        self.seat: str | None = seat
 
 
 class Call:
@@ -159,6 +163,8 @@ class Call:
             "status": self.status,
             "flags": sorted(set(self.flags)),
         }
+        if self.run is not None and self.run.seat is not None:
+            entry["seat"] = self.run.seat
         if self.run is not None and self.run.thread is not None:
             entry["thread"] = self.run.thread
             if self.run.seq is not None:

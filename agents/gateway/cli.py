@@ -30,7 +30,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     if action == "token":
         return command.token(home, args.nick)
     if action == "usage":
-        return command.usage(home, check_since(args.since), args.by)
+        return command.usage(home, check_since(args.since), args.by, args.json)
     if action == "summary":
         return command.summary(home, args.day, args.dry_run)
     return command.check(home, args.backend)

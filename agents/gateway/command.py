@@ -23,6 +23,7 @@ from agents.gateway.ledger import Ledger, read_entries
 from agents.gateway.runbudgets import RunBudgets
 from agents.gateway.server import Gateway
 from agents.gateway.tokens import CallerTokens, issue
+from agents.gateway.usage import as_json as usage_json
 from agents.gateway.usage import summarize, table
 from agents.home import Home
 from room.errors import ConfigError, UsageError
@@ -145,13 +146,16 @@ def token(home: Home, nick: str) -> int:
     return 0
 
 
-def usage(home: Home, since: str | None, by: str) -> int:
+def usage(home: Home, since: str | None, by: str, as_json: bool = False) -> int:
     config = GatewayConfig.of(home)
     path = config.ledger_path(home)
     if not path.exists():
         _say(f"no ledger yet at {path}: the gateway has answered no call")
+        if as_json:
+            print("[]")
         return 0
-    print(table(summarize(read_entries(path), by, since), by))
+    rows = summarize(read_entries(path), by, since)
+    print(json.dumps(usage_json(rows, by), indent=2) if as_json else table(rows, by))
     return 0
 
 

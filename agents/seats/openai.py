@@ -182,6 +182,7 @@ class OpenAISeat(Seat):
             from agents.seats.runcall import headers as run_headers
 
             headers.update(run_headers())
+            headers["x-bullpen-seat"] = self.name
         modes = self.ladder(request)
         mode = modes[0]
         timeout_s = self.config.timeout_s

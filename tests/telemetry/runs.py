@@ -5,14 +5,13 @@ tests/fakes/expedition_model.py), started with `bullpen up`, one run to its Dig 
 from __future__ import annotations
 
 import re
-import selectors
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.gateway.helpers import GatewayHome
+from tests.gateway.helpers import GatewayHome, start_printing_port
 from tests.support import Proc, Society, run_cli, set_seat, start_up
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
@@ -43,14 +42,7 @@ class Recorded:
 def start_bridge() -> tuple[subprocess.Popen[str], int]:
     command = [sys.executable, str(FAKES / "openai_bridge.py"), "--port", "0", "--"]
     command += [sys.executable, str(FAKES / "expedition_model.py")]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        if not selector.select(15):
-            process.kill()
-            raise AssertionError("openai_bridge printed no port within 15 s")
-    return process, int(process.stdout.readline())
+    return start_printing_port(command, "openai_bridge", 15)
 
 
 def record_expedition(root: Path, extra_toml: str = "", tries: int = 3) -> Recorded:
