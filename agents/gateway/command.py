@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -64,13 +65,29 @@ async def check_new_backends(home: Home, config: GatewayConfig) -> None:
     path.write_text(json.dumps(sorted(done)) + "\n")
 
 
+def live_exporter(home: Home) -> Any:
+    """A LiveExporter when [telemetry] (or OTEL_EXPORTER_OTLP_*) names a receiver, else None:
+    with telemetry off nothing of it, nor of OpenTelemetry, is loaded."""
+    from agents.telemetry.config import TelemetryConfig
+
+    config = TelemetryConfig.of(home)
+    url = config.endpoint()
+    if url is None:
+        return None
+    from agents.telemetry.live import LiveExporter
+
+    log.info("gateway.telemetry", otlp=url)
+    return LiveExporter(url, config.service_name)
+
+
 async def run_gateway(home: Home) -> int:
     try:
         config = GatewayConfig.required(home)
         runs = RunBudgets.of(home)
+        telemetry = live_exporter(home)
         tokens = CallerTokens.load(home)
         host, port = parse_address(config.listen, "[gateway] listen")
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, UsageError, ValueError) as exc:
         _say(f"bullpen gateway: {getattr(exc, 'message', exc)}")
         return EXIT_CONFIG
     if not len(tokens):
@@ -97,6 +114,7 @@ async def run_gateway(home: Home) -> int:
         _say(f"bullpen gateway: cannot open the ledger {path} ({exc.strerror or exc})")
         return EXIT_DISK
     gateway = Gateway(config, tokens, ledger, budgets, home.screen)
+    gateway.telemetry = telemetry
     if config.record:  # answers kept by request digest, for `bullpen replay --offline`
         from agents.gateway.recording import Recorder
 
@@ -120,6 +138,8 @@ async def run_gateway(home: Home) -> int:
         await asyncio.gather(checking, return_exceptions=True)
         await gateway.aclose()
         await ledger.close()
+        if gateway.telemetry is not None:  # what is queued goes out before the process ends
+            await asyncio.to_thread(gateway.telemetry.close)
     if ledger.failed is not None:
         _say(f"bullpen gateway: {ledger.failed.message}")
         return EXIT_DISK

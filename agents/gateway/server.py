@@ -97,6 +97,7 @@ class Gateway:
         self.budgets = budgets
         self.screen = RequestScreen(secrets)  # no request carries a home secret to a backend
         self.recorder: Recorder | None = None  # set when [gateway] record = true
+        self.telemetry: Any = None  # a LiveExporter when [telemetry] is configured
         self.counted: Counter[str] = Counter()
         self.pool = Pool()  # the hot path: chat completions
         self.client = httpx.AsyncClient(  # the rest: /v1/models
@@ -381,6 +382,20 @@ class Gateway:
         if call.flags:
             log.warning("gateway.flagged", **{k: entry[k] for k in ("caller", "model", "flags")})
         await asyncio.shield(self.ledger.record(entry))
+        if self.telemetry is not None and isinstance(entry.get("thread"), str):
+            self._trace(entry)
+
+    def _trace(self, entry: dict[str, Any]) -> None:
+        """The call's span, exported live under its step (or its run, with no seq)."""
+        from agents.telemetry.ids import run_span_id, step_span_id
+        from agents.telemetry.tree import call_record
+
+        thread = entry["thread"]
+        seq = entry.get("seq")
+        parent = step_span_id(thread, seq) if isinstance(seq, int) else run_span_id(thread)
+        span = call_record(entry, thread, parent)
+        if span is not None:
+            self.telemetry.submit(span)
 
 
 def _sse(chunk: dict[str, Any]) -> bytes:

@@ -32,7 +32,7 @@ from agents.telemetry.ids import (
 )
 from agents.web.runs import RunView, Step, build_run
 
-__all__ = ["SpanRecord", "run_spans"]
+__all__ = ["SpanRecord", "call_record", "run_spans"]
 
 Attr = str | int | float | bool | list[str]
 CONTENT_CHARS = 4000  # at most this much of a body on a span, when content is captured
@@ -177,66 +177,9 @@ class _Builder:
         return span_id
 
     def call_span(self, entry: dict[str, Any], parent: str, seat: str | None) -> None:
-        end = _ns(entry.get("ts"))
-        if end is None:
-            return
-        latency = entry.get("latency_ms")
-        start = end - int(float(latency) * 1e6) if isinstance(latency, int | float) else end
-        model = str(entry.get("model", ""))
-        tokens_in, tokens_out = _count(entry.get("tokens_in")), _count(entry.get("tokens_out"))
-        status = entry.get("status")
-        attributes: dict[str, Attr] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": "openai",  # the gateway speaks the OpenAI API
-            "gen_ai.request.model": model,
-            "gen_ai.response.model": str(entry.get("response_model") or model),
-            "gen_ai.usage.input_tokens": tokens_in,
-            "gen_ai.usage.output_tokens": tokens_out,
-            "gen_ai.conversation.id": self.run.thread,
-            "bullpen.thread": self.run.thread,
-            "bullpen.nick": str(entry.get("caller", "")),
-            "bullpen.gateway.backend": str(entry.get("backend", "")),
-            "bullpen.gateway.call_id": str(entry.get("id", "")),
-            "bullpen.gateway.status": status if isinstance(status, int) else 0,
-            "bullpen.gateway.attempts": _count(entry.get("attempts")) or 1,
-            "bullpen.gateway.retries": max(0, (_count(entry.get("attempts")) or 1) - 1),
-            "bullpen.usage.estimated": bool(entry.get("estimated")),
-            "openinference.span.kind": "LLM",
-            "llm.model_name": model,
-            "llm.token_count.prompt": tokens_in,
-            "llm.token_count.completion": tokens_out,
-            "llm.token_count.total": tokens_in + tokens_out,
-            "session.id": self.run.thread,
-        }
-        if seat:
-            attributes["bullpen.seat"] = seat
-        if isinstance(entry.get("seq"), int):
-            attributes["bullpen.room.seq"] = entry["seq"]
-        reasons = entry.get("finish_reasons")
-        if isinstance(reasons, list) and reasons:
-            attributes["gen_ai.response.finish_reasons"] = [str(r) for r in reasons]
-        if isinstance(entry.get("cost"), int | float):
-            attributes["bullpen.cost"] = float(entry["cost"])
-        flags = [str(f) for f in entry.get("flags") or []]
-        if flags:
-            attributes["bullpen.gateway.flags"] = flags
-        error = None
-        if not isinstance(status, int) or status >= 400:
-            error = f"HTTP {status}" + (f" ({', '.join(flags)})" if flags else "")
-            attributes["error.type"] = str(status)
-        self.spans.append(
-            SpanRecord(
-                f"chat {model}",
-                self.trace,
-                call_span_id(str(entry.get("id") or f"{entry.get('ts')}{model}")),
-                parent,
-                start,
-                max(start, end),
-                kind="client",
-                error=error,
-                attributes=attributes,
-            )
-        )
+        span = call_record(entry, self.run.thread, parent, seat)
+        if span is not None:
+            self.spans.append(span)
 
     def _open_step(self, line: dict[str, Any]) -> str:
         """The step a progress line belongs to: its nick's step asked before it and not yet
@@ -303,6 +246,72 @@ class _Builder:
                         },
                     )
                 )
+
+
+def call_record(
+    entry: dict[str, Any], thread: str, parent: str, seat: str | None = None
+) -> SpanRecord | None:
+    """The span of one gateway call (a ledger line), under `parent`: what `bullpen trace`
+    and the gateway's live export both make."""
+    end = _ns(entry.get("ts"))
+    if end is None:
+        return None
+    latency = entry.get("latency_ms")
+    start = end - int(float(latency) * 1e6) if isinstance(latency, int | float) else end
+    model = str(entry.get("model", ""))
+    tokens_in, tokens_out = _count(entry.get("tokens_in")), _count(entry.get("tokens_out"))
+    status = entry.get("status")
+    attributes: dict[str, Attr] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",  # the gateway speaks the OpenAI API
+        "gen_ai.request.model": model,
+        "gen_ai.response.model": str(entry.get("response_model") or model),
+        "gen_ai.usage.input_tokens": tokens_in,
+        "gen_ai.usage.output_tokens": tokens_out,
+        "gen_ai.conversation.id": thread,
+        "bullpen.thread": thread,
+        "bullpen.nick": str(entry.get("caller", "")),
+        "bullpen.gateway.backend": str(entry.get("backend", "")),
+        "bullpen.gateway.call_id": str(entry.get("id", "")),
+        "bullpen.gateway.status": status if isinstance(status, int) else 0,
+        "bullpen.gateway.attempts": _count(entry.get("attempts")) or 1,
+        "bullpen.gateway.retries": max(0, (_count(entry.get("attempts")) or 1) - 1),
+        "bullpen.usage.estimated": bool(entry.get("estimated")),
+        "openinference.span.kind": "LLM",
+        "llm.model_name": model,
+        "llm.token_count.prompt": tokens_in,
+        "llm.token_count.completion": tokens_out,
+        "llm.token_count.total": tokens_in + tokens_out,
+        "session.id": thread,
+    }
+    seat = seat or (entry.get("seat") if isinstance(entry.get("seat"), str) else None)
+    if seat:
+        attributes["bullpen.seat"] = seat
+    if isinstance(entry.get("seq"), int):
+        attributes["bullpen.room.seq"] = entry["seq"]
+    reasons = entry.get("finish_reasons")
+    if isinstance(reasons, list) and reasons:
+        attributes["gen_ai.response.finish_reasons"] = [str(r) for r in reasons]
+    if isinstance(entry.get("cost"), int | float):
+        attributes["bullpen.cost"] = float(entry["cost"])
+    flags = [str(f) for f in entry.get("flags") or []]
+    if flags:
+        attributes["bullpen.gateway.flags"] = flags
+    error = None
+    if not isinstance(status, int) or status >= 400:
+        error = f"HTTP {status}" + (f" ({', '.join(flags)})" if flags else "")
+        attributes["error.type"] = str(status)
+    return SpanRecord(
+        f"chat {model}",
+        trace_id(thread),
+        call_span_id(str(entry.get("id") or f"{entry.get('ts')}{model}")),
+        parent,
+        start,
+        max(start, end),
+        kind="client",
+        error=error,
+        attributes=attributes,
+    )
 
 
 def _count(value: object) -> int:

@@ -87,3 +87,38 @@ def test_phoenix_receives_the_run_and_gives_back_its_tree_and_tokens(
     values = [str(v) for span in spans for v in span["attributes"].values()]
     answers = [v for v in values if v.lstrip().startswith(('{"terms"', '{"scores"', "step: "))]
     assert answers == [], answers  # nor a model's answer, nor a prompt, in any value
+
+
+@pytest.fixture(scope="module")
+def live(phoenix: Phoenix, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+    """A second run, with [telemetry] pointing at Phoenix: the gateway exports as it goes."""
+    extra = f'[telemetry]\notlp_endpoint = "{phoenix.url}"\n'
+    run = record_expedition(tmp_path_factory.mktemp("phoenix-live") / "home", extra)
+    yield run
+    run.stop()
+
+
+def test_the_gateway_exports_its_calls_live_and_bullpen_trace_joins_them(
+    phoenix: Phoenix, live: Recorded
+) -> None:
+    """With [telemetry] on, each call's span reaches Phoenix during the run, under the span
+    id of the step it was made for; `bullpen trace --otlp` then sends the steps and the run,
+    and the live calls are part of the same tree: the same ids, no second trace."""
+    from agents.telemetry.ids import step_span_id
+
+    ledger = [e for e in live.ledger() if e.get("thread") == live.thread]
+    trace = trace_id(live.thread)
+    calls = read_back(phoenix, trace, len(ledger))
+    assert len(calls) == len(ledger) >= 3 and {s["span_kind"] for s in calls} == {"LLM"}
+    parents = {s["parent_id"] for s in calls}
+    assert parents == {step_span_id(live.thread, e["seq"]) for e in ledger}
+    assert sum(s["attributes"]["llm.token_count.prompt"] for s in calls) == sum(
+        e["tokens_in"] for e in ledger
+    )
+    local = json.loads(run_cli(live.society.root, "trace", live.thread, "--json").stdout)
+    done = run_cli(live.society.root, "trace", live.thread, "--otlp", phoenix.url, timeout=120)
+    assert done.returncode == 0, done.stderr
+    spans = read_back(phoenix, trace, len(local))
+    assert sorted(s["context"]["span_id"] for s in spans) == sorted(s["span_id"] for s in local)
+    ids = {s["context"]["span_id"] for s in spans}
+    assert all(s.get("parent_id") in ids for s in spans if s.get("parent_id"))
