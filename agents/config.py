@@ -77,7 +77,11 @@ class HubConfig(_Strict):
     relaxed: str | None = "127.0.0.1:8081"
     url: str | None = Field(default=None, description="how clients reach the strict listener")
     relaxed_url: str | None = None
-    checkpoint_interval_s: float = Field(default=60.0, gt=0)
+    # The hub signs a checkpoint this long after the room grows, at most once per interval
+    # (docs/audit.md): a line is provable about a second after it was posted.
+    checkpoint_interval_s: float = Field(default=1.0, gt=0)
+    # Witnesses whose cosignatures the hub keeps: verifier keys from `bullpen witness --show-key`.
+    witnesses: list[str] = Field(default_factory=list, max_length=16)
     # The origin line of the room's signed tree checkpoints (docs/audit.md); default bullpen/<host>.
     tlog_origin: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._/:-]{1,200}$")
     # Bounds against a flooding client (room/limits.py, docs/room.md "Limits"); 0 turns a rate off.
@@ -101,6 +105,29 @@ class HubConfig(_Strict):
     def limits(self) -> HubLimits:
         """The bounds as the hub takes them."""
         return HubLimits(**{f.name: getattr(self, f.name) for f in fields(HubLimits)})
+
+    @field_validator("witnesses")
+    @classmethod
+    def _witnesses(cls, value: list[str]) -> list[str]:
+        from trust import note
+
+        for key in value:
+            try:
+                witness = note.parse_verifier(key)
+            except note.NoteError as exc:
+                raise ValueError(f"witness {key[:80]!r}: {exc}") from None
+            if witness.kind != note.COSIGNATURE:
+                raise ValueError(
+                    f"witness {witness.name}: a witness's key is a cosignature key (type 0x04), "
+                    "the line `bullpen witness --show-key` prints, not a log's key"
+                )
+        return value
+
+    def witness_keys(self) -> tuple[Any, ...]:
+        """The configured witnesses as note verifiers."""
+        from trust import note
+
+        return tuple(note.parse_verifier(key) for key in self.witnesses)
 
     @field_validator("strict", "relaxed")
     @classmethod

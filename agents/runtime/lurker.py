@@ -43,6 +43,7 @@ from room.log import Filter
 from room.message import Message
 from room.reader import RoomFile
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
+from room.version import __version__
 
 if TYPE_CHECKING:
     from agents.memory.lessons import LessonReader
@@ -199,6 +200,7 @@ class Lurker:
                 wake=sorted(self.wake),
                 source=self._source_name(),
                 after=start.seq,
+                version=__version__,
             )
             tick = self.handler.tick()
             if tick is not None:
@@ -325,7 +327,9 @@ class Lurker:
             log.info("woken", type=message.type, thread=message.thread)
             started = time.monotonic()
             if is_ping(message):
-                outcome: Outcome = Reply("pong", {"pong": True, "nick": self.nick})
+                outcome: Outcome = Reply(
+                    "pong", {"pong": True, "nick": self.nick, "version": __version__}
+                )
             else:
                 from agents.runtime import lessons as wake_lessons  # on the first wake
 

@@ -145,6 +145,9 @@ class OpenAISeat(Seat):
             body["stop"] = list(self.config.stop)
         if self.config.temperature is not None:
             body["temperature"] = self.config.temperature
+        for penalty in ("frequency_penalty", "presence_penalty"):
+            if getattr(self.config, penalty) is not None:
+                body[penalty] = getattr(self.config, penalty)
         bound = self._max_tokens(request)
         if bound is not None:
             body["max_tokens"] = bound
@@ -248,6 +251,7 @@ class OpenAISeat(Seat):
                 max_tokens=self._max_tokens(request),
                 elapsed_ms=round((time.monotonic() - started) * 1000),
                 requests=sent,
+                **_loosened(request, mode),
                 **(_usage(response) if outcome == "answered" and response else {}),
             )
         if response is None:  # no mode to ask in: the ladder is never empty, but say so
@@ -336,6 +340,14 @@ def _usage(response: httpx.Response) -> dict[str, int]:
         return {}
     counts = {"tokens_in": usage.get("prompt_tokens"), "tokens_out": usage.get("completion_tokens")}
     return {k: v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _loosened(request: JudgmentRequest, mode: str) -> dict[str, Any]:
+    """The bounds the sent schema left to max_tokens, named in the request's log line."""
+    schema = request.answer_schema
+    if mode != JSON_SCHEMA or schema is None or not schema.loosened:
+        return {}
+    return {"schema_loosened": list(schema.loosened)}
 
 
 def _refused_format(response: httpx.Response) -> bool:
