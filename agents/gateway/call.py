@@ -7,7 +7,7 @@
      "attempts": 2}
 
 `id` is the call's own (a trace's span for it is derived from it,
-agents/telemetry/ids.py); `thread` and `seq` are the run and the room line
+room/traceids.py); `thread` and `seq` are the run and the room line
 of the ask the call was made for, when the seat named them
 (`x-bullpen-thread`, `x-bullpen-seq`; and its seat, `x-bullpen-seat`), so the cost page sums a run and a
 trace hangs the call under its step. `cost` is there only when the model

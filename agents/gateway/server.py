@@ -387,8 +387,8 @@ class Gateway:
 
     def _trace(self, entry: dict[str, Any]) -> None:
         """The call's span, exported live under its step (or its run, with no seq)."""
-        from agents.telemetry.ids import run_span_id, step_span_id
         from agents.telemetry.tree import call_record
+        from room.traceids import run_span_id, step_span_id
 
         thread = entry["thread"]
         seq = entry.get("seq")

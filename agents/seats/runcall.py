@@ -50,7 +50,7 @@ def headers() -> dict[str, str]:
     run = current()
     if run is None:
         return {}
-    from agents.telemetry.ids import step_traceparent
+    from room.traceids import step_traceparent
 
     return {
         "x-bullpen-thread": run.thread,

@@ -3,7 +3,7 @@
 Read from the room's thread and the gateway's ledger alone, so a run
 recorded with telemetry off can still be looked at, in a terminal or in
 whatever OTLP receiver the operator runs. The ids are the ones live export
-uses (ids.py): exporting a run twice sends the same spans again, which a
+uses (room/traceids.py): exporting a run twice sends the same spans again, which a
 receiver keeps as one trace.
 """
 

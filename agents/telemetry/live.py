@@ -5,7 +5,7 @@ model call as its ledger line is written) submits each span here; the
 submitting side only puts it on a queue, so a slow or absent receiver never
 slows a call. A batch goes out every FLUSH_S or BATCH spans; a receiver
 that refuses is logged (once a minute at most) and the spans dropped,
-never retried forever. The ids are the derived ones (ids.py), so what is
+never retried forever. The ids are the derived ones (room/traceids.py), so what is
 sent live and what `bullpen trace --otlp` sends later are the same spans.
 """
 

@@ -6,7 +6,7 @@
         grind iteration {n}        a build's iterations (the grinder's announcements)
           fenced test run          the spec run inside the fence, within its iteration
 
-Every id is derived (ids.py), so what a process exports live and what
+Every id is derived (room/traceids.py), so what a process exports live and what
 `bullpen trace` rebuilds here name the same spans. Each span carries the
 room seqs it came from (`bullpen.room.seq`, and for a step the ask's and the
 reply's), so one can go from a span to its audited line and back. Model
@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agents.telemetry.ids import (
+from agents.web.runs import RunView, Step, build_run
+from room.traceids import (
     call_span_id,
     child_span_id,
     run_span_id,
     step_span_id,
     trace_id,
 )
-from agents.web.runs import RunView, Step, build_run
 
 __all__ = ["SpanRecord", "call_record", "run_spans"]
 

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agents.telemetry.ids import trace_id
+from room.traceids import trace_id
 from tests.support import run_cli, wait_for
 from tests.telemetry.phoenix import start_phoenix
 from tests.telemetry.runs import record_expedition

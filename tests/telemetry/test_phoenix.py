@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agents.telemetry.ids import trace_id
+from room.traceids import trace_id
 from tests.support import run_cli, wait_for
 from tests.telemetry.phoenix import Phoenix, start_phoenix
 from tests.telemetry.runs import Recorded, record_expedition
@@ -104,7 +104,7 @@ def test_the_gateway_exports_its_calls_live_and_bullpen_trace_joins_them(
     """With [telemetry] on, each call's span reaches Phoenix during the run, under the span
     id of the step it was made for; `bullpen trace --otlp` then sends the steps and the run,
     and the live calls are part of the same tree: the same ids, no second trace."""
-    from agents.telemetry.ids import step_span_id
+    from room.traceids import step_span_id
 
     ledger = [e for e in live.ledger() if e.get("thread") == live.thread]
     trace = trace_id(live.thread)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agents.telemetry.ids import run_span_id, step_span_id, trace_id
+from room.traceids import run_span_id, step_span_id, trace_id
 from tests.support import free_port, run_cli
 from tests.telemetry.runs import Recorded, record_expedition
 from tests.web.browser import session_client, wait_web

@@ -1,5 +1,9 @@
 """Deterministic trace and span ids: the same run gets the same ids wherever it is looked at.
 
+Here in room/ (stdlib only) because they are derived from room concepts, threads and
+seqs, and because a seat and the gateway name a step's span with them without
+loading the telemetry package (agents/telemetry).
+
 A run's trace id is derived from its thread, a step's span id from the
 thread and the room seq of its ask, a model call's span id is the gateway's
 call id (its ledger line's `id`). So a span exported live by one process, a
