@@ -295,6 +295,10 @@ class SocietyConfig(_Strict):
     build: dict[str, Any] = Field(default_factory=dict)
     # The model gateway's section, parsed by agents/gateway/config.py; empty = no gateway.
     gateway: dict[str, Any] = Field(default_factory=dict)
+    # Per-run budgets by run kind, parsed by agents/gateway/runbudgets.py.
+    budgets: dict[str, Any] = Field(default_factory=dict)
+    # Traces over OTLP ([telemetry] otlp_endpoint), parsed by agents/telemetry/config.py.
+    telemetry: dict[str, Any] = Field(default_factory=dict)
     # The web view (agents/web); None: not configured, so `bullpen up` does not start it.
     web: WebConfig | None = None
     pipelines: dict[str, str] = Field(

@@ -2,12 +2,17 @@
 
     python bench/gateway.py            # full run (about a minute)
     python bench/gateway.py --quick    # smaller counts, for a smoke check
+    python bench/gateway.py --telemetry     # the same with live OTLP export on (a local sink)
 
 One run, one machine, the same instant backend (bench/instant_backend.py)
 called straight and through a real `bullpen gateway` process, whose ledger
 appends and fsyncs every call: added latency p50/p99 for non-streaming calls
 and for the first streamed token, and calls/s from 8 clients.
 Goals (issue 17): ≤ 2 ms p50 and ≤ 5 ms p99 added; ≥ 1,000 calls/s.
+Every call names a run (x-bullpen-thread, x-bullpen-seq), as a seat's do; with
+--telemetry the gateway exports each call's span live (agents/telemetry/live.py)
+to an OTLP/HTTP sink in this process, so two runs compare export off and on
+(issue 36: within 5%).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +39,32 @@ from tests.support import Society, free_port, wait_for  # noqa: E402
 BACKEND = str(REPO / "bench" / "instant_backend.py")
 CLIENT = str(REPO / "bench" / "gateway_client.py")
 BODY = {"model": "bench-1", "messages": [{"role": "user", "content": "hi"}]}
+RUN_HEADERS = {"x-bullpen-thread": "exp-bench", "x-bullpen-seq": "1"}
+
+
+class Sink:
+    """An OTLP/HTTP receiver that takes every export (200) and counts the requests."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        sink = self
+        self.requests = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                sink.requests += 1
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
 def _up(url: str) -> bool:
@@ -44,7 +76,7 @@ def _up(url: str) -> bool:
 
 def latencies(port: int, token: str | None, n: int, stream: bool) -> list[float]:
     """Milliseconds per call (or to the first streamed content), one keep-alive connection."""
-    headers = {"content-type": "application/json"}
+    headers = {"content-type": "application/json", **RUN_HEADERS}
     if token:
         headers["authorization"] = f"Bearer {token}"
     body = json.dumps({**BODY, "stream": stream})
@@ -103,7 +135,11 @@ def main() -> int:
         "--ledger-dir",
         help="put the ledger here (e.g. /dev/shm, to see the gateway's cost without the disk's)",
     )
+    parser.add_argument(
+        "--telemetry", action="store_true", help="with live OTLP export on, to a local sink"
+    )
     args = parser.parse_args()
+    sink = Sink() if args.telemetry else None
     n, n_stream, each = (200, 100, 200) if args.quick else (2000, 500, 1000)
     backend_port, gateway_port = free_port(), free_port()
     backend = subprocess.Popen([sys.executable, BACKEND, str(backend_port)])
@@ -116,6 +152,7 @@ def main() -> int:
             + "[gateway.backends.instant]\n"
             + f'base_url = "http://127.0.0.1:{backend_port}/v1"\nprefixes = ["bench"]\n'
             + "check = false\n"
+            + (f'[telemetry]\notlp_endpoint = "http://127.0.0.1:{sink.port}"\n' if sink else "")
         )
         if args.ledger_dir:
             ledger_at = Path(args.ledger_dir) / f"bench-gateway-{gateway_port}.jsonl"
@@ -157,9 +194,11 @@ def main() -> int:
         rows.append([label, f"{x:.2f}", f"{y:.2f}", f"{y - x:+.2f}"])
     rows.append(["calls/s, 8 clients", f"{rate_direct:.0f}", f"{rate_through:.0f}", ""])
     rows.append(["ledger lines (fsynced)", "", str(lines), ""])
+    if sink is not None:
+        rows.append(["OTLP exports received", "", str(sink.requests), ""])
     print(
         f"{n} calls, {n_stream} streamed, 8 clients x {each}; goals: +2 ms p50, +5 ms p99, "
-        "1,000 calls/s"
+        f"1,000 calls/s; telemetry {'on' if sink else 'off'}"
     )
     print_table(rows)
     return 0

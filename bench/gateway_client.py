@@ -18,6 +18,7 @@ from pathlib import Path
 def main() -> int:
     host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     headers = {"content-type": "application/json"}
+    headers.update({"x-bullpen-thread": "exp-bench", "x-bullpen-seq": "1"})  # as a seat's calls
     if len(sys.argv) > 4:
         headers["authorization"] = "Bearer " + Path(sys.argv[4]).read_text().strip()
     body = json.dumps({"model": "bench-1", "messages": [{"role": "user", "content": "hi"}]})

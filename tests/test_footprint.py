@@ -46,6 +46,7 @@ DEFERRED = (
     "structlog",
     "rich",
     "uvloop",
+    "opentelemetry",  # traces are exported only when asked (agents/telemetry/export.py)
 )
 IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
 # The lone lurker's own log lines that bound its phases (agents/runtime/lean.py).
@@ -126,6 +127,8 @@ class TestLazyLoading:
             "the first wake's imports in the lurker's log",
         )
         assert mapped(lurker.pid, "pydantic_core")  # the check above can see a loaded module
+        woken = imported(lurker.output())[1]
+        assert not [m for m in woken if m.split(".")[0] == "opentelemetry"]  # off by default
 
     def test_lines_the_wake_rules_refuse_leave_a_lone_lurker_idle(self, society: Society) -> None:
         """Lines addressed to the nick that surely fail a wake rule (a stranger's, a reply,
@@ -235,6 +238,7 @@ def test_the_hub_and_a_poster_import_nothing_they_never_use(tmp_path: Path) -> N
     said = run_cli(society.root, "say", "@echo", "hello", env=profile)
     assert said.returncode == 0, said.stderr[-2000:]
     never = {"rich.console", "pygments.lexers", "trio._core", "wsproto", "websockets"}
+    never |= {"opentelemetry.trace", "opentelemetry.sdk"}  # telemetry off: nothing of it
     for who, log, needs, unused in (
         # The hub posts nothing: no HTTP client (the seat tables it checks load theirs late).
         ("the hub", hub.own_output(), {"structlog", "room.hub"}, {*never, "httpx"}),

@@ -102,7 +102,17 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     # the model gateway: its own subsystem; nothing below it knows it (a seat is handed its way in)
     # the gateway reads seat tables (EnvVarName); seats never import the gateway
-    "agents.gateway": _HOME,
+    # ... and, when [telemetry] is configured, exports each call's span (agents.telemetry)
+    "agents.gateway": (*_HOME, "agents.telemetry"),
+    # traces of runs: built from the room (the web view's run reader, the foreman's keys,
+    # replay's thread reader) and the gateway's ledger
+    "agents.telemetry": (
+        *_HOME,
+        "agents.web",
+        "agents.foreman",
+        "agents.replay",
+        "agents.gateway",
+    ),
     "agents.foreman": (
         *_HOME,
         "agents.runtime",

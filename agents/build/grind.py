@@ -190,6 +190,7 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                 )
                 return result
             number += 1
+            began = time.monotonic()
             extra = {
                 "BULLPEN_SPEC": str(job.space.folder / job.spec_relative),
                 "BULLPEN_TIER": tier,
@@ -215,7 +216,9 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
             changed = _commit(job, message, f"code seat {tier}")
             change = own_change(job.space.repo, job.head, changed)
             carried = Carried(change, turn.refused, result.lessons)
+            tested = time.monotonic()
             last = await run_spec(job.config, job.language, job.space, job.spec_relative, spec_text)
+            test_ms = round((time.monotonic() - tested) * 1000, 1)  # the fenced run: a span
             _guard(job, "the code under test")
             result.iterations[tier] = result.iterations.get(tier, 0) + 1
             result.passing, result.total = last.passing, last.total
@@ -230,6 +233,8 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                     "files_changed": changed,
                     "green": last.green,
                     "fence": last.fence,
+                    "test_ms": test_ms,
+                    "iteration_ms": round((time.monotonic() - began) * 1000, 1),
                     **({"seat_fence": turn.fence} if turn.fence else {}),
                     **({"judgment": turn.judgment} if turn.judgment else {}),
                     **({"problem": problem} if problem else {}),

@@ -290,8 +290,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--since", help="only calls from this UTC date or time on, e.g. 2026-12-01")
     g.add_argument("--json", action="store_true", help="print a JSON array, one object per row")
     g.add_argument(
-        "--by", choices=["caller", "model", "backend"], default="caller", help="group rows by"
+        "--by",
+        choices=["caller", "model", "backend", "thread", "seat", "day"],
+        default="caller",
+        help="group rows by (caller: the nick; thread: the run)",
     )
+    g.add_argument("--json", action="store_true", help="print the rows as JSON")
     g = gateway_action(
         "summary",
         "post one UTC day's usage (calls, tokens, by caller and backend, budgets) into "
@@ -398,6 +402,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait", type=_seconds, default=600.0, help="with --fork: how long to follow the new run"
     )
     p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = add(
+        "trace",
+        "agents.telemetry.command:cmd_trace",
+        "a run as a trace: its steps and model calls from the room and the gateway's ledger, "
+        "printed or exported over OTLP (bullpen docs telemetry)",
+    )
+    p.add_argument("thread", help="the run's thread (exp-…), as its command printed it")
+    p.add_argument(
+        "--otlp",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="export it to this OTLP/HTTP receiver (alone: [telemetry] otlp_endpoint or "
+        "OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )
+    p.add_argument("--json", action="store_true", help="print the spans as JSON")
 
     p = add(
         "eval",

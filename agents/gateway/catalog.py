@@ -1,5 +1,9 @@
 """`GET /v1/models`: every backend's models, and each listed id made routable.
 
+A backend that does not answer its own /models is left out of the list (a
+bare prefix such as `dead-` is no model a client can pick); it is asked
+again at the next refresh, and a request by prefix is still routed to it.
+
 What a backend lists is what a client will ask for, so the ids learnt here
 go to the router (routing.py: a listed id goes to the backend that listed
 it). A request for a model the router does not know asks the backends for
@@ -67,7 +71,9 @@ class Catalog:
         )
         self._fetched = time.monotonic()
         models = []
-        for name in names:
+        for name, found in zip(names, answers, strict=True):
+            if found is None:  # it did not answer: a bare prefix is no model anyone can use
+                continue
             ids = kept.get(name, [])
             if not ids:  # what it serves, by prefix, when it lists nothing of its own
                 ids = list(self.config.backends[name].prefixes)

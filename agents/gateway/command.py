@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -20,8 +21,10 @@ from agents.gateway.budgets import Budgets
 from agents.gateway.check import Verdict, check_backend
 from agents.gateway.config import GatewayConfig
 from agents.gateway.ledger import Ledger, read_entries
+from agents.gateway.runbudgets import RunBudgets
 from agents.gateway.server import Gateway
 from agents.gateway.tokens import CallerTokens, issue
+from agents.gateway.usage import as_json as usage_json
 from agents.gateway.usage import summarize, table
 from agents.home import Home
 from room.errors import ConfigError, UsageError
@@ -63,12 +66,29 @@ async def check_new_backends(home: Home, config: GatewayConfig) -> None:
     path.write_text(json.dumps(sorted(done)) + "\n")
 
 
+def live_exporter(home: Home) -> Any:
+    """A LiveExporter when [telemetry] (or OTEL_EXPORTER_OTLP_*) names a receiver, else None:
+    with telemetry off nothing of it, nor of OpenTelemetry, is loaded."""
+    from agents.telemetry.config import TelemetryConfig
+
+    config = TelemetryConfig.of(home)
+    url = config.endpoint()
+    if url is None:
+        return None
+    from agents.telemetry.live import LiveExporter
+
+    log.info("gateway.telemetry", otlp=url)
+    return LiveExporter(url, config.service_name)
+
+
 async def run_gateway(home: Home) -> int:
     try:
         config = GatewayConfig.required(home)
+        runs = RunBudgets.of(home)
+        telemetry = live_exporter(home)
         tokens = CallerTokens.load(home)
         host, port = parse_address(config.listen, "[gateway] listen")
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, UsageError, ValueError) as exc:
         _say(f"bullpen gateway: {getattr(exc, 'message', exc)}")
         return EXIT_CONFIG
     if not len(tokens):
@@ -85,7 +105,7 @@ async def run_gateway(home: Home) -> int:
         )
         return EXIT_START
     path = config.ledger_path(home)
-    budgets = Budgets(config)
+    budgets = Budgets(config, runs)
     budgets.restore(read_entries(path))
     ledger = Ledger(path)
     try:
@@ -95,6 +115,7 @@ async def run_gateway(home: Home) -> int:
         _say(f"bullpen gateway: cannot open the ledger {path} ({exc.strerror or exc})")
         return EXIT_DISK
     gateway = Gateway(config, tokens, ledger, budgets, home.screen)
+    gateway.telemetry = telemetry
     if config.record:  # answers kept by request digest, for `bullpen replay --offline`
         from agents.gateway.recording import Recorder
 
@@ -119,6 +140,8 @@ async def run_gateway(home: Home) -> int:
         await asyncio.gather(checking, return_exceptions=True)
         await gateway.aclose()
         await ledger.close()
+        if gateway.telemetry is not None:  # what is queued goes out before the process ends
+            await asyncio.to_thread(gateway.telemetry.close)
     if ledger.failed is not None:
         _say(f"bullpen gateway: {ledger.failed.message}")
         return EXIT_DISK
@@ -146,8 +169,6 @@ def token(home: Home, nick: str) -> int:
 
 
 def usage(home: Home, since: str | None, by: str, as_json: bool = False) -> int:
-    """The ledger summed by `by`; `as_json`: a JSON array of {<by>: value, calls, failed,
-    tokens_in, tokens_out, estimated, flags} (docs/gateway.md), [] with no ledger yet."""
     config = GatewayConfig.of(home)
     path = config.ledger_path(home)
     if not path.exists():
@@ -156,22 +177,7 @@ def usage(home: Home, since: str | None, by: str, as_json: bool = False) -> int:
             print("[]")
         return 0
     rows = summarize(read_entries(path), by, since)
-    if as_json:
-        found = [
-            {
-                by: key,
-                "calls": row.calls,
-                "failed": row.failed,
-                "tokens_in": row.tokens_in,
-                "tokens_out": row.tokens_out,
-                "estimated": row.estimated,
-                "flags": row.flags,
-            }
-            for key, row in rows.items()
-        ]
-        print(json.dumps(found, ensure_ascii=False))
-    else:
-        print(table(rows, by))
+    print(json.dumps(usage_json(rows, by), indent=2) if as_json else table(rows, by))
     return 0
 
 

@@ -10,7 +10,12 @@
     [gateway.budget]                    # every caller's budget, unless [gateway.callers.NICK]
     calls_per_day = 2000
     tokens_per_day = 2000000
+    cost_per_day = 5.0                  # needs [gateway.prices]: an unpriced model is refused
     in_flight = 4
+
+    [gateway.prices."qwen"]             # per million tokens, by model name or prefix
+    input_per_mtok = 0.10
+    output_per_mtok = 0.30
 
     [gateway.backends.local]
     base_url = "http://127.0.0.1:8000/v1"
@@ -44,7 +49,14 @@ from room.errors import ConfigError
 if TYPE_CHECKING:
     from agents.home import Home
 
-__all__ = ["DEFAULT_MARKERS", "BackendConfig", "Budget", "GatewayConfig", "PolicyConfig"]
+__all__ = [
+    "DEFAULT_MARKERS",
+    "BackendConfig",
+    "Budget",
+    "GatewayConfig",
+    "PolicyConfig",
+    "Price",
+]
 
 # The chat-template markers of the common families (ChatML, Llama 3, Mistral/Llama 2,
 # GPT/Qwen base, Gemma): text a model should never write into an answer.
@@ -66,11 +78,23 @@ class _Strict(BaseModel):
 
 
 class Budget(_Strict):
-    """Limits per day (UTC) and at once; None is no limit."""
+    """Limits per day (UTC) and at once; None is no limit. Tokens and cost are reserved at a
+    call's worst case before it is sent (budgets.py), so calls in flight cannot overrun them."""
 
     calls_per_day: int | None = Field(default=None, ge=0)
     tokens_per_day: int | None = Field(default=None, ge=0)
+    cost_per_day: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     in_flight: int | None = Field(default=None, ge=1)
+
+
+class Price(_Strict):
+    """What a model's tokens cost, per million (any currency: the cost page adds them up)."""
+
+    input_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    output_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+
+    def cost(self, tokens_in: int, tokens_out: int) -> float:
+        return (tokens_in * self.input_per_mtok + tokens_out * self.output_per_mtok) / 1e6
 
 
 class PolicyConfig(_Strict):
@@ -148,6 +172,9 @@ class GatewayConfig(_Strict):
         strict=True,
         description="keep each answer by request digest, for `replay --offline`",
     )
+    # [gateway.prices."MODEL"]: a model name (as callers send it) or a prefix of one; none by
+    # default, so no cost is shown and a cost budget refuses every unpriced model.
+    prices: dict[str, Price] = Field(default_factory=dict)
 
     @field_validator("listen")
     @classmethod
@@ -192,6 +219,13 @@ class GatewayConfig(_Strict):
 
     def ledger_path(self, home: Home) -> Path:
         return home.path(self.ledger)
+
+    def price(self, model: str) -> Price | None:
+        """The model's price: its own entry, else the longest prefix with one, else None."""
+        if model in self.prices:
+            return self.prices[model]
+        best = max((p for p in self.prices if model.startswith(p)), key=len, default=None)
+        return self.prices[best] if best is not None else None
 
     def caller_budget(self, nick: str) -> Budget:
         return self.callers.get(nick, self.budget)

@@ -6,7 +6,7 @@ With `[gateway] record = true` every chat completion the gateway answers
 
 - the caller: the nick whose caller token the request carried (never the
   token; a caller cannot claim another's nick);
-- the run: the `x-bullpen-run` header a seat sends (the thread of the step
+- the run: the `x-bullpen-thread` header a seat sends (the thread of the step
   it answers, agents/seats/request.py), else, for other clients, the SHA-256
   of the body's `user` field (the OpenAI field naming an end user), else
   nothing;
@@ -53,7 +53,7 @@ log = structlog.get_logger("agents.gateway.recording")
 
 RECORDING = "state/gateway/recording.sqlite"
 FORMAT = 2
-RUN_HEADER = "x-bullpen-run"
+RUN_HEADER = "x-bullpen-thread"  # agents/seats/runcall.py: the thread of the ask a seat answers
 NOT_DIGESTED = ("api_key", "user")  # never part of the digest (nor stored: only the digest is)
 _RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}")  # a room thread (room/message.py)
 _SCHEMA = (

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -34,15 +33,23 @@ from starlette.types import Receive, Scope, Send
 
 from agents.gateway.answer import StreamPolice, police_whole
 from agents.gateway.body import read_body
-from agents.gateway.budgets import OVER_BUDGET, SECRET_REFUSED, Budgets, Ticket
+from agents.gateway.budgets import (
+    OVER_BUDGET,
+    OVER_RESERVATION,
+    SECRET_REFUSED,
+    Budgets,
+    Ticket,
+)
+from agents.gateway.call import Call, RunHeaders
 from agents.gateway.catalog import Catalog
 from agents.gateway.config import GatewayConfig
 from agents.gateway.http1 import Pool, UpstreamResponse
-from agents.gateway.ledger import Ledger, now_stamp
+from agents.gateway.ledger import Ledger
 from agents.gateway.masking import mask_body
 from agents.gateway.policy import Policy, Scanner
 from agents.gateway.recording import RUN_HEADER, Recorder, RecordKey
-from agents.gateway.routing import Route, Router
+from agents.gateway.reserve import asked_bound, choices, worst_case
+from agents.gateway.routing import Router
 from agents.gateway.screening import RequestScreen
 from agents.gateway.tokens import CallerTokens
 from agents.gateway.upstream import NO_RETRY, backend_key, open_call
@@ -71,71 +78,6 @@ def error_response(exc: BullpenError, status: int) -> JSONResponse:
     )
 
 
-def estimate_tokens(text: str) -> int:
-    """About four characters a token: what the ledger says when a backend gives no usage."""
-    return math.ceil(len(text) / 4) if text else 0
-
-
-def _prompt_text(body: dict[str, Any]) -> str:
-    parts = []
-    for message in body.get("messages") or []:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts += [p.get("text", "") for p in content if isinstance(p, dict)]
-    return "".join(part for part in parts if isinstance(part, str))
-
-
-def _a_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53
-
-
-class Call:
-    """One chat completion in progress: what the ledger line will say."""
-
-    def __init__(self, caller: str, model: str, route: Route, body: dict[str, Any]) -> None:
-        self.started = time.monotonic()
-        self.caller, self.model, self.route = caller, model, route
-        self.prompt = _prompt_text(body)
-        self.tokens_in: int | None = None
-        self.tokens_out: int | None = None
-        self.answer_chars: list[str] = []
-        self.status = 200
-        self.flags: list[str] = []
-
-    def usage(self, usage: object) -> None:
-        """Take the backend's counts; one that is not a whole number >= 0 is estimated instead."""
-        if isinstance(usage, dict):
-            if _a_count(usage.get("prompt_tokens")):
-                self.tokens_in = usage["prompt_tokens"]
-            if _a_count(usage.get("completion_tokens")):
-                self.tokens_out = usage["completion_tokens"]
-
-    def entry(self) -> dict[str, Any]:
-        estimated = self.tokens_in is None or self.tokens_out is None
-        tokens_in = self.tokens_in if self.tokens_in is not None else estimate_tokens(self.prompt)
-        answer = "".join(self.answer_chars)
-        tokens_out = self.tokens_out if self.tokens_out is not None else estimate_tokens(answer)
-        return {
-            "ts": now_stamp(),
-            "caller": self.caller,
-            "model": self.model,
-            "backend": self.route.backend,
-            "tokens_in": tokens_in,
-            "tokens_out": tokens_out,
-            "estimated": estimated,
-            "latency_ms": round((time.monotonic() - self.started) * 1000, 2),
-            "status": self.status,
-            "flags": sorted(set(self.flags)),
-        }
-
-    @property
-    def tokens(self) -> int:
-        entry = self.entry()
-        return int(entry["tokens_in"]) + int(entry["tokens_out"])
-
-
 class Gateway:
     """What every request shares: the router, policies, tokens, budgets, ledger and client."""
 
@@ -155,6 +97,7 @@ class Gateway:
         self.budgets = budgets
         self.screen = RequestScreen(secrets)  # no request carries a home secret to a backend
         self.recorder: Recorder | None = None  # set when [gateway] record = true
+        self.telemetry: Any = None  # a LiveExporter when [telemetry] is configured
         self.counted: Counter[str] = Counter()
         self.pool = Pool()  # the hot path: chat completions
         self.client = httpx.AsyncClient(  # the rest: /v1/models
@@ -215,7 +158,7 @@ class Gateway:
         """The budget hook (seed 004): ask before an expensive call; 200 with room, else 429."""
         caller = self.tokens.caller(request.headers.get("authorization"))
         route = await self.catalog.route(request.query_params.get("model"))
-        refusal = self.budgets.refusal(caller, route.backend)
+        refusal = self.budgets.refusal(caller, route.backend, RunHeaders(request.headers).thread)
         if refusal is not None:
             return error_response(refusal, 429)
         return JSONResponse({"ok": True, "caller": caller, "backend": route.backend})
@@ -226,6 +169,7 @@ class Gateway:
 
     async def chat(self, request: Request) -> Response:
         caller = self.tokens.caller(request.headers.get("authorization"))
+        run = RunHeaders(request.headers)
         body = await read_body(request)
         record = (  # the key as sent: caller, run and digest (agents/gateway/recording.py)
             RecordKey.of(caller, request.headers.get(RUN_HEADER), body)
@@ -234,7 +178,8 @@ class Gateway:
         )
         model = body.get("model")
         route = await self.catalog.route(model)
-        call = Call(caller, str(model), route, body)
+        price = self.config.price(str(model))
+        call = Call(caller, str(model), route, body, run, price)
         try:
             self.screen.check_json(body, "the request to the gateway")
         except SecretFound as exc:
@@ -244,15 +189,21 @@ class Gateway:
             call.flags.append(SECRET_REFUSED)
             await self.ledger.record(call.entry())
             raise exc from None
+        policy = self.policies[route.backend]
+        stops = policy.apply(body)
+        worst = worst_case(body, price, str(model))
+        if asked_bound(body) is None:  # no bound of its own: the budgets' room is its bound
+            room = self.budgets.room(caller, route.backend, run.thread, worst)
+            if room is not None:  # with no room left, a bound of 1 makes its worst not fit
+                body["max_tokens"] = max(1, min(room // choices(body), 2**31 - 1))
+                worst = worst_case(body, price, str(model))
         try:
-            ticket = self.budgets.admit(caller, route.backend)
+            ticket = self.budgets.admit(caller, route.backend, run.thread, worst)
         except BullpenError as exc:
             call.status, call.tokens_in, call.tokens_out = 429, 0, 0
             call.flags.append(OVER_BUDGET)
             await self.ledger.record(call.entry())
             raise exc from None
-        policy = self.policies[route.backend]
-        stops = policy.apply(body)
         body["model"] = route.model
         deadline = time.monotonic() + min(self.config.deadline_s, route.config.timeout_s)
         try:
@@ -263,6 +214,7 @@ class Gateway:
                 deadline=deadline,
                 retries=self.config.retries,
                 backoff_s=self.config.backoff_s,
+                tried=call.tried,
             )
         except BullpenError as exc:
             call.status = getattr(exc, "status", 502)
@@ -272,8 +224,10 @@ class Gateway:
         secrets = (key,) if key else ()
         if body.get("stream") is True and upstream.status_code < 400:
             police = StreamPolice(lambda: policy.scanner(stops), secrets, body.get("n") or 1)
+            options = body.get("stream_options")
+            wants_usage = isinstance(options, dict) and options.get("include_usage") is True
             return StreamingResponse(
-                self._stream(upstream, call, ticket, police, deadline),
+                self._stream(upstream, call, ticket, police, deadline, wants_usage),
                 media_type="text/event-stream",
                 headers={"cache-control": "no-cache"},
             )
@@ -322,6 +276,7 @@ class Gateway:
             if not isinstance(answer, dict) or not isinstance(answer.get("choices", []), list):
                 raise ValueError("not a chat completion")
             call.usage(answer.get("usage"))
+            call.finished(answer.get("choices"))
             answer, texts, flags = police_whole(answer, make, secrets)
             call.answer_chars += texts
             call.flags += flags
@@ -346,7 +301,11 @@ class Gateway:
         ticket: Ticket,
         police: StreamPolice,
         deadline: float,
+        wants_usage: bool = False,
     ) -> AsyncIterator[bytes]:
+        """The backend's stream passed on, policed; the usage chunk last when asked for: the
+        backend's own, or (a stream cut, a backend sending none) what the gateway counted,
+        marked `estimated`, before any error event, so an SDK's last chunk holds it."""
         last: dict[str, Any] = {}
         usage_chunk: dict[str, Any] | None = None
         problem: str | None = None
@@ -364,6 +323,7 @@ class Gateway:
                 if not isinstance(chunk, dict):
                     continue
                 call.usage(chunk.get("usage"))
+                call.finished(chunk.get("choices"))
                 out = police.chunk(chunk)
                 if out is None:
                     continue
@@ -396,6 +356,12 @@ class Gateway:
             call.answer_chars += police.texts
             call.flags += police.flags
             await self._end(call, ticket)
+        if wants_usage and (usage_chunk is None or problem is not None):
+            usage_chunk = call.usage_chunk(last)
+            if call.flags:
+                usage_chunk["gateway_flags"] = sorted(set(call.flags))
+            yield _sse(usage_chunk)
+            usage_chunk = None
         if problem is not None:
             code = "deadline" if call.status == 504 else "backend_failed"
             yield _sse({"error": {"type": code, "code": code, "message": problem}})
@@ -403,7 +369,7 @@ class Gateway:
             extra = _extra_chunk(last, 0, {}, None)
             extra["gateway_flags"] = sorted(set(call.flags))
             yield _sse(extra)
-        if usage_chunk is not None and problem is None:
+        if usage_chunk is not None:
             if call.flags:
                 usage_chunk["gateway_flags"] = sorted(set(call.flags))
             yield _sse(usage_chunk)
@@ -411,6 +377,8 @@ class Gateway:
 
     async def _end(self, call: Call, ticket: Ticket) -> None:
         """Charge the call to the budgets, write its ledger line (durably), count its flags."""
+        if ticket.worst.completion and call.tokens > ticket.worst.tokens:
+            call.flags.append(OVER_RESERVATION)  # the backend did not hold to max_tokens
         entry = call.entry()
         self.budgets.release(ticket, entry)
         for flag in set(call.flags):
@@ -418,6 +386,20 @@ class Gateway:
         if call.flags:
             log.warning("gateway.flagged", **{k: entry[k] for k in ("caller", "model", "flags")})
         await asyncio.shield(self.ledger.record(entry))
+        if self.telemetry is not None and isinstance(entry.get("thread"), str):
+            self._trace(entry)
+
+    def _trace(self, entry: dict[str, Any]) -> None:
+        """The call's span, exported live under its step (or its run, with no seq)."""
+        from agents.telemetry.tree import call_record
+        from room.traceids import run_span_id, step_span_id
+
+        thread = entry["thread"]
+        seq = entry.get("seq")
+        parent = step_span_id(thread, seq) if isinstance(seq, int) else run_span_id(thread)
+        span = call_record(entry, thread, parent)
+        if span is not None:
+            self.telemetry.submit(span)
 
 
 def _sse(chunk: dict[str, Any]) -> bytes:

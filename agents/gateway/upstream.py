@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httptools
@@ -68,8 +69,10 @@ async def open_call(
     deadline: float,
     retries: int,
     backoff_s: float,
+    tried: Callable[[], None] | None = None,
 ) -> UpstreamResponse:
-    """The backend's open response (status < 500), or BackendFailed. Close it when done."""
+    """The backend's open response (status < 500), or BackendFailed. Close it when done.
+    `tried` is called before each attempt (the ledger counts them)."""
     key = backend_key(route)
     headers = {"Accept": "application/json, text/event-stream"}
     if key is not None:
@@ -81,6 +84,8 @@ async def open_call(
         left = deadline - time.monotonic()
         if left <= 0:
             break
+        if tried is not None:
+            tried()
         try:
             response = await asyncio.wait_for(pool.post(url, payload, headers), left)
         except TimeoutError:

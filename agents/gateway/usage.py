@@ -1,4 +1,5 @@
-"""`bullpen gateway usage`: the ledger summed by caller, model or backend, as a table."""
+"""`bullpen gateway usage`: the ledger summed by caller (nick), model, backend, run
+(thread), seat or day, as a table or JSON; the web view's cost page shows the same rows."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Usage", "summarize", "table"]
+__all__ = ["GROUPS", "Usage", "as_json", "summarize", "table"]
+
+# What rows can be grouped by: a ledger field, or "day" (the UTC date of the line's ts).
+GROUPS = ("caller", "model", "backend", "thread", "seat", "day")
 
 
 @dataclass
@@ -16,6 +20,8 @@ class Usage:
     tokens_in: int = 0
     tokens_out: int = 0
     estimated: int = 0
+    cost: float = 0.0
+    priced: int = 0  # calls with a cost (a model with a price)
     latencies: list[float] = field(default_factory=list)
     flags: dict[str, int] = field(default_factory=dict)
 
@@ -26,7 +32,8 @@ def summarize(entries: Iterable[dict[str, Any]], by: str, since: str | None) -> 
     for entry in entries:
         if since and str(entry.get("ts", "")) < since:
             continue
-        row = rows.setdefault(str(entry.get(by, "?")), Usage())
+        key = str(entry.get("ts", ""))[:10] if by == "day" else entry.get(by)
+        row = rows.setdefault(str(key) if key else "-", Usage())
         row.calls += 1
         status = entry.get("status")
         if not isinstance(status, int) or status >= 400:
@@ -34,6 +41,10 @@ def summarize(entries: Iterable[dict[str, Any]], by: str, since: str | None) -> 
         row.tokens_in += int(entry.get("tokens_in") or 0)
         row.tokens_out += int(entry.get("tokens_out") or 0)
         row.estimated += bool(entry.get("estimated"))
+        cost = entry.get("cost")
+        if isinstance(cost, int | float) and not isinstance(cost, bool) and 0 <= cost < 1e12:
+            row.cost += float(cost)
+            row.priced += 1
         if isinstance(entry.get("latency_ms"), int | float):
             row.latencies.append(float(entry["latency_ms"]))
         for flag in entry.get("flags") or []:
@@ -48,8 +59,31 @@ def _p50(values: list[float]) -> str:
     return f"{ordered[len(ordered) // 2]:.0f}"
 
 
+def _cost(row: Usage) -> str:
+    return f"{row.cost:.4f}" if row.priced else "-"
+
+
+def as_json(rows: dict[str, Usage], by: str) -> list[dict[str, object]]:
+    """The rows as `--json` prints them (and the cost page reads them)."""
+    return [
+        {
+            by: name,
+            "calls": row.calls,
+            "failed": row.failed,
+            "tokens_in": row.tokens_in,
+            "tokens_out": row.tokens_out,
+            "estimated": row.estimated,
+            "cost": round(row.cost, 9) if row.priced else None,
+            "p50_ms": float(_p50(row.latencies)) if row.latencies else None,
+            "flags": dict(sorted(row.flags.items())),
+        }
+        for name, row in sorted(rows.items())
+    ]
+
+
 def table(rows: dict[str, Usage], by: str) -> str:
-    header = [by, "calls", "failed", "tokens in", "tokens out", "estimated", "p50 ms", "flags"]
+    header = [by, "calls", "failed", "tokens in", "tokens out", "estimated", "cost", "p50 ms"]
+    header.append("flags")
     lines = [header]
     total = Usage()
     for name in sorted(rows):
@@ -63,6 +97,7 @@ def table(rows: dict[str, Usage], by: str) -> str:
                 str(row.tokens_in),
                 str(row.tokens_out),
                 str(row.estimated),
+                _cost(row),
                 _p50(row.latencies),
                 flags,
             ]
@@ -72,6 +107,8 @@ def table(rows: dict[str, Usage], by: str) -> str:
         total.tokens_in += row.tokens_in
         total.tokens_out += row.tokens_out
         total.estimated += row.estimated
+        total.cost += row.cost
+        total.priced += row.priced
     lines.append(
         [
             "total",
@@ -80,6 +117,7 @@ def table(rows: dict[str, Usage], by: str) -> str:
             str(total.tokens_in),
             str(total.tokens_out),
             str(total.estimated),
+            _cost(total),
             "",
             "",
         ]

@@ -45,7 +45,7 @@ class RecordingServer:
         self.recording = recording
         self.step = step
         self.caller = caller  # the nick that answered the step: its seats called the gateway
-        self.run = run  # the recorded run's thread, as its seats named it (x-bullpen-run)
+        self.run = run  # the recorded run's thread, as its seats named it (x-bullpen-thread)
         self.answered = 0
         self.misses: list[str] = []
         server = self

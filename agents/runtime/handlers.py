@@ -161,6 +161,12 @@ class PythonStep(Handler):
             problem = self._first_load(ctx)
             if problem is not None:
                 return problem
+        from agents.seats.runcall import within  # model calls made now name this ask
+
+        with within(message.thread, message.seq):
+            return await self._run(message, ctx, timeout)
+
+    async def _run(self, message: Message, ctx: StepContext, timeout: float) -> Outcome:
         try:
             if inspect.iscoroutinefunction(self.func) or inspect.iscoroutinefunction(
                 getattr(self.func, "__call__", None)  # noqa: B004 - a callable object's method

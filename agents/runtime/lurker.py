@@ -42,7 +42,6 @@ from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
 from room.log import Filter
 from room.message import Message
 from room.reader import RoomFile
-from room.runcontext import CURRENT_RUN
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
 from room.version import __version__
 
@@ -338,7 +337,6 @@ class Lurker:
                 from agents.runtime import lessons as wake_lessons  # on the first wake
 
                 ctx, told = wake_lessons.for_wake(self.ctx, self.lessons, message, log)
-                CURRENT_RUN.set(message.thread)  # this task's seats name the run to the gateway
                 outcome = await self.steps.run(
                     message, self.handler.run(message, ctx, self.config.timeout_s)
                 )

@@ -44,7 +44,6 @@ from agents.seats.request import JudgmentRequest
 from room.errors import SeatError, SecretFileError
 from room.httpverify import verify_tls
 from room.logs import register_secret
-from room.runcontext import CURRENT_RUN
 from trust.secretfiles import read_secret_text
 
 if TYPE_CHECKING:
@@ -182,9 +181,11 @@ class OpenAISeat(Seat):
         headers = {"Accept": "application/json"}
         if key is not None:
             headers["Authorization"] = f"Bearer {key}"
-        run = CURRENT_RUN.get()
-        if self.gateway is not None and run:  # the gateway records answers per run
-            headers["X-Bullpen-Run"] = run
+        if self.gateway is not None:  # the run and the ask this call is for (seats/runcall.py)
+            from agents.seats.runcall import headers as run_headers
+
+            headers.update(run_headers())
+            headers["x-bullpen-seat"] = self.name
         modes = self.ladder(request)
         mode = modes[0]
         timeout_s = self.config.timeout_s

@@ -41,6 +41,7 @@ from starlette.types import Receive, Scope, Send
 
 from agents.web import pages
 from agents.web.auth import COOKIE, SESSION_TTL_S, Auth
+from agents.web.cost import cost_view, near_limit
 from agents.web.feed import Feed, LineFilter
 from agents.web.gate import GateRefusal, answer
 from agents.web.runs import build_run, build_runs
@@ -140,6 +141,7 @@ class WebApp:
             Route("/gate/{thread}", self.gate, methods=["GET", "POST"]),
             Route("/cancel/{thread}", self.cancel, methods=["POST"]),
             Route("/society", self.society),
+            Route("/cost", self.cost),
             Route("/events", self.events),
             Route("/api/lines", self.lines),
             Route("/api/status", self.status),
@@ -200,7 +202,15 @@ class WebApp:
     async def society(self, request: Request) -> Response:
         found = members(self.home, self.feed)  # on the loop: it reads the feed's threads
         usage = await asyncio.to_thread(gateway_usage, self.home)
-        return HTMLResponse(pages.society(found, usage, self._csrf(request)))
+        near = await asyncio.to_thread(near_limit, self.home)
+        return HTMLResponse(pages.society(found, usage, self._csrf(request), near))
+
+    async def cost(self, request: Request) -> Response:
+        """Calls, tokens and cost per run, seat, nick and day from the gateway ledger; with
+        ?thread=T, one run's own."""
+        thread = request.query_params.get("thread") or None
+        view = await asyncio.to_thread(cost_view, self.home, thread)
+        return HTMLResponse(pages.cost(view, self._csrf(request)))
 
     async def gate(self, request: Request) -> Response:
         thread = request.path_params["thread"]

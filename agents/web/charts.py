@@ -88,3 +88,32 @@ def funnel(data: dict[str, Any]) -> str:
         f'<line class="alarm-line" x1="{alarm_x:.1f}" y1="{H + 2}" x2="{alarm_x:.1f}" y2="{H + 26}"/>'
         f'<text x="{PAD}" y="{H + 36}">drop rate {rate:.1%} · alarm above {alarm:.0%}</text></svg>'
     )
+
+
+def per_day(days: list[tuple[str, float, float]]) -> str:
+    """Tokens per UTC day as stacked bars (in below, out above), one per day, with titles."""
+    if not days:
+        return ""
+    biggest = max(1.0, *(_num(i) + _num(o) for _, i, o in days))
+    bar_w = (W - 2 * PAD) / len(days)
+    bars = []
+    for index, (day, tokens_in, tokens_out) in enumerate(days):
+        x = PAD + index * bar_w
+        h_in = _num(tokens_in) / biggest * (H - 2 * PAD)
+        h_out = _num(tokens_out) / biggest * (H - 2 * PAD)
+        label = escape(f"{day}: {int(_num(tokens_in))} in, {int(_num(tokens_out))} out")
+        bars.append(
+            f'<g class="day"><title>{label}</title>'
+            f'<rect class="in" x="{x + 2:.1f}" y="{H - PAD - h_in:.1f}" '
+            f'width="{max(1.0, bar_w - 4):.1f}" height="{h_in:.1f}"/>'
+            f'<rect class="out" x="{x + 2:.1f}" y="{H - PAD - h_in - h_out:.1f}" '
+            f'width="{max(1.0, bar_w - 4):.1f}" height="{h_out:.1f}"/></g>'
+        )
+    first, last = escape(days[0][0]), escape(days[-1][0])
+    return (
+        f'<svg class="chart days" viewBox="0 0 {W} {H}" role="img" '
+        f'aria-label="tokens per day">{"".join(bars)}'
+        f'<text x="{PAD}" y="{H - 8}">{first}</text>'
+        f'<text x="{W - PAD}" y="{H - 8}" text-anchor="end">{last}</text>'
+        f'<text x="{PAD}" y="{PAD - 8}">{int(biggest)} tokens</text></svg>'
+    )

@@ -24,7 +24,7 @@ from agents.web.gate import candidates
 from agents.web.runs import RunView, Step
 from agents.web.society import Member
 
-PAGES = ("room", "runs", "society")
+PAGES = ("room", "runs", "cost", "society")
 
 
 def _template(name: str) -> Template:
@@ -168,7 +168,8 @@ def _run(run: RunView, csrf: str = "") -> str:
         f'<span class="pipeline">{e(run.pipeline)}</span> <a href="/room?thread={quote(run.thread)}">'
         f'{thread}</a> <span class="state">{e(run.state)}</span> '
         f'<span class="where">{e(run.where)}</span> '
-        f"{_took(run)}{gate}</h2>"
+        f'{_took(run)}{gate} <a class="cost-link" href="/cost?thread={quote(run.thread)}">'
+        "cost</a></h2>"
         f'<p class="calls">{run.calls} model call(s) · tokens '
         f"{e('-' if run.tokens is None else run.tokens)}</p>"
         f'<p class="asked">asked by {e(run.start.get("from"))}: {e(str(run.start.get("body", ""))[:200])}</p>'
@@ -276,13 +277,74 @@ def _usage(by: str, rows: dict[str, Any]) -> str:
     )
 
 
-def society(members: list[Member], usage: dict[str, Any] | None, csrf: str) -> str:
+_GROUP_NAMES = {"thread": "run", "seat": "seat", "caller": "nick", "day": "day"}
+
+
+def _cost_rows(by: str, rows: dict[str, Any]) -> str:
+    def cost(row: Any) -> str:
+        return f"{row.cost:.4f}" if row.priced else "–"
+
+    def name(value: str) -> str:
+        if by == "thread" and value != "-":
+            return f'<a href="/cost?thread={quote(value)}">{e(value)}</a>'
+        return e(value)
+
+    body = "".join(
+        f'<tr data-{e(by)}="{e(key)}"><td>{name(key)}</td><td>{row.calls}</td>'
+        f"<td>{row.tokens_in}</td><td>{row.tokens_out}</td><td>{cost(row)}</td></tr>"
+        for key, row in sorted(rows.items())
+    )
+    shown = _GROUP_NAMES.get(by, by)
+    return (
+        f'<h2>per {e(shown)}</h2><table class="cost" id="by-{e(by)}"><tr><th>{e(shown)}</th>'
+        f"<th>calls</th><th>tokens in</th><th>tokens out</th><th>cost</th></tr>{body}</table>"
+    )
+
+
+def _budgets(use: list[dict[str, Any]]) -> str:
+    if not use:
+        return "<p>No budget is set ([gateway.budget], [gateway.callers], [budgets]).</p>"
+    body = "".join(
+        f'<tr class="{"near" if u["near"] else ""}"><td>{e(u["budget"])}</td>'
+        f"<td>{u['used']:.6g}</td><td>{u['limit']:.6g}</td><td>{u['share']:.0%}</td></tr>"
+        for u in use
+    )
+    return (
+        '<table id="budgets"><tr><th>budget</th><th>used</th><th>limit</th><th>share</th></tr>'
+        f"{body}</table>"
+    )
+
+
+def cost(view: Any, csrf: str) -> str:
+    """The cost page: per run, seat, nick and day, a per-day chart, and the budgets' use."""
+    if view is None:
+        content = "<h1>Cost</h1><p>No [gateway] is configured: no model call is counted.</p>"
+        return layout("Cost", "cost", content, csrf)
+    title = f"Cost of {view.thread}" if view.thread else "Cost"
+    days = view.rows.get("day", {})
+    chart = charts.per_day([(d, r.tokens_in, r.tokens_out) for d, r in sorted(days.items())])
+    content = f"<h1>{e(title)}</h1>"
+    if view.thread:
+        content += f'<p><a href="/room?thread={quote(view.thread)}">the run in the room</a></p>'
+    if chart:
+        content += f"<figure><figcaption>tokens per day</figcaption>{chart}</figure>"
+    content += "<h2>budgets</h2>" + _budgets(view.budgets)
+    content += "".join(_cost_rows(by, rows) for by, rows in view.rows.items())
+    return layout(title, "cost", content, csrf)
+
+
+def society(
+    members: list[Member], usage: dict[str, Any] | None, csrf: str, near: list[str] | None = None
+) -> str:
     rows = "".join(_member(m) for m in members)
     content = (
         '<h1>Society</h1><table id="members"><tr><th>nick</th><th>handler</th><th>seat</th>'
         "<th>trusted</th><th>privileged</th><th>lurker</th><th>last trust check</th>"
         f"<th>lessons</th></tr>{rows}</table>"
     )
+    if near:
+        items = "".join(f"<li>{e(line)}</li>" for line in near)
+        content += f'<h2>Budgets close to their limit</h2><ul id="near-limit">{items}</ul>'
     if usage is not None:
         content += "<h2>Gateway usage</h2>" + "".join(_usage(by, r) for by, r in usage.items())
     return layout("Society", "society", content, csrf)

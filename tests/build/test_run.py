@@ -421,3 +421,25 @@ def test_a_restarted_foreman_carries_on_from_the_thread(house: House) -> None:
     assert final["data"]["green"] and final["data"]["tier"] == "slowfix"
     reports = [m for m in house.thread(thread) if m["from"] == "foreman" and m["data"].get("final")]
     assert len(reports) == 1
+
+
+def test_a_builds_trace_has_its_grind_iterations_and_fenced_test_runs(house: House) -> None:
+    """`bullpen trace` of a green build: a span per grind iteration under the grinder's step,
+    each with its fenced test run inside it, every span naming its room seq (issue 36)."""
+    folder = house.campaign("pytrace", {"tests/test_calc.py": PY_SPEC})
+    done = house.build(ticket(str(folder), f"{folder}/tests/test_calc.py", tiers="pyfix"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = house.thread_of(done)
+    traced = run_cli(house.society.root, "trace", lines[0]["thread"], "--json", timeout=60)
+    assert traced.returncode == 0, traced.stderr
+    spans = json.loads(traced.stdout)
+    by_id = {s["span_id"]: s for s in spans}
+    (iteration,) = [s for s in spans if s["name"] == "grind iteration 1"]
+    announced = {m["seq"]: m for m in lines}[iteration["attributes"]["bullpen.room.seq"]]
+    assert announced["data"]["kind"] == "grind-iteration"
+    assert by_id[iteration["parent_id"]]["attributes"]["bullpen.nick"] == "py"
+    (test_run,) = [s for s in spans if s["name"] == "fenced test run"]
+    assert test_run["parent_id"] == iteration["span_id"]
+    assert iteration["start_ns"] <= test_run["start_ns"] <= test_run["end_ns"]
+    assert test_run["end_ns"] == iteration["end_ns"]
+    assert test_run["attributes"]["bullpen.test.passing"] == 2

@@ -32,6 +32,8 @@ The behaviour (defaults first):
     answers: null               with n > 1: each choice's text (else `answer` for all)
     raw: null                   a 200 whose body is this text (a malformed answer)
     model: "fake-model"
+    honour_max_tokens: false    true: each choice cut at max_tokens (4 characters a token),
+                                finish_reason "length", usage summed over the choices
 
 A stream ends as llama-server's does: the usage rides on the last chunk,
 or, when the request asks `stream_options.include_usage`, comes after it in
@@ -82,6 +84,7 @@ DEFAULTS: dict[str, Any] = {
     "answers": None,
     "raw": None,
     "model": "fake-model",
+    "honour_max_tokens": False,
 }
 _PIECES = re.compile(r"[A-Za-z]+|_[A-Za-z]+|.", re.S)
 
@@ -207,6 +210,14 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                     texts[i] = text
             text = texts[0]
             usage: Any = {"prompt_tokens": 7, "completion_tokens": max(1, len(text) // 4)}
+            finish = ["stop"] * len(texts)
+            bound = body.get("max_tokens")
+            if behave["honour_max_tokens"]:
+                if isinstance(bound, int) and bound > 0:
+                    finish = ["length" if len(t) > bound * 4 else "stop" for t in texts]
+                    texts = [t[: bound * 4] for t in texts]
+                spent = sum(max(1, -(-len(t) // 4)) for t in texts)
+                usage = {"prompt_tokens": 7, "completion_tokens": spent}
             usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
             if behave["usage_value"] is not None:
                 usage = behave["usage_value"]
@@ -231,7 +242,7 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                     {
                         "index": index,
                         "message": {"role": "assistant", "content": choice},
-                        "finish_reason": "stop",
+                        "finish_reason": finish[index],
                     }
                     for index, choice in enumerate(texts)
                 ],

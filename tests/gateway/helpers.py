@@ -45,16 +45,23 @@ class FakeBackend:
             self.process.stdout.close()
 
 
-def start_fake(**behave: Any) -> FakeBackend:
-    command = [sys.executable, str(FAKE_LLAMACPP), "--port", "0", "--behave", json.dumps(behave)]
+def start_printing_port(
+    command: list[str], what: str, timeout: float = 10
+) -> tuple[subprocess.Popen[str], int]:
+    """Start a server that prints its port as its first line; the process and that port."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdout, selectors.EVENT_READ)
-        if not selector.select(10):
+        if not selector.select(timeout):
             process.kill()
-            raise AssertionError("fake_llamacpp printed no port within 10 s")
-    return FakeBackend(process, int(process.stdout.readline()))
+            raise AssertionError(f"{what} printed no port within {timeout:g} s")
+    return process, int(process.stdout.readline())
+
+
+def start_fake(**behave: Any) -> FakeBackend:
+    command = [sys.executable, str(FAKE_LLAMACPP), "--port", "0", "--behave", json.dumps(behave)]
+    return FakeBackend(*start_printing_port(command, "fake_llamacpp"))
 
 
 def _value(value: Any) -> str:

@@ -60,18 +60,19 @@ def test_backend_token_budget_survives_a_restart(gw: GatewayHome, fake: StartFak
             "local": {
                 "base_url": backend.base_url,
                 "prefixes": ["fake"],
-                "budget": {"tokens_per_day": 150},
+                "budget": {"tokens_per_day": 300},
             }
         }
     )
     token = gw.token("operator")
     proc = gw.start()
-    assert gw.chat(token, "fake-model").status_code == 200
-    assert gw.chat(token, "fake-model").status_code == 200  # 107 used: room left
-    assert gw.chat(token, "fake-model").status_code == 429  # 214 used
+    # Each call holds its worst case first: 81 tokens of prompt bound + max_tokens 100.
+    assert gw.chat(token, "fake-model", max_tokens=100).status_code == 200
+    assert gw.chat(token, "fake-model", max_tokens=100).status_code == 200  # 107 + 181 fits
+    assert gw.chat(token, "fake-model", max_tokens=100).status_code == 429  # 214 + 181 not
     proc.stop()
     gw.start()
-    again = gw.chat(token, "fake-model")
+    again = gw.chat(token, "fake-model", max_tokens=100)
     assert again.status_code == 429
     assert again.json()["error"]["budget"] == "backend:local:tokens_per_day"
 

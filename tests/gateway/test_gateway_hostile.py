@@ -101,24 +101,25 @@ def test_negative_usage_never_refills_a_token_budget(gw: GatewayHome, fake: Star
             "local": {
                 "base_url": backend.base_url,
                 "prefixes": ["fake"],
-                "budget": {"tokens_per_day": 250},
+                "budget": {"tokens_per_day": 400},
             }
         }
     )
     token = gw.token("operator")
     proc = gw.start()
-    assert gw.chat(token, "fake-model").status_code == 200  # 107
+    assert gw.chat(token, "fake-model", max_tokens=100).status_code == 200  # 107
     backend.behave(usage_value={"prompt_tokens": -(10**9), "completion_tokens": -(10**9)})
-    assert gw.chat(token, "fake-model").status_code == 200  # estimated: 1 + 100
+    assert gw.chat(token, "fake-model", max_tokens=100).status_code == 200  # estimated: 1 + 100
     backend.behave(usage_value=None)
-    assert gw.chat(token, "fake-model").status_code == 200  # 315 used
-    live = gw.chat(token, "fake-model")
+    # 208 spent + this call's worst case (81 of prompt bound + 100) fits in 400
+    assert gw.chat(token, "fake-model", max_tokens=100).status_code == 200  # 315 used
+    live = gw.chat(token, "fake-model", max_tokens=100)
     assert live.status_code == 429
     lying = gw.ledger()[1]
     assert lying["estimated"] is True and lying["tokens_in"] >= 0 and lying["tokens_out"] == 100
     proc.stop()
     gw.start()
-    again = gw.chat(token, "fake-model")
+    again = gw.chat(token, "fake-model", max_tokens=100)
     assert again.status_code == 429, "a restart refilled the budget"
     assert again.json()["error"]["used"] == live.json()["error"]["used"] == 315
 

@@ -137,3 +137,52 @@ def test_every_listed_model_id_routes_to_the_backend_that_listed_it(
     with pytest.raises(openai.NotFoundError) as wrong_case:
         ask("huggingfacetb/smollm2-135m-instruct")
     assert "case-sensitive" in str(wrong_case.value)
+
+
+def test_an_unreachable_backend_is_not_listed_as_its_bare_prefix(
+    gw: GatewayHome, fake: StartFake
+) -> None:
+    """/v1/models lists the live backend's ids and nothing for one that does not answer: no
+    `dead-` prefix the SDK's caller could pick and fail on."""
+    from tests.support import free_port
+
+    backend = fake()
+    gw.configure(
+        {
+            "local": {"base_url": backend.base_url, "prefixes": ["fake"]},
+            "dead": {"base_url": f"http://127.0.0.1:{free_port()}/v1", "prefixes": ["dead-"]},
+        }
+    )
+    token = gw.token("operator")
+    gw.start()
+    ids = {model.id: model.owned_by for model in _client(gw, token).models.list()}
+    assert ids == {"fake-model": "local"}
+
+
+def test_a_cut_stream_ends_with_the_usage_it_counted_marked_estimated(
+    gw: GatewayHome, fake: StartFake
+) -> None:
+    """A stream the gateway cuts at its deadline, asked with include_usage, gives the SDK a
+    last chunk with the usage the ledger recorded, marked estimated; then the error."""
+    endless = fake(forever=True)
+    gw.configure({"local": {"base_url": endless.base_url, "prefixes": ["fake"]}}, deadline_s=1.0)
+    token = gw.token("operator")
+    gw.start()
+    stream = _client(gw, token).chat.completions.create(
+        model="fake-model", messages=HI, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = []
+    with pytest.raises(openai.APIError) as cut:
+        for chunk in stream:
+            chunks.append(chunk)
+    assert "deadline" in str(cut.value)
+    last = chunks[-1]
+    assert last.choices == [] and last.usage is not None
+    entry = gw.ledger()[-1]
+    assert entry["status"] == 504 and entry["estimated"] is True
+    assert (last.usage.prompt_tokens, last.usage.completion_tokens) == (
+        entry["tokens_in"],
+        entry["tokens_out"],
+    )
+    assert last.usage.completion_tokens > 0
+    assert (last.usage.model_extra or {}).get("estimated") is True

@@ -64,3 +64,37 @@ def test_a_seat_via_the_gateway_without_a_gateway_section_says_so(
     reply = wait_reply(society, say(society, "@asker", "is it so?")["id"], 60)
     assert reply["data"]["failed"] is True
     assert "configures no [gateway] section" in reply["body"]
+
+
+def test_a_run_budget_stops_the_run_with_a_failed_line_naming_it(
+    gw: GatewayHome, fake: StartFake
+) -> None:
+    """A seat's calls name the run and the ask (the ledger's thread and seq); with [budgets]
+    expedition = {calls = 1}, the run's second ask fails loud naming its run budget, and a
+    call for another run still goes through."""
+    backend = fake(answer='{"verdict": "through the gateway"}')
+    society = gw.society
+    gw.configure({"local": {"base_url": backend.base_url, "prefixes": ["fake"]}})
+    toml = society.root / "society.toml"
+    toml.write_text(toml.read_text() + "\n[budgets]\nexpedition = { calls = 1 }\n")
+    set_seat(society.root, "remote", 'kind = "openai"\nvia = "gateway"\nmodel = "fake-model"')
+    add_nick(society.root, "asker", handler="tests.fakes.judging_step:judge_once", seat="remote")
+    gw.token("asker")
+    society.start_hub()
+    gw.start()
+    society.start_lurker("asker")
+    ask = say(society, "@asker", "is it so?", thread="exp-0a0a0a0a")
+    first = wait_reply(society, ask["id"], 60)
+    assert first["body"] == "through the gateway", first
+    entry = gw.ledger()[0]
+    assert (entry["thread"], entry["seq"]) == ("exp-0a0a0a0a", ask["seq"])
+    second = wait_reply(
+        society, say(society, "@asker", "and now?", thread="exp-0a0a0a0a")["id"], 60
+    )
+    assert second["data"]["failed"] is True and "FAILED" in second["body"]
+    assert "run exp-0a0a0a0a" in second["body"] and "[budgets]" in second["body"]
+    other = wait_reply(
+        society, say(society, "@asker", "elsewhere?", thread="exp-0b0b0b0b")["id"], 60
+    )
+    assert other["body"] == "through the gateway", other
+    assert [e["status"] for e in gw.ledger()] == [200, 429, 200]

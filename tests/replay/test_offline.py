@@ -63,12 +63,12 @@ def poison_the_recording(society: Society, backend: FakeOpenAI, token: str, thre
     for extra, more_headers in (
         ({}, {}),
         ({"user": "someone else"}, {}),
-        ({}, {"x-bullpen-run": thread}),  # claiming termgen's run does not make it termgen
+        ({}, {"x-bullpen-thread": thread}),  # claiming termgen's run does not make it termgen
     ):
         answer = HTTP.post(url, json={**body, **extra}, headers={**headers, **more_headers})
         assert answer.status_code == 200, answer.text
         assert "poison" in answer.text
-    # termgen's seat named its run (x-bullpen-run): its answer is kept under it, unchanged.
+    # termgen's seat named its run (x-bullpen-thread): its answer is kept under it, unchanged.
     kept = Recording(recording).answer("termgen", thread, request_digest(body))
     assert kept is not None and "poison" not in json.dumps(kept)
 
