@@ -295,7 +295,6 @@ def build_parser() -> argparse.ArgumentParser:
         default="caller",
         help="group rows by (caller: the nick; thread: the run)",
     )
-    g.add_argument("--json", action="store_true", help="print the rows as JSON")
     g = gateway_action(
         "summary",
         "post one UTC day's usage (calls, tokens, by caller and backend, budgets) into "
