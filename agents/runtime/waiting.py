@@ -37,13 +37,16 @@ class NotListening(BullpenError):
     """The nick a command would ask does not answer a ping: nothing would ever reply."""
 
 
-async def require_listening(client: RoomClient, nick: str, timeout: float = PING_S) -> None:
-    """Ping `nick` (its lurker answers a ping itself); NotListening when no pong comes back."""
+async def require_listening(
+    client: RoomClient, nick: str, timeout: float = PING_S
+) -> dict[str, Any]:
+    """Ping `nick` (its lurker answers a ping itself): its pong, which says where it runs and
+    on which society.toml (agents.runtime.ping); NotListening when no pong comes back."""
     answered = await ping(client, [nick], timeout)
     if nick in answered.unsent:  # the hub refused or could not be reached: its own error
         raise answered.unsent[nick]
     if nick in answered.pongs:
-        return
+        return answered.pongs[nick]
     raise NotListening(
         f"@{nick} did not answer a ping within {timeout:g} s, so nothing would act on the "
         f"run: its lurker is not running (or cannot reach the hub). Start it with `bullpen up` "
