@@ -14,7 +14,7 @@ It reads the prompt on stdin and acts by FAKE_CODER_MODE:
   answer       print {"files": [{"path": FAKE_ANSWER_PATH, "content": FAKE_ANSWER_FILE's text}]}
                (a seat the judge asks for JSON: the testdesign seat)
 FAKE_CODER_SLEEP delays the act; FAKE_CODER_LOG gets one JSON line per call (the BULLPEN_*
-variables, the working directory, whether the prompt holds the spec path).
+variables, the working directory, whether the prompt holds the spec path, the prompt).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def main() -> int:
             "prompt_has_spec": bool(os.environ.get("BULLPEN_SPEC"))
             and Path(os.environ["BULLPEN_SPEC"]).name in prompt,
             "first_line": prompt.splitlines()[0] if prompt else "",
+            "prompt": prompt,
         }
         with open(os.environ["FAKE_CODER_LOG"], "a", encoding="utf-8") as log:
             log.write(json.dumps(record) + "\n")
