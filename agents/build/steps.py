@@ -274,5 +274,6 @@ async def grind_spec(message: Message, ctx: StepContext) -> Reply:
             "model": result.model,
             "language": language.name,
             "lessons": result.lessons,  # the ids a code seat was shown, not only handed over
+            "memory": [n.id for n in job.ticket["memory"]] if result.iterations else [],
         },
     )

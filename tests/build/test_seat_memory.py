@@ -59,6 +59,12 @@ def test_the_code_seat_is_shown_the_sandbox_and_ops_entries_with_their_ids(
     done = run_cli(society.root, "build", str(path), "--wait-timeout", "120", timeout=150)
     assert done.returncode == 0, done.stdout + done.stderr
 
+    thread = done.stderr.split("build ", 1)[1].split()[0]
+    grind = next(
+        m["data"] for m in society.lines()
+        if m.get("thread") == thread and (m.get("data") or {}).get("kind") == "grind-result"
+    )  # fmt: skip
+    assert grind["memory"] == [saved_ids[ns] for ns in SAVED]  # the room says what it was told
     prompt = json.loads(log.read_text().splitlines()[-1])["prompt"]
     for ns, text in SAVED.items():
         assert f"- [{saved_ids[ns]}] ({ns}) {text}" in prompt, prompt
