@@ -78,7 +78,11 @@ class HubConfig(_Strict):
     relaxed: str | None = "127.0.0.1:8081"
     url: str | None = Field(default=None, description="how clients reach the strict listener")
     relaxed_url: str | None = None
-    checkpoint_interval_s: float = Field(default=60.0, gt=0)
+    # The hub signs a checkpoint this long after the room grows, at most once per interval
+    # (docs/audit.md): a line is provable about a second after it was posted.
+    checkpoint_interval_s: float = Field(default=1.0, gt=0)
+    # Witnesses whose cosignatures the hub keeps: verifier keys from `bullpen witness --show-key`.
+    witnesses: list[str] = Field(default_factory=list, max_length=16)
     # The origin line of the room's signed tree checkpoints (docs/audit.md); default bullpen/<host>.
     tlog_origin: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._/:-]{1,200}$")
     # Bounds against a flooding client (room/limits.py, docs/room.md "Limits"); 0 turns a rate off.
@@ -98,10 +102,37 @@ class HubConfig(_Strict):
     )
     unverified_burst_s: float = Field(default=HubLimits.unverified_burst_s, gt=0)
     min_free_disk_bytes: int = Field(default=HubLimits.min_free_disk_bytes, ge=0)
+    verified_nick_posts_per_s: float = Field(default=HubLimits.verified_nick_posts_per_s, ge=0)
+    verified_nick_bytes_per_s: float = Field(default=HubLimits.verified_nick_bytes_per_s, ge=0)
+    verified_burst_s: float = Field(default=HubLimits.verified_burst_s, gt=0)
+    verified_min_free_disk_bytes: int = Field(default=HubLimits.verified_min_free_disk_bytes, ge=0)
 
     def limits(self) -> HubLimits:
         """The bounds as the hub takes them."""
         return HubLimits(**{f.name: getattr(self, f.name) for f in fields(HubLimits)})
+
+    @field_validator("witnesses")
+    @classmethod
+    def _witnesses(cls, value: list[str]) -> list[str]:
+        from trust import note
+
+        for key in value:
+            try:
+                witness = note.parse_verifier(key)
+            except note.NoteError as exc:
+                raise ValueError(f"witness {key[:80]!r}: {exc}") from None
+            if witness.kind != note.COSIGNATURE:
+                raise ValueError(
+                    f"witness {witness.name}: a witness's key is a cosignature key (type 0x04), "
+                    "the line `bullpen witness --show-key` prints, not a log's key"
+                )
+        return value
+
+    def witness_keys(self) -> tuple[Any, ...]:
+        """The configured witnesses as note verifiers."""
+        from trust import note
+
+        return tuple(note.parse_verifier(key) for key in self.witnesses)
 
     @field_validator("strict", "relaxed")
     @classmethod

@@ -7,6 +7,7 @@ room/room.jsonl  the room (its place is configurable)
 state/<nick>/    each lurker's cursor and flags (under systemd: $STATE_DIRECTORY/<nick>)
 secrets/gateway/<nick>.token   a caller's token for the model gateway (0600)
 gateway/ledger.jsonl           one line per model call through the gateway
+home.toml        the bullpen that made the home and each file family's format (agents.formats)
 """
 
 from __future__ import annotations
@@ -160,6 +161,11 @@ class Home:
                 f"no bullpen home at {self.root} (society.toml is missing); create one with "
                 f"`bullpen init {self.root}` or pass --home DIR / set BULLPEN_HOME"
             )
+        # A home a newer bullpen wrote is refused here, before anything is read; an older
+        # one has its safe migrations run (agents/formats.py).
+        from agents import formats
+
+        formats.check(self.root)
 
     def secret(self) -> bytes:
         """The shared secret; from now on this process scrubs it from logs and posts."""

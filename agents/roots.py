@@ -27,7 +27,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -38,7 +38,16 @@ from room.errors import BullpenError, ConfigError, StepFailed
 if TYPE_CHECKING:
     from agents.home import Home
 
-__all__ = ["OutsideRoot", "Roots", "inside", "real_path_of"]
+__all__ = [
+    "SECRET_KEYS",
+    "OutsideRoot",
+    "PlaceKey",
+    "Roots",
+    "gather_places",
+    "inside",
+    "real_path_of",
+    "secret_places",
+]
 
 _READ = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK  # a FIFO must not hang a step
 _DIR = os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY
@@ -124,13 +133,65 @@ def _resolve(path: Path) -> Path:
         raise OSError(errno.ELOOP, "a loop of links", str(path)) from None
 
 
+# The home's secret places, each configuration key once (agents/privateplaces.py adds the
+# private data and is what a fence hides; no root may hold or lie in a secret place).
+
+
+@dataclass(frozen=True)
+class PlaceKey:
+    """One configuration key (or fixed place) naming a place to hide, and how to find it."""
+
+    key: str  # as an operator finds it: "trust.toml secret_file", "[gateway] ledger"
+    holds: str  # what lies there, said for a person
+    paths: Callable[[Home], Iterable[Path]]
+
+
+def _trust(key: str) -> Callable[[Home], list[Path]]:
+    def paths(home: Home) -> list[Path]:
+        return [getattr(home.trust, key)]
+
+    return paths
+
+
+def _credentials(home: Home) -> list[Path]:
+    value = home.society.room.credentials
+    return [home.path(value)] if value else []
+
+
+SECRET_KEYS: tuple[PlaceKey, ...] = (
+    PlaceKey(
+        "the home's secrets/",
+        "every secret bullpen makes itself: gateway caller tokens, the web token, the "
+        "trust.toml defaults",
+        lambda home: [home.root / "secrets", home.gateway_token_dir()],
+    ),
+    PlaceKey("trust.toml", "where each secret file is", lambda home: [home.trust_file]),
+    PlaceKey("trust.toml secret_file", "the shared secret", _trust("secret_file")),
+    PlaceKey(
+        "trust.toml relaxed_token_file", "the relaxed bearer token", _trust("relaxed_token_file")
+    ),
+    PlaceKey("trust.toml read_token_file", "the read token", _trust("read_token_file")),
+    PlaceKey("trust.toml hub_key_file", "the hub's signing key", _trust("hub_key_file")),
+    PlaceKey("trust.toml key_dir", "each nick's private key", _trust("key_dir")),
+    PlaceKey("[room] credentials", "the NATS credentials of a JetStream room", _credentials),
+)
+
+
+def gather_places(home: Home, keys: Iterable[PlaceKey], strict: bool) -> list[Path]:
+    found: list[Path] = []
+    for key in keys:
+        try:
+            found += key.paths(home)
+        except (BullpenError, OSError):
+            if strict:
+                raise
+    return list(dict.fromkeys(Path(place).resolve() for place in found))
+
+
 def secret_places(home: Home) -> list[Path]:
-    """The home's secret places: no root may hold one or lie inside one."""
-    found = [home.root / "secrets", home.trust_file]
-    with contextlib.suppress(BullpenError, OSError):
-        trust = home.trust
-        found += [trust.secret_file, trust.relaxed_token_file, trust.hub_key_file, trust.key_dir]
-    return list(dict.fromkeys(place.resolve() for place in found))
+    """The home's secret places, resolved: no root may hold one or lie inside one. A home
+    whose trust.toml cannot be read still has its secrets/ folder and trust.toml named."""
+    return gather_places(home, SECRET_KEYS, strict=False)
 
 
 @dataclass(frozen=True)

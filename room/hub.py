@@ -39,6 +39,7 @@ from room.readbody import FIRST_PAGE_LINES, ReadAnswer
 from room.say import refuse_query_secrets, serve_say
 from room.tlog import TransparencyLog
 from room.tlogapi import TlogEndpoints
+from room.version import __version__
 from trust.gate import Gate
 
 log = structlog.get_logger("room.hub")
@@ -53,7 +54,8 @@ async def _answered_before_routing(request: Request) -> Response:
 
 
 def _error(exc: BullpenError, status: int) -> JSONResponse:
-    return JSONResponse(exc.to_dict(), status_code=status)
+    """The JSON answer, with the error's own headers (a 429's Retry-After)."""
+    return JSONResponse(exc.to_dict(), status_code=status, headers=getattr(exc, "headers", None))
 
 
 class Hub:
@@ -144,8 +146,10 @@ class ListenerApp:
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
                 break
-            if await hub._wait_for_lines(result.last_seq, remaining):
-                result = await hub.log.read(result.last_seq, page, flt)
+            # From max(after, head): a reader asking past the head never gets a line <= after.
+            cursor = max(after, result.last_seq)
+            if await hub._wait_for_lines(cursor, remaining):
+                result = await hub.log.read(cursor, page, flt)
         limits = hub.limits.settings if hub.limits is not None else HubLimits()
         return ReadAnswer(hub.log, result, page, limit, flt, limits.read_max_bytes)  # type: ignore[return-value]
 
@@ -156,6 +160,7 @@ class ListenerApp:
         problem = failed.message if failed is not None else log.unavailable
         body: dict[str, Any] = {
             "ok": problem is None,
+            "version": __version__,  # a society running mixed versions shows it
             "listener": self.listener,
             "seq": log.head.seq,
             "head": log.head.hash,

@@ -139,8 +139,7 @@ class JsonlLog(RoomLog):
                 checkpoint=self._checkpoint,
                 mark=durable.load(self.path),
             )
-            self._mark = durable.MarkWriter(self.path)
-            self._publish()
+            self._mark = durable.MarkWriter(self.path)  # published once the hub serves
         except OSError as exc:
             self._release()
             raise DurabilityError(
@@ -226,6 +225,14 @@ class JsonlLog(RoomLog):
         if written != len(blob):
             raise OSError(errno.EIO, f"short write: {written} of {len(blob)} bytes")
         self._io.fsync(self._fd)
+
+    def serving(self) -> None:
+        """Every start-up check passed: followers may now act on the room as recovered.
+
+        Not at open: a hub that then refuses the room (a line appended behind its
+        back, a contradicted checkpoint) must not tell lurkers that line is durable.
+        """
+        self._publish()
 
     def _publish(self, size: int | None = None, head: Head | None = None) -> None:
         """Tell file followers how far the room is durable (after the fsync, never before)."""

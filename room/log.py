@@ -170,6 +170,12 @@ class RoomLog(abc.ABC):
             self.readers_waiting -= 1
         return self.head.seq > after
 
+    def serving(self) -> None:
+        """The hub passed every start-up check and serves this room: publish what it holds
+        (the JSONL engine's durable mark). Nothing is published before: a refused start
+        tells no follower anything."""
+        return None  # an engine with nothing to publish (JetStream: the stream is the record)
+
     @abc.abstractmethod
     async def close(self) -> None:
         """Finish pending work and release the room."""

@@ -99,9 +99,13 @@ def _errors(*codes: int) -> dict[str, Any]:
         400: "malformed post or parameters",
         401: "missing or wrong proof or token",
         413: "body or data too large",
-        429: "an unverified poster is over its rate ([hub] unverified_*); see retry_after_s",
+        403: "the witness key is not in [hub] witnesses, or is the hub's own",
+        409: "the cosigned checkpoint is not the hub's current one: fetch it again",
+        429: "a poster is over its rate ([hub] unverified_*, verified_*); see retry_after_s "
+        "and the Retry-After header",
         503: "the room cannot accept writes",
-        507: "the room's disk is under [hub] min_free_disk_bytes: unverified posts refused",
+        507: "the room's disk is under [hub] min_free_disk_bytes (unverified posts refused) "
+        "or verified_min_free_disk_bytes (every post refused)",
     }
     return {str(code): _json(_ERROR, text[code]) for code in codes}
 
@@ -178,8 +182,8 @@ def _tlog_paths() -> dict[str, Any]:
                     ),
                 },
                 "responses": {
-                    "200": _json({"type": "object"}, "kept"),
-                    **_errors(400, 401, 413),
+                    "200": _json({"type": "object"}, "kept, replacing that witness's older one"),
+                    **_errors(400, 401, 403, 409, 413),
                 },
             }
         },
@@ -193,6 +197,8 @@ def schema(listener: str) -> dict[str, Any]:
         {
             "name": "after",
             "in": "query",
+            "description": "lines with a larger seq only; with wait, a long-poll from "
+            "max(after, head): a line at or below after is never returned",
             "schema": {"type": "integer", "minimum": 0, "maximum": MAX_AFTER},
         },
         {
@@ -266,7 +272,23 @@ def schema(listener: str) -> dict[str, Any]:
             "/health": {
                 "get": {
                     "responses": {
-                        "200": _json({"type": "object"}, "the hub is up"),
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["ok", "version", "listener", "seq", "head"],
+                                "properties": {
+                                    "ok": {"type": "boolean"},
+                                    "version": {
+                                        "type": "string",
+                                        "description": "the bullpen version the hub runs",
+                                    },
+                                    "listener": {"type": "string"},
+                                    "seq": {"type": "integer"},
+                                    "head": {"type": "string"},
+                                },
+                            },
+                            "the hub is up",
+                        ),
                         **_errors(503, *auth),
                     }
                 }

@@ -96,8 +96,9 @@ async def say(hub: Hub, relaxed: bool, scope: Scope, receive: Receive) -> bytes:
     raw = await read_body(scope, receive)
     post_request = parse_request(raw, screen=gate.refuse_secrets)
     verified = await gate.admit(post_request, relaxed)
-    if not verified and hub.limits is not None:
-        hub.limits.admit_unverified(post_request.post.from_, len(raw))
+    if hub.limits is not None:  # verified or not, each poster is bounded (room/limits.py)
+        admit = hub.limits.admit_verified if verified else hub.limits.admit_unverified
+        admit(post_request.post.from_, len(raw))
     via = gate.admitted_via(post_request, relaxed, verified)
     stored = await hub.log.append(Draft(post_request.post, verified, via))
     tlog = hub.tlog

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,12 @@ from room.jsonl import Checkpointed, JsonlLog
 from room.limits import HubLimits, Limits
 from room.log import RoomLog
 from room.tlog import Opened, TransparencyLog, default_origin, open_tlog
+from room.version import __version__
 from trust import checkpoint, hubkey
 from trust import table as trust_table
 from trust.gate import Gate
 from trust.nonces import NonceStore
+from trust.note import Verifier
 from trust.screen import Screen
 from trust.secretfiles import ensure_secret_text, read_secret_text
 from trust.table import TrustTable
@@ -51,11 +54,12 @@ class HubSettings:
     trust: TrustTable
     strict: tuple[str, int]
     relaxed: tuple[str, int] | None
-    checkpoint_interval_s: float = 60.0
+    checkpoint_interval_s: float = 1.0
     engine: str = "jsonl"
     engine_options: dict[str, Any] = field(default_factory=dict)
     limits: HubLimits = field(default_factory=HubLimits)
     tlog_origin: str | None = None  # the checkpoints' origin line (room/tlog.py default_origin)
+    witnesses: tuple[Verifier, ...] = ()  # whose cosignatures the hub keeps ([hub] witnesses)
 
 
 def build_log(
@@ -96,14 +100,19 @@ def checkpoint_file(room: Path) -> Path:
 
 
 class Checkpointer:
-    """Signs the room's head now and then, and once more at shutdown (and the tree's note)."""
+    """Signs the tree's note and the room's JSON checkpoint soon after the room grows.
+
+    A line is provable once a signed note covers it, so the hub signs right
+    after the room grows (Tessera integrates within about a second), batched:
+    at most one checkpoint per `interval_s`, so a burst of posts costs one
+    signature and one fsync of the tree, not one each. The tree is made
+    durable and its note signed *before* the JSON checkpoint is written: a JSON
+    checkpoint never names a head the signed tree on disk does not hold, so an
+    audit after a crash locates a rewrite by the tree whatever the timing.
+    """
 
     def __init__(
-        self,
-        room: Path,
-        room_log: RoomLog,
-        key: Ed25519PrivateKey,
-        tlog: TransparencyLog | None = None,
+        self, room: Path, room_log: RoomLog, key: Ed25519PrivateKey, tlog: TransparencyLog
     ) -> None:
         self.path = checkpoint_file(room)
         self._log = room_log
@@ -118,14 +127,23 @@ class Checkpointer:
         checkpoint.write(self.path, checkpoint.make(self._key, head.seq, head.hash))
         self._last_seq = head.seq
 
+    async def checkpoint(self) -> None:
+        """The tree's note, then the JSON checkpoint (OSError: neither was written)."""
+        await self.tlog.sign()
+        await asyncio.to_thread(self.write)
+
     async def every(self, interval_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        signed_at = -interval_s
         while True:
-            await asyncio.sleep(interval_s)
+            await self.tlog.grown.wait()
+            await asyncio.sleep(max(0.0, signed_at + interval_s - loop.time()))
+            self.tlog.grown.clear()  # lines stored from here on call for the next one
+            signed_at = loop.time()
             try:
-                await asyncio.to_thread(self.write)
-                if self.tlog is not None:
-                    await self.tlog.sign()
+                await self.checkpoint()
             except OSError as exc:
+                self.tlog.grown.set()  # tried again after the interval
                 log.warning("could not write a checkpoint", error=str(exc), path=str(self.path))
 
 
@@ -176,6 +194,10 @@ def _keep_aside(path: Path, problem: str) -> str:
     return f"{problem}. That checkpoint is kept as {kept}; check it with `bullpen audit --checkpoint {kept}`"
 
 
+def _same_key(witness: Verifier, key: Ed25519PrivateKey) -> bool:
+    return witness.public.public_bytes_raw() == key.public_key().public_bytes_raw()
+
+
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -200,6 +222,13 @@ async def run_hub(settings: HubSettings) -> int:
             f"bullpen hub: cannot create the read token file {trust.read_token_file} "
             f"({exc.strerror or exc}); make its folder writable, or create it with "
             f"`umask 077; openssl rand -hex 32 > {trust.read_token_file}`"
+        )
+        return EXIT_CONFIG
+    own = [w.name for w in settings.witnesses if _same_key(w, hub_key)]
+    if own:
+        _say(
+            f"bullpen hub: [hub] witnesses names the hub's own key ({own[0]}): a witness is a "
+            "different key that cosigns the hub's checkpoints; remove it from society.toml"
         )
         return EXIT_CONFIG
     logs.register_secret(secret)
@@ -254,6 +283,7 @@ async def run_hub(settings: HubSettings) -> int:
             settings.tlog_origin or default_origin(),
             lambda: trust.public_keys,
             floor=known.seq if known is not None else 0,
+            witnesses=settings.witnesses,
         )
         problem = opened.problem
     except (OSError, ValueError) as exc:
@@ -268,6 +298,7 @@ async def run_hub(settings: HubSettings) -> int:
         return EXIT_CONFIG
     tlog = opened.tlog
     room_log.on_stored = tlog.stored
+    room_log.serving()  # every check passed: only now may followers act on what it holds
     if opened.rebuilt:
         log.warning("rebuilt the room's Merkle tree from the room", lines=tlog.tree.size)
     for note in report.notes:
@@ -298,22 +329,27 @@ async def run_hub(settings: HubSettings) -> int:
 
     def ready() -> None:
         where = ", ".join(f"{item.name} {item.address}" for item in listeners)
-        log.info("hub listening", **room_log.describe(), seq=report.head.seq, listeners=where)
+        log.info(
+            "hub listening",
+            **room_log.describe(),
+            seq=report.head.seq,
+            listeners=where,
+            version=__version__,
+        )
 
     checkpointer = Checkpointer(settings.room, room_log, hub_key, tlog)
     ticker = asyncio.create_task(checkpointer.every(settings.checkpoint_interval_s))
     hub = Hub(room_log, gate, limits)
     hub.tlog = tlog
     try:
-        await _sign(tlog)  # a note for the room as it opened, before anyone asks for one
+        await _sign(tlog.sign)  # a note for the room as it opened, before anyone asks for one
         await serve(hub, listeners, on_ready=ready)
     finally:
         ticker.cancel()
         await room_log.close()
         nonces.close()
         if not fatal:
-            checkpointer.write()
-            await _sign(tlog)
+            await _sign(checkpointer.checkpoint)
         try:
             tlog.tree.close()
         except OSError as exc:  # the room is what counts: the next start rebuilds the tree
@@ -329,9 +365,9 @@ async def run_hub(settings: HubSettings) -> int:
     return EXIT_OK
 
 
-async def _sign(tlog: TransparencyLog) -> None:
+async def _sign(sign: Callable[[], Awaitable[object]]) -> None:
     try:
-        await tlog.sign()
+        await sign()
     except OSError as exc:
         log.warning("could not sign the tree's checkpoint note", error=str(exc))
 

@@ -3,16 +3,18 @@
 The engine hands every stored line to `stored` (the JSONL writer after its
 fsync, the JetStream view as it follows the stream), so the tree grows with
 the room whoever appended. `sign` fsyncs the tree and writes the signed
-note (trust/note.py) to `<room>.tlog/checkpoint`; the hub signs with the
-interval of its JSON checkpoint, at shutdown, and — before it answers — after
+note (trust/note.py) to `<room>.tlog/checkpoint`; the hub signs soon after
+the room grows (room/service.py Checkpointer), at shutdown, and — before it answers — after
 every verified line that carries no signature of a nick with its own key
 (`cover`): such a line is vouched for by nothing but the hub's word, so the
 hub's signed record must hold it before anyone can rely on it (issue 23:
 `via` is as forgeable as `verified`; trust/audit.py refuses such a line that
 no checkpoint covers, and so does the hub's start-up, `open_tlog`).
 
-Witnesses' cosignatures for the current note are kept in
-`<room>.tlog/cosignatures` and served with it.
+Cosignatures of the current note from the witnesses the operator configured
+([hub] witnesses; one each, the newest) are kept in `<room>.tlog/cosignatures`
+and served with it. Any other key is refused: with the read token anyone can
+POST a cosignature, and a made-up witness must not take a real one's place.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ log = structlog.get_logger("room.tlog")
 
 NOTE_FILE = "checkpoint"
 COSIGNATURES_FILE = "cosignatures"
-MAX_WITNESSES = 16
 PAGE = 1000
 
 
@@ -55,16 +56,28 @@ def note_path(room: Path) -> Path:
     return tree_dir(room) / NOTE_FILE
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write, fsync, rename: a reader sees the old file or the new one, never half."""
-    tmp = path.with_name(path.name + ".tmp")
+def write_atomic(path: Path, data: bytes, *, overwrite: bool = True) -> None:
+    """Write, fsync, rename: a reader sees the old file or the new one, never half.
+
+    `overwrite=False` puts the file in place with link(2), which never replaces
+    one: FileExistsError when `path` exists (or appeared meanwhile), nothing written.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp" if not overwrite else path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
     finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        tmp.unlink(missing_ok=True)  # gone after a rename; a link leaves it behind
 
 
 def load_note(path: Path, verifier: note.Verifier) -> note.Note | None:
@@ -103,6 +116,7 @@ class TransparencyLog:
         room_log: RoomLog,
         key: Ed25519PrivateKey,
         origin: str,
+        witnesses: Sequence[note.Verifier] = (),
     ) -> None:
         self.folder = tree_dir(room)
         self.tree = tree
@@ -110,6 +124,9 @@ class TransparencyLog:
         self.key = key
         self.origin = origin
         self.verifier = note.verifier_of(origin, key)
+        # The witnesses the operator named ([hub] witnesses): only their cosignatures are kept.
+        self.witnesses = {(w.name, w.hash): w for w in witnesses}
+        self.grown = asyncio.Event()  # set as lines are stored: the checkpointer's cue
         self.note: note.Note | None = None
         self.cosignatures: list[note.SignatureLine] = []
         self._pending: list[tuple[int, bytes]] = []
@@ -128,6 +145,7 @@ class TransparencyLog:
         """
         if self.broken is not None:
             return
+        self.grown.set()
         try:
             self._grow(lines)
         except OSError as exc:
@@ -209,6 +227,10 @@ class TransparencyLog:
     def signed_size(self) -> int:
         return self.note.head().size if self.note is not None else 0
 
+    @property
+    def signed_root(self) -> bytes:
+        return self.note.head().root if self.note is not None else merkle.EMPTY_ROOT
+
     async def sign(self) -> note.Note | None:
         """Sign the tree as it is now, if it grew since the last note (None: nothing new)."""
         async with self._lock:
@@ -259,6 +281,14 @@ class TransparencyLog:
             raise BadRequest(f"the cosignature was not accepted: {exc}") from None
         if witness.kind != note.COSIGNATURE:
             raise BadRequest("the witness key must be a cosignature key (type 0x04)")
+        if (witness.name, witness.hash) not in self.witnesses:
+            refused = BadRequest(
+                f"the witness key {witness.text()[:200]} is not one this hub's operator "
+                "configured: the hub keeps cosignatures only from the verifier keys listed in "
+                '[hub] witnesses in society.toml (`bullpen docs audit`, "Running a witness")'
+            )
+            refused.status = 403
+            raise refused
         if self.note is None or given.text != self.note.text:
             refused = BadRequest(
                 "the cosigned checkpoint is not the hub's current one; fetch "
@@ -272,11 +302,7 @@ class TransparencyLog:
             s for s in given.signatures if s.name == witness.name and s.hash == witness.hash
         )
         kept = [s for s in self.cosignatures if (s.name, s.hash) != (witness.name, witness.hash)]
-        if len(kept) >= MAX_WITNESSES:
-            full = BadRequest(f"the hub keeps at most {MAX_WITNESSES} cosignatures of a note")
-            full.status = 429
-            raise full
-        self.cosignatures = [*kept, line]
+        self.cosignatures = [*kept, line]  # its own older one replaced, one per witness
         state = {"text": self.note.text, "lines": [s.text() for s in self.cosignatures]}
         write_atomic(self.folder / COSIGNATURES_FILE, json.dumps(state).encode())
         return len(self.cosignatures)
@@ -288,7 +314,7 @@ class TransparencyLog:
             lines = note.parse(self.note.text + "\n" + "".join(state["lines"])).signatures
         except (OSError, ValueError, KeyError, TypeError, AssertionError):
             return  # none, or for an older note: witnesses cosign the current one again
-        self.cosignatures = [s for s in lines if s.name != self.origin][:MAX_WITNESSES]
+        self.cosignatures = [s for s in lines if (s.name, s.hash) in self.witnesses]
 
 
 @dataclass(frozen=True)
@@ -305,53 +331,26 @@ async def open_tlog(
     origin: str,
     keyed: Callable[[], dict[str, Any]],
     floor: int = 0,
+    witnesses: Sequence[note.Verifier] = (),
 ) -> Opened:
     """Open (or rebuild) the tree for the room the log opened, and check it.
 
     `floor` is what the hub's older JSON checkpoint covers. Refused, with the
     reason in `problem`: a room whose lines no longer hash to the root the hub
     signed, and a verified line of a keyed nick with no sig beyond everything
-    the hub signed — the hub never wrote one it did not cover first.
+    the hub signed — the hub never wrote one it did not cover first (checked
+    before the tree takes any line, so that refusal leaves the tree as it was).
     """
     tree = Tree(tree_dir(room))
-    tlog = TransparencyLog(room, tree, room_log, key, origin)
+    tlog = TransparencyLog(room, tree, room_log, key, origin, witnesses)
     try:
         tlog.note = load_note(note_path(room), tlog.verifier)
     except note.NoteError as exc:
         log.warning("the checkpoint note does not verify; moved aside", detail=str(exc))
         os.replace(note_path(room), note_path(room).with_suffix(".unverified"))
     tlog._load_cosignatures()
-    head = room_log.head.seq
-    rebuilt = False
-    if tree.size > head:
-        tree.truncate(head)
-    if tree.size and not (await _agrees(tree, room_log) and tree.levels_agree()):
-        tree.truncate(0)  # derived data that disagrees with the room or itself: make it again
-        rebuilt = True
-    elif head and not tree.size:
-        rebuilt = True  # none yet (or deleted): built from the room now
-    await tlog.catch_up()
-    signed = tlog.signed_size
-    stale = tlog.note is not None and not rebuilt and signed <= tree.size
-    if stale and tlog.note is not None and tree.root(signed) != tlog.note.head().root:
-        tree.truncate(0)  # the files, or the room? rebuilt from the room, the check says which
-        rebuilt = True
-        await tlog.catch_up()
-    if signed > tree.size:
-        return Opened(
-            tlog,
-            f"the room ends at seq {tree.size}, but the hub's signed tree note "
-            f"{note_path(room)} holds {signed} lines: lines were cut off",
-            rebuilt,
-        )
-    if tlog.note is not None and tree.root(signed) != tlog.note.head().root:
-        return Opened(
-            tlog,
-            f"the room's first {signed} lines do not hash to the root the hub signed in "
-            f"{note_path(room)}: a line below seq {signed} was changed, dropped or inserted",
-            rebuilt,
-        )
-    forged = await _first_unvouched(room_log, max(signed, floor), keyed())
+    # First, before the tree takes any line: a refused start changes nothing beside the room.
+    forged = await _first_unvouched(room_log, max(tlog.signed_size, floor), keyed())
     if forged is not None:
         seq, nick = forged
         return Opened(
@@ -359,9 +358,81 @@ async def open_tlog(
             f"line {seq} says {nick} posted it verified with no sig, but {nick} proves with its "
             "own key, and no checkpoint the hub signed covers that line: the hub covers every "
             "such line before it answers, so this one was appended behind its back",
-            rebuilt,
         )
+    head = room_log.head.seq
+    signed = tlog.signed_size
+    intact = tree.size <= head and (
+        not tree.size or (await _agrees(tree, room_log) and tree.levels_agree())
+    )
+    vouched = intact and tree.size >= signed and tree.root(signed) == tlog.signed_root
+    if tlog.note is not None and not vouched:
+        # The files cannot vouch for the room: check the room against the note itself, and
+        # refuse before the tree changes (its files are what lets an audit locate a rewrite).
+        problem = await _room_against(room_log, tlog.note.head(), note_path(room))
+        if problem is not None:
+            return Opened(tlog, problem)
+    rebuilt = False
+    if tree.size > head:
+        tree.truncate(head)
+        intact = not tree.size or (await _agrees(tree, room_log) and tree.levels_agree())
+    if tree.size and not intact:
+        tree.truncate(0)  # derived data that disagrees with the room or itself: make it again
+        rebuilt = True
+    elif head and not tree.size:
+        rebuilt = True  # none yet (or deleted): built from the room now
+    await tlog.catch_up()
+    stale = tlog.note is not None and not rebuilt and signed <= tree.size
+    if stale and tree.root(signed) != tlog.signed_root:
+        tree.truncate(0)  # the files, or the room? rebuilt from the room, the check says which
+        rebuilt = True
+        await tlog.catch_up()
+    if signed > tree.size:
+        return Opened(tlog, _cut_off(tree.size, signed, note_path(room)), rebuilt)
+    if tlog.note is not None and tree.root(signed) != tlog.signed_root:
+        return Opened(tlog, _rewritten(signed, note_path(room)), rebuilt)
     return Opened(tlog, None, rebuilt)
+
+
+def _cut_off(ends: int, signed: int, path: Path) -> str:
+    return (
+        f"the room ends at seq {ends}, but the hub's signed tree note {path} holds {signed} "
+        "lines: lines were cut off"
+    )
+
+
+def _rewritten(signed: int, path: Path) -> str:
+    return (
+        f"the room's first {signed} lines do not hash to the root the hub signed in {path}: "
+        f"a line below seq {signed} was changed, dropped or inserted"
+    )
+
+
+async def _room_against(room_log: RoomLog, head: note.TreeHead, path: Path) -> str | None:
+    """Why the room's first `head.size` lines are not the tree the note signed (None: they
+    are), folded as they stream past: nothing is written."""
+    folding = merkle.Folding(head.size)
+    after = 0
+    while after < head.size:
+        result = await room_log.read(after, PAGE, Filter())
+        taken = after
+        for raw in result.lines:
+            seq = seq_of(raw)
+            while after + 1 < seq and after < head.size:  # a line /read skips: its bytes
+                missing = await room_log.line_at(after + 1)
+                if missing is None:
+                    break
+                folding.add(missing)
+                after += 1
+            if seq == after + 1 and after < head.size:
+                folding.add(raw)
+                after += 1
+        if after == taken:  # nothing /read gives: the next line's bytes as they are, or the end
+            missing = await room_log.line_at(after + 1)
+            if missing is None:
+                return _cut_off(after, head.size, path)
+            folding.add(missing)
+            after += 1
+    return None if folding.root() == head.root else _rewritten(head.size, path)
 
 
 async def _agrees(tree: Tree, room_log: RoomLog) -> bool:

@@ -20,7 +20,7 @@ from agents.backpass.pipeline import NICKS as BACKPASS_NICKS
 from agents.cli.init import InitOptions, init_home
 from agents.expedition.pipeline import DEFAULT_NICKS
 from agents.home import Home
-from agents.netports import RANGE_VARIABLE, below_ephemeral, free_ports
+from agents.runtime.netports import RANGE_VARIABLE, below_ephemeral, free_ports
 
 REPO = Path(__file__).resolve().parent.parent
 

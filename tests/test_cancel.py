@@ -3,6 +3,7 @@ silence (issue 27). Real hub, foreman and step lurkers; the commands run as proc
 
 from __future__ import annotations
 
+import asyncio
 import io
 import signal
 import subprocess
@@ -280,3 +281,66 @@ def test_the_runs_page_cancels_a_run_with_its_csrf_token(society: Society, tmp_p
     report = wait_for(lambda: final_report(society, "spin-web"), 30, "the CANCELLED report")
     assert report["data"]["cancelled"] is True
     assert report["body"] == "[RUN CANCELLED — cancelled in the web view]"
+
+
+def test_a_cancel_from_another_trusted_nick_is_ignored_and_said_so(
+    society: Society, tmp_path: Path
+) -> None:
+    """Issue 33: any trusted nick stopped a run's step with a cancel notice in reply to the
+    running ask. Only the nick that asked the step (the foreman, which does so only on the
+    run's operator's cancel) may stop it: echo's notice, verified and trusted, leaves the
+    step running, and the step's lurker answers it with a line saying it was ignored; the
+    operator's cancel then stops it as before."""
+    pid_file = _spinner(society, tmp_path)
+    relay(society, "spin-2", ["spinner"])
+    wait_for(pid_file.exists, 30, "the step to start spinning")
+    step_pid = int(pid_file.read_text())
+    ask = wait_for(
+        lambda: next(
+            (
+                m
+                for m in thread_of(society, "spin-2")
+                if m["from"] == "foreman" and m["type"] == "ask"
+            ),
+            None,
+        ),
+        30,
+        "the foreman's ask",
+    )
+
+    async def forge() -> dict[str, Any]:
+        async with society.home.client("echo") as client:
+            return await client.say(
+                "@spinner",
+                "the run spin-2 was cancelled: stop this step (forged)",
+                type="chat",
+                data={"cancel": True, "ask": ask["id"], "reason": "forged"},
+                in_reply_to=ask["id"],
+                thread="spin-2",
+            )
+
+    forged = asyncio.run(forge())
+    assert forged["verified"] is True
+    said = wait_for(
+        lambda: next(
+            (m for m in thread_of(society, "spin-2") if m.get("in_reply_to") == forged["id"]),
+            None,
+        ),
+        30,
+        "the step's lurker to say the cancel was ignored",
+    )
+    assert said["from"] == "spinner" and said["to"] == "@echo" and said["type"] == "reply"
+    assert "IGNORED A CANCEL" in said["body"] and "@foreman" in said["body"]
+    assert (said.get("data") or {}).get("cancel_ignored") is True
+    # The lurker decides before it says so: a step it stopped would be dying or dead now.
+    assert _alive(step_pid), "a cancel from echo stopped the foreman's step"
+    answers = [
+        m
+        for m in thread_of(society, "spin-2")
+        if m.get("in_reply_to") == ask["id"] and m["from"] == "spinner"
+    ]
+    assert answers == []  # no cancelled flag: it still works
+
+    done = run_cli(society.root, "cancel", "spin-2", "--reason", "the operator's word")
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: not _alive(step_pid), 30, "the spinning step to be killed")

@@ -90,7 +90,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "trust": ("room",),
     "agents.seats": ("room", "trust"),
     "agents.config": ("room", "trust", "agents.seats"),
-    "agents.home": ("room", "trust", "agents.seats", "agents.config"),
+    # the home's format record (home.toml), read at every start: below the home
+    "agents.formats": ("room",),
+    "agents.home": ("room", "trust", "agents.seats", "agents.config", "agents.formats"),
     # shared memory's index and recall: low enough that every lurker can read its lessons
     "agents.memory": _HOME,
     "agents.runtime": (
@@ -105,20 +107,25 @@ LAYERS: dict[str, tuple[str, ...]] = {
         *_HOME,
         "agents.runtime",
     ),
-    # bullpen's one git (build, backpass, librarian) and the allow-list it checks repositories
-    # against: below every pipeline, above only the room's errors
-    "agents.gitguard": (),
-    "agents.safegit": ("room", "agents.gitguard"),
+    # bullpen's one git (build, backpass, librarian), the allow-list it checks repositories
+    # against, and the grinder's work tree with its git directory kept apart: below every
+    # pipeline, above only the room's errors
+    "agents.git": ("room",),
+    # the one safe copy and the one bounded read of what someone handed bullpen (suites,
+    # replays, tickets, bundles): below every pipeline and command that takes files in
+    "agents.intake": ("room", "agents.roots", "agents.config"),
     # the build pipeline: plugs into the foreman through the registry; it runs git through
-    # agents/safegit.py and reads where [backpass] puts the memory repositories (a guarded
+    # agents/git/safe.py and reads where [backpass] puts the memory repositories (a guarded
     # code seat may not write them) from the backpass's own config
     "agents.build": (
         *_HOME,
         "agents.runtime",
         "agents.foreman",
         "agents.roots",
+        "agents.privateplaces",  # every secret and private place: what its fences hide
+        "agents.intake",
         "agents.wording",
-        "agents.safegit",
+        "agents.git",
         "agents.backpass.config",
         "agents.memory",  # the lessons a grinder is handed reach its code seat's prompt
     ),
@@ -167,6 +174,12 @@ def test_lower_folders_never_import_higher_ones() -> None:
             if not any(target == a or target.startswith(a + ".") for a in allowed):
                 wrong.append(f"{name} imports {target}")
     assert wrong == []
+
+
+def test_the_agents_package_keeps_few_loose_modules() -> None:
+    """agents/ holds packages, one per concept, and at most 8 modules loose at its top."""
+    loose = sorted(p.name for p in (REPO / "agents").glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= 8, loose
 
 
 def test_modules_stay_small_and_say_why_they_exist() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.netports import (
+from agents.runtime.netports import (
     PortRangeError,
     below_ephemeral,
     ephemeral_start,

@@ -73,3 +73,30 @@ def test_wheel_carries_defaults_and_unit_templates(tmp_path: Path) -> None:
         "agents/docs/operating.md",  # `bullpen docs operating`, which error messages name
     ):
         assert needed in names, needed
+
+
+def test_build_is_quiet_and_ships_the_license_and_version(tmp_path: Path) -> None:
+    """`python -m build` (sdist, then the wheel from it, with a current setuptools) warns of
+    no data it would leave out, and both carry LICENSE and room/version.py's version."""
+    from room.version import __version__
+
+    source = tmp_path / "src"
+    shutil.copytree(REPO, source, ignore=_ignored)
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(tmp_path / "dist"), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    assert "would be ignored" not in said and "absent from the `packages`" not in said
+    wheel = tmp_path / "dist" / f"bullpen-{__version__}-py3-none-any.whl"
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert f"bullpen-{__version__}.dist-info/licenses/LICENSE" in names
+    metadata = zipfile.ZipFile(wheel).read(f"bullpen-{__version__}.dist-info/METADATA").decode()
+    assert f"\nVersion: {__version__}\n" in metadata and "License-Expression: MIT" in metadata
+    import tarfile
+
+    with tarfile.open(tmp_path / "dist" / f"bullpen-{__version__}.tar.gz") as sdist:
+        assert f"bullpen-{__version__}/LICENSE" in sdist.getnames()

@@ -17,7 +17,9 @@ A copy is found here whatever its
   bytes and as base64 in each of the three alignments a piece of it can start
   at; a token that is itself hex or base64 is spelled from the bytes it
   encodes as well. A private key's raw bytes are spelled the same way, which
-  covers the key part of its PEM body.
+  covers the key part of its PEM body;
+- direction: every spelling is also looked for written backwards (issue 33):
+  reversing is free to a reader and cost the screen only grams, not time.
 
 Only high-entropy values are cut into pieces: tokens (letters, digits and
 `+/=_-` only) and raw keys. A PEM body (whose first bytes are the same for every
@@ -120,7 +122,7 @@ def _spellings(secret: Secret) -> list[_Spelling]:
     value, what = secret.value, secret.what
     if secret.kind == WHOLE:
         text = fold(value)
-        return [_Spelling(text, len(text), what)]
+        return [_Spelling(text, len(text), what), _Spelling(text[::-1], len(text), what)]
     forms: list[bytes] = []
     sources = [value]
     if secret.kind == TOKEN:
@@ -131,6 +133,7 @@ def _spellings(secret: Secret) -> list[_Spelling]:
     for raw in sources:
         forms.append(raw.hex().encode())
         forms += _aligned_base64(raw)
+    forms += [form[::-1] for form in forms]  # each one written backwards too
     return [_Spelling(fold(form), PIECE, what) for form in forms]
 
 

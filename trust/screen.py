@@ -17,10 +17,14 @@ commit, a PR body, and (at the hub) every incoming request. The set is
 
 A value is matched in every form a copy of it takes (trust/pieces.py): in any
 case, with separators between its characters, cut in pieces of 16 characters
-or more (each half of it), and as hex or base64 of its bytes; and, for
-structured content, in the form the hub stores (JSON escapes decoded:
-`\\u0061` is `a`). Only values of at least MIN_SECRET bytes are screened:
-shorter ones would match honest text by chance.
+or more (each half of it), as hex or base64 of its bytes, and each of these
+written backwards; and, for structured content, in the form the hub stores
+(JSON escapes decoded: `\\u0061` is `a`). Text that is not ASCII is looked at
+again in its compatibility form (NFKC, then case-folded), so fullwidth
+letters (`ｓｅｃｒｅｔ`), ligatures and other look-alikes a reader turns back
+into the secret at a glance are matched too (issue 33); ASCII text, the
+usual post, costs one `isascii()` more. Only values of at least MIN_SECRET
+bytes are screened: shorter ones would match honest text by chance.
 
 A hit raises SecretFound naming where the text came from and which kind of
 secret it held, never the secret or where in the text it was; the caller
@@ -33,6 +37,7 @@ import base64
 import os
 import re
 import stat
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -54,6 +59,7 @@ PEM_HEADER = re.compile(rb"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)---
 PEM_BODY = re.compile(rb"[A-Za-z0-9+/]{16,}")
 PEM_LOOKAHEAD = 400
 PEM_BLOCK = "a PEM private key block"
+TOKEN_CHARS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+/=_-"
 TOKEN_RUN = re.compile(rb"[A-Za-z0-9+/=_\-]+")
 
 
@@ -123,7 +129,11 @@ class Screen:
         # with spaces, one too short once folded) is looked for whole, in any case.
         whole = self._whole(secrets)
         self._pieces = PieceIndex(secret for secret in secrets if secret not in whole)
-        self._exact = tuple((secret.value.lower(), secret.what) for secret in whole)
+        self._exact = tuple(
+            (form, secret.what)
+            for secret in whole
+            for form in (secret.value.lower(), secret.value.lower()[::-1])
+        )
 
     @staticmethod
     def _whole(secrets: tuple[Secret, ...]) -> list[Secret]:
@@ -160,8 +170,17 @@ class Screen:
         return cls.of_secrets(_values_of(_files(trust), _named(trust)))
 
     def find(self, content: bytes | str) -> str | None:
-        """Which kind of secret `content` holds, or None."""
+        """Which kind of secret `content` holds, or None: as it is and, when it is not
+        ASCII, in its compatibility form (fullwidth letters folded, module docstring)."""
         data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
+        found = self._find(data)
+        if found is None and not data.isascii():
+            folded = compatibility_form(data)
+            if folded is not None:
+                found = self._find(folded)
+        return found
+
+    def _find(self, data: bytes) -> str | None:
         if self._exact:
             lowered = data.lower()
             for value, what in self._exact:
@@ -192,6 +211,39 @@ class Screen:
         what = self.find_json(value)
         if what is not None:
             raise _found(where, what)
+
+
+def _nfkc_casefold(text: str) -> str:
+    """Unicode's NFKC_Casefold, as the standard builds it from these three steps."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
+# The characters NFKC leaves as they are but case folding turns into ASCII letters (the
+# sharp s as `ss`, the dotted capital I as `i` and a dot): tests/room/test_screen_forms.py
+# recomputes them from this Python's Unicode tables.
+CASEFOLD_ONLY = "ßẞİ"
+_ASCII = bytes(range(128))
+_NOT_TOKEN = bytes(i for i in range(256) if chr(i) not in TOKEN_CHARS)
+
+
+def _has_look_alike(rest: str) -> bool:
+    """Whether text's non-ASCII characters (`rest`) read back as any token character."""
+    plain = unicodedata.normalize("NFKC", rest)  # the input itself, fast, when it is NFKC
+    if plain != rest and plain.encode("utf-8", "replace").translate(None, _NOT_TOKEN):
+        return True
+    return any(char in rest for char in CASEFOLD_ONLY)
+
+
+def compatibility_form(data: bytes) -> bytes | None:
+    """`data` as a reader reads it back (NFKC, case-folded), or None when none of its
+    characters reads back as a letter, digit or other token character: most text that is
+    not ASCII (accents, CJK, dashes, no-break spaces) is told from its non-ASCII bytes
+    alone, so the normalisation of the whole text is paid only by text with a look-alike
+    (bench figures: docs/room.md, "The secret screen"). Bytes that are not UTF-8 become
+    U+FFFD: they were looked at as they are already."""
+    if not _has_look_alike(data.translate(None, _ASCII).decode("utf-8", "replace")):
+        return None
+    return _nfkc_casefold(data.decode("utf-8", "replace")).encode("utf-8")
 
 
 def _found(where: str, what: str) -> SecretFound:

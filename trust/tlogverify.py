@@ -15,14 +15,39 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from room import strictjson
+from room.errors import UsageError
 from trust import merkle, note
 from trust.note import NoteError, TreeHead, Verifier
 
 BUNDLE_FORMAT = "bullpen-proof-bundle/v1"
 
 
+def not_a_witness(hub: Verifier, witness: Verifier) -> str | None:
+    """Why `witness` cannot vouch for `hub`'s checkpoints (None: it can).
+
+    A witness is another key that cosigned (C2SP tlog-cosignature, type 0x04):
+    the log's own signature, or any key of the log's, is never a cosignature.
+    """
+    if witness.public.public_bytes_raw() == hub.public.public_bytes_raw():
+        return (
+            f"{witness.name}'s key is the hub's own key: a witness is a different key that "
+            "cosigned the checkpoint (its verifier key comes from `bullpen witness --show-key`)"
+        )
+    if witness.kind != note.COSIGNATURE:
+        return (
+            f"{witness.name}'s verifier key is a log's signing key (type 0x01), not a witness's "
+            "cosignature key (type 0x04): give the key `bullpen witness --show-key` prints"
+        )
+    return None
+
+
 def checked_note(text: str, hub: Verifier, witnesses: Sequence[Verifier] = ()) -> TreeHead:
     """The checkpoint in `text` when the hub's signature and every named witness's verify."""
+    for witness in witnesses:
+        problem = not_a_witness(hub, witness)
+        if problem is not None:
+            raise NoteError(problem)
     signed = note.parse(text)
     head = signed.head()
     if head.origin != hub.name:
@@ -63,7 +88,7 @@ def decode_proof(items: object) -> list[bytes]:
 def line_seq(line: bytes) -> int:
     """The seq a room line says it has (its leaf index is seq - 1)."""
     try:
-        seq = json.loads(line).get("seq")
+        seq = strictjson.loads(line).get("seq")  # a nesting bomb refused, not recursed
     except (ValueError, AttributeError):
         seq = None
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
@@ -133,8 +158,13 @@ class Bundle:
 
 
 def load_bundle(text: str) -> Bundle:
+    """The bundle in `text`; UsageError when it is not JSON a reader can take (nesting past
+    strictjson's bound is refused, not recursed into), NoteError when it is not a bundle."""
     try:
-        raw = json.loads(text)
+        raw = strictjson.loads(text)
+    except strictjson.JsonRejected as exc:
+        raise UsageError(f"the bundle is not JSON bullpen reads: {exc}") from None
+    try:
         if raw.get("format") != BUNDLE_FORMAT:
             raise NoteError(f"not a proof bundle: its format is not {BUNDLE_FORMAT}")
         seq, line, checkpoint = raw["seq"], raw["line"], raw["checkpoint"]

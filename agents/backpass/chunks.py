@@ -12,8 +12,9 @@ not be. Each chunk is one bulk call; the items of all the chunks are merged
 still checked against the whole trace (step 3).
 
 The window is `[backpass] context_chars` of trace, or, when the bulk
-model's context is given in tokens (`context_tokens`), that many tokens at
-CHARS_PER_TOKEN characters each less the prompt template's own length.
+model's context is given in tokens (`context_tokens`), that many tokens less
+the answer's own (the analysis' max_tokens, which the server keeps room for), at
+CHARS_PER_TOKEN characters each, less the prompt template's own length.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agents.backpass.prompts import ANALYSIS_TOKENS
 from agents.backpass.quotes import fold
 
 __all__ = ["CHARS_PER_TOKEN", "Chunk", "estimate", "merge_items", "split", "window"]
@@ -47,7 +49,7 @@ def window(
     """The trace characters one bulk call is shown (never under MIN_WINDOW, nor 2 × overlap)."""
     chars = context_chars
     if context_tokens is not None:
-        chars = context_tokens * CHARS_PER_TOKEN - template_chars
+        chars = (context_tokens - ANALYSIS_TOKENS) * CHARS_PER_TOKEN - template_chars
     return max(chars, MIN_WINDOW, 2 * overlap + 1)
 
 

@@ -97,7 +97,7 @@ class BackpassConfig(BaseModel):
     )
     context_tokens: int | None = Field(
         default=None,
-        ge=1000,
+        ge=3000,  # the analysis' answer keeps 2,100 of them (agents/backpass/prompts.py)
         description="the bulk model's context in tokens; when set, it decides the chunk size",
     )
     chunk_overlap_chars: int = Field(

@@ -1,6 +1,6 @@
 """Plain `git` for the backpass: read at a commit, branch in a worktree, commit, clean up.
 
-Every call is bullpen's one safe git (agents/safegit.py): an explicit argv
+Every call is bullpen's one safe git (agents/git/safe.py): an explicit argv
 (never a shell), a clean environment, no system or global config, no hooks,
 and a memory repository whose own config or attributes name a command (a
 filter driver, `gpg.program`, `core.fsmonitor`, …) refused by name before
@@ -27,7 +27,7 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.safegit import GitError, PlantedConfig, git, git_argv, git_env
+from agents.git.safe import GitError, PlantedConfig, git, git_argv, git_env
 from trust.screen import HomeSecrets, Screen
 
 __all__ = [

@@ -139,22 +139,13 @@ def _fill(template: str, step: str, values: dict[str, str]) -> str:
         raise StepFailed(f"the {step} prompt template is wrong: {exc}") from None
 
 
-# The most tokens each answer can need (JudgmentRequest.max_tokens): a seat asks for no
-# more, so a weak model that runs on stops long before its seat's timeout.
-# Both scale with their input: an analysis quotes its trace (a token is about four
-# characters), a synthesis edits a bullet or two per open ledger line.
-ANALYSIS_TOKENS_BASE, ANALYSIS_TOKENS_MAX = 300, 2000
-SYNTHESIS_TOKENS_BASE, SYNTHESIS_TOKENS_PER_ENTRY, SYNTHESIS_TOKENS_MAX = 300, 120, 2000
-
-
-def analysis_tokens(trace: str) -> int:
-    """The most an analysis of `trace` can need: observations and quotes out of its text."""
-    return min(ANALYSIS_TOKENS_MAX, ANALYSIS_TOKENS_BASE + len(trace) // 4)
-
-
-def synthesis_tokens(entries: int) -> int:
-    """The most a synthesis over `entries` open ledger lines can need."""
-    return min(SYNTHESIS_TOKENS_MAX, SYNTHESIS_TOKENS_BASE + SYNTHESIS_TOKENS_PER_ENTRY * entries)
+# The most tokens each answer can need (JudgmentRequest.max_tokens): the worst case of the
+# schema each seat is sent (agents/backpass/schemas.py: a few short observations of each
+# kind; a few short edits), so an answer held to its schema is never cut off mid-JSON and a
+# weak model that runs to every bound stops long before its seat's timeout
+# (tests/seats/test_step_token_bounds.py checks each against its schema).
+ANALYSIS_TOKENS = 2100
+SYNTHESIS_TOKENS = 2100
 
 
 def analysis_request(
@@ -166,7 +157,7 @@ def analysis_request(
         step="analysis",
         prompt=prompt,
         payload={"session": session, "path": path, "date": date, "text": trace},
-        max_tokens=analysis_tokens(trace),
+        max_tokens=ANALYSIS_TOKENS,
     )
 
 
@@ -221,5 +212,5 @@ def synthesis_request(
             "min_sessions": min_sessions,
             "cover_threshold": cover_threshold,
         },
-        max_tokens=synthesis_tokens(len(entries)),
+        max_tokens=SYNTHESIS_TOKENS,
     )

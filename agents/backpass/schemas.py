@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from agents.seats.placeholder import copied
 
 __all__ = [
     "KIND_OF_ARRAY",
@@ -39,6 +41,14 @@ BULLET_ID = re.compile(r"(PUB|PRV)-\d{3,}")
 LEDGER_ID = re.compile(r"L-[0-9a-f]{8}")
 PREFIX_OF_REPO = {"public": "PUB", "private": "PRV"}
 MAX_TEXT = 500
+
+# What a schema-constraining server is sent (agents/seats/answerschema.py): bounds whose worst
+# case fits the step's max_tokens (agents/backpass/prompts.py), so a small model that runs to
+# every bound is never cut off mid-JSON. The validators stay as lenient as before: an answer
+# from a seat that is not held to the schema is judged by them alone.
+SENT_ITEMS_PER_KIND = 2
+SENT_TEXT, SENT_QUOTE = 120, 160
+SENT_EDITS, SENT_SOURCES, SENT_BULLET_TEXT, SENT_REASON, SENT_SUMMARY = 3, 4, 240, 100, 240
 
 # The answer's arrays and the ledger kind of their items.
 KIND_OF_ARRAY = {"positive": "positive", "negative": "negative", "gaps": "gap"}
@@ -57,6 +67,11 @@ class AnalysisItem(BaseModel):
     def _words(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("text is blank; say the observation in one sentence")
+        if copied(value):
+            raise ValueError(
+                f"text {value.strip()!r} is the prompt's placeholder; say the observation in "
+                "your own words"
+            )
         return value.strip()
 
 
@@ -68,6 +83,15 @@ class AnalysisAnswer(BaseModel):
     positive: list[AnalysisItem]
     negative: list[AnalysisItem]
     gaps: list[AnalysisItem]
+
+    @classmethod
+    def sent_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        """A few short observations of each kind: what fits the analysis' max_tokens."""
+        item = schema["$defs"]["AnalysisItem"]["properties"]
+        item["text"]["maxLength"], item["quote"]["maxLength"] = SENT_TEXT, SENT_QUOTE
+        for array in KIND_OF_ARRAY:
+            schema["properties"][array]["maxItems"] = SENT_ITEMS_PER_KIND
+        return schema
 
     def items(self) -> list[dict[str, str]]:
         """Every item with its ledger kind, in answer order."""
@@ -142,8 +166,42 @@ class SynthesisAnswer(BaseModel):
     edits: list[Edit] = Field(max_length=50)
     summary: str = Field(default="", max_length=4000)
 
+    @field_validator("summary")
+    @classmethod
+    def _own_summary(cls, value: str) -> str:
+        if copied(value) and value.strip():
+            raise ValueError(
+                f"summary {value.strip()!r} is the prompt's placeholder; write it for the "
+                "person who reviews the edits, or leave it empty"
+            )
+        return value
+
     known_bullets: ClassVar[frozenset[str] | None] = None
     known_sources: ClassVar[frozenset[str] | None] = None
+
+    @classmethod
+    def sent_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        """A few short edits naming only tonight's ids: what fits the synthesis' max_tokens."""
+        edit = schema["$defs"]["Edit"]["properties"]
+        schema["properties"]["edits"]["maxItems"] = SENT_EDITS
+        schema["properties"]["summary"]["maxLength"] = SENT_SUMMARY
+        edit["sources"]["maxItems"] = SENT_SOURCES
+        edit["reason"]["maxLength"] = SENT_REASON
+        _bound_text(edit["text"], SENT_BULLET_TEXT)
+        sources = sorted(cls.known_sources) if cls.known_sources is not None else None
+        edit["sources"]["items"] = (
+            {"type": "string", "enum": sources}
+            if sources
+            else {"type": "string", "maxLength": len("L-00000000")}
+        )
+        bullets = sorted(cls.known_bullets or ())
+        named: dict[str, Any] = (
+            {"type": "string", "enum": bullets}
+            if bullets
+            else {"type": "string", "maxLength": len("PRV-0000")}
+        )
+        edit["bullet"] = {"anyOf": [named, {"type": "null"}]}
+        return schema
 
     @model_validator(mode="after")
     def _consistent(self) -> SynthesisAnswer:
@@ -179,6 +237,13 @@ class SynthesisAnswer(BaseModel):
 
     def for_repo(self, repo: str) -> list[Edit]:
         return [edit for edit in self.edits if edit.repo == repo]
+
+
+def _bound_text(node: dict[str, Any], bound: int) -> None:
+    """`maxLength` on the string branch of an optional string's schema."""
+    for option in node.get("anyOf", [node]):
+        if option.get("type") == "string":
+            option["maxLength"] = bound
 
 
 def _sample(ids: Iterable[str], limit: int = 12) -> str:

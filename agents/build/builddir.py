@@ -27,9 +27,9 @@ from agents.build.config import BuildConfig
 from agents.build.repomap import script_sources
 from agents.build.routing import Language
 from agents.build.ticket import system_reason
+from agents.git.apart import clone_apart
+from agents.git.safe import git
 from agents.roots import Roots
-from agents.safegit import clone as git_clone
-from agents.safegit import git
 from room.errors import StepFailed
 
 __all__ = ["Prepared", "clone", "infer_targets", "point_alias", "prepare", "resolve_repo"]
@@ -212,8 +212,9 @@ def _module_name(folder: Path) -> str:
 
 
 def clone(config: BuildConfig, build_dir: Path) -> Path:
-    """A throwaway clone `<root>/grind-<UTC ts>/` of the build dir's HEAD, not hardlinked."""
+    """A throwaway clone `<root>/grind-<UTC ts>/` of the build dir's HEAD, not hardlinked; its
+    git directory is `grind-<UTC ts>.git` beside it, never inside (agents/git/apart.py)."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     target = Path(os.path.realpath(config.root)) / f"grind-{stamp}"
-    git_clone(build_dir, target)
+    clone_apart(build_dir, target)
     return target

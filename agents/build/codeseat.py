@@ -8,11 +8,13 @@ edits files there and its exit status counts. Its process group is killed
 at its `timeout_s`. Where the grind's fence is bwrap it runs in a sandbox
 (agents/build/fence.py) with the network shared, since a coding agent must
 reach its model. `[build] seat_fence = "guarded"` (the default) leaves the
-filesystem as the user has it but hides the home's secrets and keeps the
-build root and every place of the bullpen (agents/build/homeplaces.py: the
-home, the room, the memory repositories) read-only except the clone;
+filesystem as the user has it but hides every secret and private place
+wherever configuration puts it (agents/privateplaces.py) and keeps the build
+root, every place of the bullpen and the interpreter bullpen runs on
+(agents/build/homeplaces.py: the home, the room, the memory repositories, the
+virtualenv and its site-packages) read-only except the clone;
 "strict" makes everything read-only but the clone, a scratch TMPDIR and the
-seat's `writable` paths, and hides the whole home. Its environment is the
+seat's `writable` paths, and hides the whole home and every private place. Its environment is the
 grinder's with every BULLPEN_* variable and anything pointing at or holding a
 secret left out.
 
@@ -36,10 +38,11 @@ from typing import TYPE_CHECKING, Any
 from agents.build.config import BuildConfig
 from agents.build.edits import CodeAnswer, EditRefused, apply_answer
 from agents.build.fence import BWRAP, FenceLimits, run_fenced
-from agents.build.homeplaces import bullpen_places
+from agents.build.homeplaces import bullpen_places, interpreter_places
 from agents.build.runs import Workspace
 from agents.build.ticket import OS_TREES, SHARED_AREAS
-from agents.roots import OutsideRoot, secret_places
+from agents.privateplaces import private_places, secret_places
+from agents.roots import OutsideRoot
 from agents.seats import build_seats, make_judge
 from agents.seats.registry import parse_seat_table
 from agents.seats.request import JudgmentRequest
@@ -145,7 +148,8 @@ def seat_writable(home: Home, name: str, config: CmdSeatConfig, build_root: Path
 class _Secrets:
     """The home's secret places and its screen, read once: what a seat must not be given."""
 
-    places: list[Path]
+    places: list[Path]  # the secrets, which no env value may name
+    hidden: list[Path]  # every private place (agents/privateplaces.py), hidden from the seat
     homes: tuple[str, ...]  # under strict, any path into the home (that fence hides it whole)
     screen: Screen
 
@@ -153,7 +157,7 @@ class _Secrets:
     def of(cls, home: Home, strict: bool) -> _Secrets:
         every = {str(place) for root in home.homes() for place in (root, root.resolve())}
         homes = (str(home.root), *sorted(every)) if strict else ()
-        return cls(secret_places(home), homes, home.screen.screen())
+        return cls(secret_places(home), private_places(home), homes, home.screen.screen())
 
     def given_by(self, value: str) -> str | None:
         """What of the home's `value` gives away, or None."""
@@ -196,6 +200,12 @@ def _seat_env(config: CmdSeatConfig, extra: dict[str, str], secrets: _Secrets) -
     return {**base, **config.env, **extra}
 
 
+def _guarded_readonly(home: Home, build: BuildConfig) -> list[Path]:
+    """What a guarded seat may read but not write: the build root (its clone is bound
+    writable after), every place of the bullpen, and the interpreter bullpen runs on."""
+    return [build.root_path.resolve(), *bullpen_places(home), *interpreter_places()]
+
+
 async def _cmd_turn(
     home: Home,
     name: str,
@@ -225,10 +235,10 @@ async def _cmd_turn(
         scratch = Path(tempfile.mkdtemp(prefix="seat-tmp-", dir=space.cache))
         env = {**env, "TMPDIR": str(scratch)}
         writable = [space.folder, scratch, *writable]
-        hidden = [*space.hidden, *secrets.places]  # the home, and secrets kept outside
+        hidden = [*space.unseen, *secrets.hidden]  # the home, the git dir, what is outside
     else:  # guarded: the user's filesystem, less the secrets and the build root's other dirs
         writable = [space.folder]
-        hidden = secrets.places
+        hidden = [*secrets.hidden, space.repo.gitdir]
     try:
         done = await run_fenced(
             config.command,
@@ -242,7 +252,7 @@ async def _cmd_turn(
             resource_limits=False,  # the operator's program, not model-written code
             stdin=prompt.encode(),
             open_base=not strict,
-            readonly=[] if strict else [build.root_path.resolve(), *bullpen_places(home)],
+            readonly=[] if strict else _guarded_readonly(home, build),
         )
     finally:
         if scratch is not None:

@@ -31,12 +31,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.build.config import BuildConfig
-from agents.build.ticket import TicketError, parse_ticket
+from agents.build.ticket import MAX_TICKET_BYTES, TicketError, parse_ticket
 from agents.build.ticket import title as ticket_title
+from agents.intake.bounded import read_text
 from agents.runtime.cancel import EXIT_CANCELLED
 from agents.runtime.ping import config_drift
 from agents.runtime.waiting import Heartbeat, follow_run, require_listening
-from room.errors import BullpenError, UsageError
+from room.errors import BullpenError
 
 if TYPE_CHECKING:
     from agents.home import Home
@@ -55,7 +56,6 @@ __all__ = [
 FOREMAN = "foreman"
 EXIT_GREEN, EXIT_RED, EXIT_INVALID, EXIT_WAIT = 0, 1, 2, 75
 POLL_S = 25.0
-MAX_TICKET_BYTES = 60 * 1024
 
 
 class RestartNeeded(BullpenError):
@@ -68,22 +68,9 @@ def new_thread(now: datetime | None = None) -> str:
 
 
 def read_ticket(path: str) -> str:
-    """The ticket's text; UsageError (exit 2) when it cannot be read as one."""
-    file = Path(path).expanduser()
-    try:
-        raw = file.read_bytes()
-    except OSError as exc:
-        raise UsageError(
-            f"cannot read the ticket {file}: {exc.strerror}; give the path of a ticket file"
-        ) from None
-    if len(raw) > MAX_TICKET_BYTES:
-        raise UsageError(
-            f"the ticket {file} is over {MAX_TICKET_BYTES // 1024} KiB; a ticket is a page"
-        )
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"the ticket {file} is not UTF-8 text") from None
+    """The ticket's text; UsageError (exit 2) when it cannot be read as one: its size is
+    checked before a byte is read (agents/intake/bounded.py)."""
+    return read_text(Path(path).expanduser(), MAX_TICKET_BYTES, "the ticket")
 
 
 def _first(text: str) -> str:

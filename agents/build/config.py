@@ -33,6 +33,12 @@ def split_tiers(text: str) -> list[str]:
     return names
 
 
+def _absolute_path(value: str) -> str:
+    if not os.path.isabs(value):
+        raise ValueError(f"{value!r} must be an absolute path, like /tmp/bullpen-build")
+    return os.path.normpath(value)
+
+
 class BuildConfig(BaseModel):
     """How builds run in this home."""
 
@@ -52,6 +58,11 @@ class BuildConfig(BaseModel):
         description="a cmd code seat behind bwrap: 'guarded' hides the home's secrets and keeps "
         "the build root read-only but the clone; 'strict' makes all read-only but the clone "
         "and the seat's writable paths, and hides the whole home",
+    )
+    hidden: list[str] = Field(
+        default_factory=list,
+        description="more places every fence hides (a code seat under either seat_fence, every "
+        "test run): private data outside the home, e.g. an eval's acceptance tests",
     )
     memory_mb: int = Field(default=4096, ge=64)
     cpu_s: int = Field(default=300, ge=1)
@@ -83,9 +94,12 @@ class BuildConfig(BaseModel):
     @field_validator("root", "alias")
     @classmethod
     def _absolute(cls, value: str) -> str:
-        if not os.path.isabs(value):
-            raise ValueError(f"{value!r} must be an absolute path, like /tmp/bullpen-build")
-        return os.path.normpath(value)
+        return _absolute_path(value)
+
+    @field_validator("hidden")
+    @classmethod
+    def _absolutes(cls, value: list[str]) -> list[str]:
+        return [_absolute_path(place) for place in value]
 
     @classmethod
     def of(cls, home: Home) -> BuildConfig:

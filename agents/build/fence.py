@@ -2,14 +2,17 @@
 
 Every run gets a time limit and its own process group (killed whole, by the
 group id this module created), resource limits (address space, CPU time,
-file size, processes, no core dumps), its own pids cgroup where the kernel
-offers one (the process bound that holds for root, agents/build/bounds.py),
+file size, processes, no core dumps), its own pids and memory cgroups where the
+kernel offers them (the process bound that holds for root, and the memory bound
+that holds when a browser's address-space limit is lifted: agents/build/cgroups.py;
+where no memory cgroup can be had for such a run, its output says memory is NOT bounded),
 a bound on the total bytes it may add to its writable places (watched, the
 run killed past it), an environment built from nothing
 (no bullpen secret or token, no API key: only PATH, HOME, the locale, TMPDIR
 and the runner's own variables), and, where bubblewrap works, a sandbox in
 which the whole filesystem is read-only except the clone and the grind's
-cache, the bullpen home is hidden, /dev is read-only but a small /dev/shm
+cache, every home and every place holding a secret or private data, wherever the
+configuration puts it, is hidden (agents/privateplaces.py), /dev is read-only but a small /dev/shm
 (SHM_MB), and there is no network.
 
 A `cmd` code seat (agents/build/codeseat.py) runs through the same
@@ -38,7 +41,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from agents.build.bounds import MB, PidsCgroup, disk_used, open_pids, watch_disk
+from agents.build.bounds import MB, disk_used, watch_disk
+from agents.build.cgroups import RunCgroups, open_cgroups
 from agents.runtime.procgroup import feed, read_tail
 
 __all__ = ["BWRAP", "RLIMITS", "FenceLimits", "Fenced", "bwrap_works", "choose", "run_fenced"]
@@ -57,6 +61,9 @@ class FenceLimits:
     file_size_mb: int = 256
     processes: int = 4096
     disk_mb: int = 2048  # what one run may add to its writable places, all files together
+    # RLIMIT_AS, when memory_mb cannot be it (a browser reserves far more than it holds);
+    # memory_mb is then kept by the run's memory cgroup alone
+    address_space_mb: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,9 +92,9 @@ def _bwrap_argv(
     with `shm_mb`, /dev read-only but a /dev/shm of that size (a test run's: a tmpfs is
     memory no rlimit counts).
 
-    The writable binds come after the tmpfs over each hidden folder, so a writable
-    place that contained a hidden one would show it again: callers refuse that
-    (agents/build/codeseat.py checks a seat's `writable`)."""
+    A writable place inside a hidden one shows through (the clone in a hidden home);
+    a hidden place inside a writable one is hidden again after it (a secret kept in a
+    folder a seat may write)."""
     argv = ["bwrap", "--bind" if open_base else "--ro-bind", "/", "/"]
     argv += ["--dev", "/dev", "--proc", "/proc"]
     if shm_mb is not None:
@@ -97,16 +104,24 @@ def _bwrap_argv(
             argv += ["--ro-bind", str(place), str(place)]
     folders = [place for place in hidden if place.is_dir()]
     for place in hidden:  # what lies in a hidden folder is gone with it
-        if any(folder in place.parents for folder in folders):
-            continue
-        if place.is_dir():
-            argv += ["--tmpfs", str(place)]  # an empty folder
-        elif place.is_file():
-            argv += ["--ro-bind", "/dev/null", str(place)]  # a blank, unreadable file
+        if not any(folder in place.parents for folder in folders):
+            argv += _hide(place)
     for place in writable:
         argv += ["--bind", str(place), str(place)]
+    for place in hidden:  # inside a writable place (a seat's state folder): hidden again
+        if any(open_ in place.parents for open_ in writable):
+            argv += _hide(place)
     argv += ["--unshare-all", *(["--share-net"] if network else [])]
     return [*argv, "--die-with-parent", "--chdir", str(cwd), "--"]
+
+
+def _hide(place: Path) -> list[str]:
+    """bwrap's arguments that hide `place`: a folder empty, a file blank; else nothing."""
+    if place.is_dir():
+        return ["--tmpfs", str(place)]
+    if place.is_file():
+        return ["--ro-bind", "/dev/null", str(place)]
+    return []
 
 
 @cache
@@ -164,13 +179,13 @@ def clean_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
     }
 
 
-def _limiter(limits: FenceLimits, pids: PidsCgroup | None):  # type: ignore[no-untyped-def]
+def _limiter(limits: FenceLimits, cgroups: RunCgroups | None):  # type: ignore[no-untyped-def]
     def apply() -> None:
-        if pids is not None:
-            pids.join()  # before exec: every process the run makes counts against its bound
+        if cgroups is not None:
+            cgroups.join()  # before exec: every process the run makes counts against its bounds
         mb = 1024 * 1024
         for which, value in (
-            (resource.RLIMIT_AS, limits.memory_mb * mb),
+            (resource.RLIMIT_AS, (limits.address_space_mb or limits.memory_mb) * mb),
             (resource.RLIMIT_CPU, limits.cpu_s),
             (resource.RLIMIT_FSIZE, limits.file_size_mb * mb),
             (resource.RLIMIT_NPROC, limits.processes),
@@ -200,7 +215,7 @@ async def run_fenced(
     """Run `argv` in `cwd` behind the fence; never raises for what the program does.
 
     Only `fence == BWRAP` adds the sandbox (with `network`, the host's network is
-    shared); `resource_limits` applies `limits` (the rlimits, the pids cgroup, the bytes
+    shared); `resource_limits` applies `limits` (the rlimits, the pids and memory cgroups, the bytes
     the run may add to `writable`, a small read-only /dev) but the time limit, which
     always holds."""
     command = list(argv)
@@ -208,14 +223,17 @@ async def run_fenced(
         shm = SHM_MB if resource_limits else None
         sandbox = _bwrap_argv(cwd, writable, hidden, network, open_base, readonly, shm)
         command = [*sandbox, *command]
-    pids = open_pids(limits.processes) if resource_limits else None
+    cgroups = None
+    if resource_limits:
+        bounds = {"pids": limits.processes, "memory": limits.memory_mb * MB}
+        cgroups = await asyncio.to_thread(open_cgroups, bounds)
     try:
         return await _run(
-            argv[0], command, cwd, writable, env, limits, fence, stdin, resource_limits, pids
+            argv[0], command, cwd, writable, env, limits, fence, stdin, resource_limits, cgroups
         )
     finally:
-        if pids is not None:
-            await asyncio.to_thread(pids.close)  # whatever is left in it, escaped or not
+        if cgroups is not None:
+            await asyncio.to_thread(cgroups.close)  # whatever is left in them, escaped or not
 
 
 async def _run(
@@ -228,7 +246,7 @@ async def _run(
     fence: str,
     stdin: bytes | None,
     resource_limits: bool,
-    pids: PidsCgroup | None,
+    cgroups: RunCgroups | None,
 ) -> Fenced:
     started = time.monotonic()
     start_bytes = await asyncio.to_thread(disk_used, writable) if resource_limits else 0
@@ -241,7 +259,7 @@ async def _run(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,  # its own process group, killed whole
-            preexec_fn=_limiter(limits, pids) if resource_limits else None,
+            preexec_fn=_limiter(limits, cgroups) if resource_limits else None,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         why = getattr(exc, "strerror", None) or exc
@@ -285,12 +303,8 @@ async def _run(
             f"more than [build] disk_mb = {limits.disk_mb} allows in one run, and was killed"
         )
         text += f"\n[killed: {overran}]"
-    refused = pids.refused() if pids is not None else 0
-    if refused:
-        text += (
-            f"\n[the run hit its bound of {limits.processes} processes ([build] processes): "
-            f"{refused} forks were refused]"
-        )
+    if cgroups is not None:
+        text += _cgroup_notes(limits, cgroups)
     return Fenced(
         None if timed_out or overran else process.returncode,
         text,
@@ -299,6 +313,32 @@ async def _run(
         time.monotonic() - started,
         overran,
     )
+
+
+def _cgroup_notes(limits: FenceLimits, cgroups: RunCgroups) -> str:
+    """What the run's cgroups refused or killed, and a memory bound that could not be kept."""
+    notes = ""
+    refused = cgroups.refused_forks()
+    if refused:
+        notes += (
+            f"\n[the run hit its bound of {limits.processes} processes ([build] processes): "
+            f"{refused} forks were refused]"
+        )
+    killed = cgroups.oom_kills()
+    if killed:
+        notes += (
+            f"\n[the run hit its memory bound of {limits.memory_mb} MB ([build] memory_mb): "
+            f"the kernel killed {killed} of its processes]"
+        )
+    lifted = (limits.address_space_mb or 0) > limits.memory_mb
+    if lifted and not cgroups.bounds_memory:
+        notes += (
+            f"\n[memory NOT bounded: this runner's address-space limit is lifted (a browser "
+            f"reserves far more than it holds), and no memory cgroup can be made here to keep "
+            f"[build] memory_mb = {limits.memory_mb} MB instead; run the grinder where the "
+            "cgroup memory controller is delegated to it (docs/build.md, the fence)]"
+        )
+    return notes
 
 
 async def _stop_watch(

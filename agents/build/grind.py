@@ -28,7 +28,8 @@ from agents.build.config import BuildConfig
 from agents.build.routing import Language
 from agents.build.runs import SpecRun, Workspace, run_spec
 from agents.build.seatturn import Carried, own_change, turn_prompt
-from agents.safegit import PlantedConfig, check_repo, clone_redirect, defuse, git
+from agents.git.apart import Tampered, apart_git, commit_tree, defuse
+from agents.git.safe import PlantedConfig, git
 from agents.seats.tally import Tally
 from room.errors import StepFailed
 
@@ -54,6 +55,7 @@ class GrindJob:
     tiers: list[str]
     ticket: dict[str, Any]  # problem, traps, constraints, targets
     lessons: list[Lesson] = field(default_factory=list)  # handed to the grinder on this wake
+    head: str = ""  # the grind's last commit in the clone's git directory (first: baseline)
 
 
 @dataclass
@@ -97,44 +99,59 @@ def _text(repo: Path, *args: str) -> str:
     return git(repo, *args)[1].decode("utf-8", "replace").strip()
 
 
-def _commit(clone: Path, message: str) -> list[str]:
-    """Commit what the seat changed (one git call when it changed nothing); the paths."""
-    listed = git(clone, "status", "--porcelain", "-z", "--untracked-files=all")[1].decode()
-    if not listed:
-        return []
-    git(clone, "add", "-A")
-    changed = _text(clone, "diff", "--cached", "--name-only").splitlines()
-    git(clone, "commit", "-q", "--no-verify", "-m", message, identity=True)
-    return changed
+def _refusal(job: GrindJob, by: str, exc: PlantedConfig) -> StepFailed:
+    """The flag of a clone whose work tree offered what bullpen's git may not read or commit;
+    every `.git` planted in it is moved aside first, so no git, ours or a reviewer's, reads it."""
+    moved = defuse(job.space.folder)
+    aside = (
+        f" The planted .git was moved to {', '.join(moved)} so no git reads it by accident: "
+        "read it, do not run git in it"
+        if moved
+        else ""
+    )
+    return StepFailed(
+        f"the clone's {exc.planted.what} (planted by {by}, in {exc.planted.place}); "
+        f"nothing was run.{aside}"
+    )
 
 
 def _guard(job: GrindJob, by: str) -> None:
-    """After anything fenced touched the clone, its git metadata is untrusted input: a clone
-    whose config or attributes name a command ends the grind red (StepFailed) with a flag
-    naming what was planted, and its `.git` is moved aside so no git, ours or a reviewer's,
-    runs it. Every git call checks again (agents/safegit.py); this one names who planted it."""
-    clone = job.space.folder
-    redirect = clone_redirect(clone)
-    if redirect is not None:
-        raise StepFailed(f"the clone's {redirect} (by {by}); nothing was run")
+    """After anything fenced touched the clone: its work tree holds no `.git` and no driver
+    attributes, and bullpen's own git directory beside it is as bullpen left it (HEAD at its
+    own last commit). Anything else ends the grind red (StepFailed) with a flag naming what
+    and who. Every git call checks again (agents/git/apart.py); this one names who did it."""
     try:
-        check_repo(clone)
+        head = apart_git(job.space.repo, "rev-parse", "--verify", "HEAD")[1].decode().strip()
     except PlantedConfig as exc:
-        moved = defuse(clone)
+        raise _refusal(job, by, exc) from None
+    except Tampered as exc:
+        raise StepFailed(f"{exc.message} (found after {by})") from None
+    if head != job.head:
         raise StepFailed(
-            f"the clone's {exc.planted.what} (planted by {by}, in {exc.planted.place}); "
-            f"nothing was run. The clone's .git was moved to {moved.name} so no git runs "
-            "there by accident: read it, do not run git in it"
-        ) from None
+            f"bullpen's own git directory {job.space.repo.gitdir} was changed from outside "
+            f"(found after {by}): its HEAD moved off the grind's last commit, so nothing was "
+            "committed; run builds under bwrap ([build] fence)"
+        )
+
+
+def _commit(job: GrindJob, message: str, by: str) -> list[str]:
+    """Commit the work tree on the grind's last commit, the index rebuilt (agents/git/apart.py);
+    the paths changed. A staged gitlink or path out ends the grind like a planted `.git`."""
+    try:
+        job.head, changed = commit_tree(job.space.repo, job.head, message)
+    except PlantedConfig as exc:
+        raise _refusal(job, by, exc) from None
+    return changed
 
 
 def _broke_rule(job: GrindJob, spec_digest: str | None, tier: str) -> str | None:
     """Why the seat's turn broke a rule of the grind, or None."""
-    clone, spec = job.space.folder, job.space.folder / job.spec_relative
+    spec = job.space.folder / job.spec_relative
     now = _digest(spec)
     if now != spec_digest:
         what = "deleted" if now is None else "changed"
-        git(clone, "checkout", "-q", "HEAD", "--", job.spec_relative, check=False)
+        apart_git(job.space.repo, "checkout", "-q", job.head, "--", job.spec_relative,
+                  check=False)  # fmt: skip
         return (
             f"code seat {tier} {what} the spec {job.spec_relative}; the spec is the contract, "
             "so the grind stopped (the spec was restored in the clone)"
@@ -154,6 +171,8 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
     """Climb the ladder from the clone's first run until green, the top, or the clock."""
     seats, skipped = ladder(job.home, job.tiers, job.config)
     result = GrindResult(False, None, first.passing, first.total, skipped=skipped)
+    if not job.head:  # the clone's own commit: the baseline, as `git clone` left it
+        job.head = job.baseline
     _guard(job, "the code under test")
     if first.green:
         result.green = True
@@ -192,8 +211,10 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                 result.model = tally.data()
             _guard(job, f"code seat {tier}")
             broken = _broke_rule(job, spec_digest, tier)
-            changed = _commit(job.space.folder, f"grind: tier {tier}, iteration {number}")
-            carried = Carried(own_change(job.space.folder, changed), turn.refused, result.lessons)
+            message = f"grind: tier {tier}, iteration {number}"
+            changed = _commit(job, message, f"code seat {tier}")
+            change = own_change(job.space.repo, job.head, changed)
+            carried = Carried(change, turn.refused, result.lessons)
             last = await run_spec(job.config, job.language, job.space, job.spec_relative, spec_text)
             _guard(job, "the code under test")
             result.iterations[tier] = result.iterations.get(tier, 0) + 1

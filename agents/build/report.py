@@ -3,7 +3,10 @@
 The final report's data is a contract read by the web view:
 `{"kind": "build-report", "green", "tier", "passing", "total", "clone",
 "iterations"}` always, whatever ended the run; the body says the same for
-a person, with the review commands of §8.5.
+a person, with the review commands of §8.5. The clone holds no `.git` (its
+git directory is kept beside it, agents/git/apart.py), so the history commands
+name that directory; an operator's git run inside the clone finds nothing the
+grind's code planted.
 """
 
 from __future__ import annotations
@@ -37,10 +40,12 @@ def report_data(
     }
 
 
-def review_commands(clone: str, baseline: str, build_dir: str) -> list[str]:
+def review_commands(clone: str, baseline: str, build_dir: str, gitdir: str = "") -> list[str]:
+    gitdir = gitdir or f"{clone}.git"  # where agents/git/apart.py keeps it
     return [
-        f"git -C {clone} diff --stat {baseline}   # what the grind changed",
-        f"git -C {clone} log --oneline {baseline}..   # the climb, one commit per iteration",
+        f"git --git-dir {gitdir} diff --stat {baseline} HEAD   # what the grind changed",
+        f"git --git-dir {gitdir} log --oneline {baseline}..   # the climb, one commit per "
+        "iteration",
         f"ls {clone}   # the full green tree: the canonical artifact",
         f"git -C {build_dir} status   # the build dir keeps the stub",
     ]
@@ -80,7 +85,10 @@ def grind_report(grind: dict[str, Any], routed: str | None) -> tuple[str, dict[s
     lines += [
         "  " + c
         for c in review_commands(
-            str(grind.get("clone")), str(grind.get("baseline")), str(grind.get("build_dir"))
+            str(grind.get("clone")),
+            str(grind.get("baseline")),
+            str(grind.get("build_dir")),
+            str(grind.get("gitdir") or ""),
         )
     ]
     data = report_data(
@@ -93,6 +101,7 @@ def grind_report(grind: dict[str, Any], routed: str | None) -> tuple[str, dict[s
         fence=grind.get("fence"),
         seat_fence=seat_fence,
         baseline=grind.get("baseline"),
+        gitdir=grind.get("gitdir"),
         diff_stat=grind.get("diff_stat"),
         problems=list(grind.get("problems") or []),
         routed=routed,

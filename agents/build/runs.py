@@ -19,6 +19,7 @@ from pathlib import Path
 from agents.build.config import BuildConfig
 from agents.build.fence import FenceLimits, clean_env, run_fenced
 from agents.build.routing import Language
+from agents.git.apart import Apart
 from room.errors import StepFailed
 
 __all__ = ["SpecRun", "Workspace", "run_spec", "syntax_problem"]
@@ -26,12 +27,24 @@ __all__ = ["SpecRun", "Workspace", "run_spec", "syntax_problem"]
 
 @dataclass(frozen=True)
 class Workspace:
-    """Where runs happen: the folder under test, the cache beside it, the fence to use."""
+    """Where runs happen: the folder under test, the cache beside it, the fence to use, and
+    what the fence hides (`hidden`, and always the grinder's git directory beside the folder:
+    the fenced side sees a work tree, never the repository bullpen's git reads)."""
 
     folder: Path
     cache: Path
     fence: str
     hidden: tuple[Path, ...] = ()
+
+    @property
+    def repo(self) -> Apart:
+        """The folder as a work tree, its git directory kept apart (agents/git/apart.py)."""
+        return Apart.beside(self.folder)
+
+    @property
+    def unseen(self) -> tuple[Path, ...]:
+        """Every place a fenced run of this workspace must not see."""
+        return (*self.hidden, self.repo.gitdir)
 
 
 @dataclass(frozen=True)
@@ -48,12 +61,11 @@ class SpecRun:
 def _limits(
     config: BuildConfig, timeout: float | None = None, language: Language | None = None
 ) -> FenceLimits:
-    memory = config.memory_mb
-    if language is not None and language.memory_mb is not None:
-        memory = max(memory, language.memory_mb)
+    lifted = language.memory_mb if language is not None else None
     return FenceLimits(
         timeout_s=timeout or config.run_timeout_s,
-        memory_mb=memory,
+        memory_mb=config.memory_mb,  # kept by the run's memory cgroup, whatever the rlimit
+        address_space_mb=max(config.memory_mb, lifted) if lifted else None,
         cpu_s=config.cpu_s,
         file_size_mb=config.file_size_mb,
         processes=config.processes,
@@ -111,7 +123,7 @@ async def syntax_problem(
         env=_env(config, space, argv, language),
         limits=_limits(config, 30.0, language),
         fence=space.fence,
-        hidden=space.hidden,
+        hidden=space.unseen,
     )
     if done.returncode == 0:
         return None
@@ -139,7 +151,7 @@ async def run_spec(
         env=_env(config, space, argv, language),
         limits=_limits(config, language=language),
         fence=space.fence,
-        hidden=space.hidden,
+        hidden=space.unseen,
     )
     if done.overran:
         raise StepFailed(

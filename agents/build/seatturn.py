@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from agents.build.codeseat import Shown
 from agents.build.prompts import CodeContext, code_prompt
 from agents.build.repomap import view_repo
-from agents.safegit import git
+from agents.git.apart import Apart, apart_git
 
 if TYPE_CHECKING:
     from agents.memory.lessons import Lesson
@@ -68,9 +68,9 @@ def turn_prompt(
     return code_prompt(ticket, context), Shown(view.shown, {spec_relative})
 
 
-def own_change(clone: Path, changed: list[str]) -> str:
-    """The diff of the commit the grind just made of the seat's change ('' if none)."""
+def own_change(repo: Apart, head: str, changed: list[str]) -> str:
+    """The diff of the commit `head` the grind just made of the seat's change ('' if none)."""
     if not changed:
         return ""
-    done = git(clone, "show", "--format=", "--no-color", "--no-ext-diff", "HEAD", check=False)
+    done = apart_git(repo, "show", "--format=", "--no-color", head, check=False)
     return done[1].decode("utf-8", "replace")

@@ -29,10 +29,11 @@ from agents.build.prompts import step_memory, testdesign_prompt
 from agents.build.repomap import view_repo
 from agents.build.routing import Language, by_name, route
 from agents.build.runs import SpecRun, Workspace, run_spec, syntax_problem
+from agents.git.apart import apart_git, clone_apart
+from agents.git.safe import git
+from agents.privateplaces import fence_hidden
 from agents.roots import OutsideRoot, Roots
 from agents.runtime.step import JudgmentRequest, Reply, StepContext
-from agents.safegit import clone as git_clone
-from agents.safegit import git
 from room.errors import ConfigError, SeatError, SecretFound, StepFailed
 from room.message import Message
 
@@ -99,9 +100,12 @@ def _space(config: BuildConfig, ctx: StepContext, folder: Path) -> Workspace:
     cache.mkdir(parents=True, exist_ok=True)
     try:
         fence = choose(config.fence)
+        hidden = fence_hidden(ctx.home)  # every secret and private place, wherever it lies
     except RuntimeError as exc:
         raise StepFailed(str(exc)) from None
-    return Workspace(folder, cache, fence, ctx.home.homes())
+    except ConfigError as exc:
+        raise StepFailed(f"the fence cannot tell what to hide: {exc.message}") from None
+    return Workspace(folder, cache, fence, hidden)
 
 
 def _drop(space: Workspace) -> None:
@@ -155,7 +159,7 @@ async def design_spec(message: Message, ctx: StepContext) -> Reply:
     text = Roots.single("build", real).read_text("build", real / spec, "the spec")
     folder = Path(tempfile.mkdtemp(prefix="spec-check-", dir=os.path.realpath(config.root)))
     shutil.rmtree(folder)
-    git_clone(real, folder)
+    checked = clone_apart(real, folder)
     space = _space(config, ctx, folder)
     try:
         problem = await syntax_problem(config, language, space, spec)
@@ -165,6 +169,7 @@ async def design_spec(message: Message, ctx: StepContext) -> Reply:
     finally:
         _drop(space)
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(checked.gitdir, ignore_errors=True)
     if run.total == 0:
         raise StepFailed(f"the runner collected no tests from {spec}: {_tail(run)}")
     if run.green:
@@ -251,7 +256,8 @@ async def grind_spec(message: Message, ctx: StepContext) -> Reply:
         result = await grind(job, first, text, _announcer(ctx, message))
     finally:
         _drop(space)
-    diff = git(target, "diff", "--stat", baseline, check=False)[1].decode().strip()
+    # commit to commit, in bullpen's own git directory: nothing of the work tree is read
+    diff = apart_git(space.repo, "diff", "--stat", baseline, "HEAD", check=False)[1]
     verdict = "GREEN" if result.green else "RED"
     body = f"grind {verdict}: {result.passing}/{result.total} passing in {target}"
     return Reply(
@@ -268,7 +274,8 @@ async def grind_spec(message: Message, ctx: StepContext) -> Reply:
             "clone": str(target),
             "build_dir": str(real),
             "baseline": baseline,
-            "diff_stat": diff,
+            "diff_stat": diff.decode("utf-8", "replace").strip(),
+            "gitdir": str(space.repo.gitdir),
             "fence": space.fence,
             "seat_fence": result.seat_fence,
             "model": result.model,

@@ -19,8 +19,17 @@ from dataclasses import dataclass, field
 from agents.build.config import BuildConfig, split_tiers
 from agents.build.routing import Language, kinds, route
 
-__all__ = ["CLOSING", "SECTIONS", "Ticket", "TicketError", "parse_ticket", "system_reason"]
+__all__ = [
+    "CLOSING",
+    "MAX_TICKET_BYTES",
+    "SECTIONS",
+    "Ticket",
+    "TicketError",
+    "parse_ticket",
+    "system_reason",
+]
 
+MAX_TICKET_BYTES = 60 * 1024  # a ticket is a page: refused from its size, never read past it
 SECTIONS = ("PROBLEM", "REPO", "TRAPS", "STEP 1", "STEP 2", "Constraints")
 CLOSING = "Dispatch, then END YOUR TURN."
 _HEADER = re.compile(

@@ -4,12 +4,19 @@
     python -I agents/build/webgame.py --check SPEC.html   exit 0 when the page can be run at all
 
 A single-file HTML canvas game cannot be tested by `node --test`: whether it
-runs is whether a browser runs it. This runner copies the spec page into
-its TMPDIR with a small harness injected first thing in the page (and a
-`<base>` so the page's own relative URLs still resolve), loads it in
-headless Chromium driven over its DevTools pipe (`--remote-debugging-pipe`,
-a few JSON messages: no driver, no port), and lets it run in real time (a
-game draws on animation frames, which a virtual-time budget starves).
+runs is whether a browser runs it. This runner serves the folder it runs in
+(the grind's clone) over a loopback HTTP server of its own, the spec page with
+a small harness injected first thing in it, loads the page in headless
+Chromium driven over its DevTools pipe (`--remote-debugging-pipe`, a few JSON
+messages: no driver, no port), and lets it run in real time (a game draws on
+animation frames, which a virtual-time budget starves).
+
+The page is served, never opened as a file: a page from file:// with
+`--allow-file-access-from-files` could read any file the fence leaves visible.
+From http://127.0.0.1 the page's script reaches no file:// URL, and the server
+answers only for regular files inside the served folder (a link out of it, a
+`..` or anything else is 404), so the game's JS reads its own folder and
+nothing else.
 
 The game is model-written, so hostile: script errors are taken from the
 browser itself (the protocol's uncaught exceptions) and from the harness's
@@ -34,8 +41,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import html
+import http.server
 import json
+import mimetypes
 import os
 import re
 import select
@@ -44,9 +52,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
 BROWSERS = ("/usr/lib/chromium/chromium", "/usr/bin/chromium", "chromium", "chromium-browser")
 FLAGS = (
@@ -62,8 +72,8 @@ FLAGS = (
     "--no-first-run",
     "--no-default-browser-check",
     "--mute-audio",
-    "--allow-file-access-from-files",  # a page's own images do not taint its canvas
 )
+CRASHED = ("Inspector.targetCrashed", "Target.targetCrashed")
 SETTLE_MS = 1000  # after the load event, before the checks run (then two frames more)
 TIMEOUT_S = 60.0
 SHORT_PATH = 48
@@ -126,17 +136,64 @@ _WHERE = re.compile(r" \([^()]*:\d+\)$")
 _DOCTYPE = re.compile(r"^\s*<!doctype[^>]*>", re.I)
 
 
-def harnessed(page: str, folder: Path) -> str:
-    """The page with the harness as its first script, before any of its own, and its
-    relative URLs resolved against `folder` (the spec's own), wherever the copy lies."""
-    base = f'<base href="{html.escape(folder.resolve().as_uri(), quote=True)}/">'
-    script = base + HARNESS.replace("SETTLE_MS", str(SETTLE_MS))
+def harnessed(page: str) -> str:
+    """The page with the harness as its first script, before any of its own."""
+    script = HARNESS.replace("SETTLE_MS", str(SETTLE_MS))
     head = _HEAD.search(page)
     if head:
         return page[: head.end()] + script + page[head.end() :]
     doctype = _DOCTYPE.match(page)
     at = doctype.end() if doctype else 0
     return page[:at] + script + page[at:]
+
+
+class _Folder(http.server.BaseHTTPRequestHandler):
+    """GET of a regular file inside the served folder (links resolved, none out), or 404;
+    the spec page answered with its harness in."""
+
+    root: Path
+    page: str  # the spec's path in the folder, as a URL path
+    text: bytes  # the harnessed page
+
+    def do_GET(self) -> None:
+        path = unquote(urlsplit(self.path).path)
+        if path == self.page:
+            self._send(200, self.text, "text/html; charset=utf-8")
+            return
+        target = Path(os.path.realpath(self.root / path.lstrip("/")))
+        if not target.is_relative_to(self.root) or not target.is_file():
+            self._send(404, b"not in the game's folder", "text/plain")
+            return
+        kind = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        try:
+            body = target.read_bytes()
+        except OSError:
+            self._send(404, b"unreadable", "text/plain")
+            return
+        self._send(200, body, kind)
+
+    def _send(self, status: int, body: bytes, kind: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def serve(root: Path, spec: Path, text: str) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """A loopback server of `root` (the clone), the spec page harnessed: (it, the page's URL)."""
+    real = Path(os.path.realpath(root))
+    page = "/" + quote(Path(os.path.realpath(spec)).relative_to(real).as_posix())
+    handler = type("Served", (_Folder,), {"root": real, "page": unquote(page),
+                                          "text": harnessed(text).encode()})  # fmt: skip
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}{page}"
 
 
 def browser() -> str | None:
@@ -169,6 +226,11 @@ class _Pipe:
             answer = self._read(deadline)
             if answer.get("method") == "Runtime.exceptionThrown":
                 self.exceptions.append(_exception(answer.get("params", {})))
+            if answer.get("method") in CRASHED:  # its renderer is gone: nothing will answer
+                raise RuntimeError(
+                    "the page's renderer crashed (killed: at the run's memory bound, if the "
+                    "run's result says it hit it)"
+                )
             if answer.get("id") == self.next_id:
                 if "error" in answer:
                     raise RuntimeError(f"{method}: {answer['error'].get('message')}")
@@ -210,6 +272,7 @@ def _drive(pipe: _Pipe, url: str, deadline: float) -> str | None:
     attached = pipe.call("Target.attachToTarget", {"targetId": target, "flatten": True}, None,
                          deadline)  # fmt: skip
     session = attached["sessionId"]
+    pipe.call("Inspector.enable", {}, session, deadline)  # a crash is said, not waited out
     pipe.call("Runtime.enable", {}, session, deadline)
     pipe.call("Page.enable", {}, session, deadline)
     pipe.call("Page.navigate", {"url": url}, session, deadline)
@@ -267,10 +330,13 @@ def run(spec: Path) -> int:
     if chromium is None:
         print(f"# no headless browser: none of {', '.join(BROWSERS)} is installed", flush=True)
         return 2
+    root = Path.cwd()  # the grind runs the spec from its clone: the folder served
+    if not Path(os.path.realpath(spec)).is_relative_to(os.path.realpath(root)):
+        print(f"# the spec {spec} is not inside the folder it runs in ({root})", flush=True)
+        return 2
     profile = tempfile.mkdtemp(prefix="webgame-", dir=_scratch())  # never in the clone
-    page = Path(profile) / "smoke.html"
     text = spec.read_text(encoding="utf-8", errors="replace")
-    page.write_text(harnessed(text, spec.parent), "utf-8")
+    server, url = serve(root, spec, text)
     commands, answers = os.pipe(), os.pipe()
 
     def fds() -> None:  # the browser reads commands on fd 3 and answers on fd 4
@@ -291,7 +357,7 @@ def run(spec: Path) -> int:
     os.close(commands[0])
     os.close(answers[1])
     try:
-        tap = _drive(_Pipe(commands[1], answers[0]), page.resolve().as_uri(), deadline)
+        tap = _drive(_Pipe(commands[1], answers[0]), url, deadline)
         problem = None if tap is not None else f"no report within {TIMEOUT_S:g} s"
     except (TimeoutError, RuntimeError, OSError, ValueError, KeyError) as exc:
         tap, problem = None, str(exc)
@@ -301,6 +367,8 @@ def run(spec: Path) -> int:
         browser_process.wait(10)
         os.close(commands[1])
         os.close(answers[0])
+        server.shutdown()
+        server.server_close()
         tail = log.read_text(errors="replace").strip().splitlines()[-5:]
         shutil.rmtree(profile, ignore_errors=True)
     if tap is None:

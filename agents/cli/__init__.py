@@ -75,6 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _command(argv: Sequence[str] | None) -> int:
+    from agents.cli import version
+
+    asked = version.version_request(list(sys.argv[1:] if argv is None else argv))
+    if asked is not None:
+        return version.print_version(as_json=asked)
     from agents.cli.parser import Command, build_parser
     from room import logs
 

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from room import durable
+from room.durable import Mark
 from room.errors import ConfigError, UsageError
 from room.tree import Tree, tree_dir
 from trust import checkpoint as checkpoints
@@ -114,6 +116,71 @@ def is_note(path: Path) -> bool:
         return False
 
 
+def records_beside(room: Path) -> list[str]:
+    """What the hub left beside `room` that says how many lines it held (for a missing room).
+
+    Read without checking signatures: each only makes the audit fail, never pass.
+    """
+    from room.service import checkpoint_file
+    from room.tlog import note_path
+
+    found = []
+    try:
+        seq = checkpoints.load(checkpoint_file(room)).seq
+        found.append(f"the checkpoint {checkpoint_file(room)} records {seq} lines")
+    except ConfigError:
+        if checkpoint_file(room).exists():
+            found.append(f"the checkpoint {checkpoint_file(room)} is there")
+    try:
+        size = note.parse(note_path(room).read_text(encoding="utf-8")).head().size
+        found.append(f"the signed tree note {note_path(room)} records {size} lines")
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError, note.NoteError):
+        found.append(f"the signed tree note {note_path(room)} is there")
+    mark = durable.load(room)
+    if mark is not None and mark.seq:
+        found.append(f"the durable mark {durable.mark_path(room)} records {mark.seq} lines")
+    return found
+
+
+def missing_room(room: Path) -> int | None:
+    """Exit 1 with what is missing when the hub's records beside a missing room say it held
+    lines (None: nothing says so, the room was never started)."""
+    found = records_beside(room)
+    if not found:
+        return None
+    print(
+        f"FAILED at seq 1: the room {room} is missing, but {'; '.join(found)}: the room was "
+        "deleted or moved. Restore it from a backup (the hub refuses to start without it)"
+    )
+    return 1
+
+
+def check_mark(result: AuditResult, room: Path, mark: Mark | None) -> None:
+    """Fail `result` when the durable mark beside `room` records more than it holds, or
+    another last line: acknowledged lines were cut off or the room was replaced.
+
+    `mark` is read before the room: the hub publishes it only after the lines it
+    names are in the file, so a live hub's growth never reads as a cut."""
+    if not result.ok or mark is None or mark.seq == 0:
+        return
+    where = durable.mark_path(room)
+    if mark.seq > result.lines:
+        result.fail(
+            result.lines + 1,
+            f"the room ends at seq {result.lines}, but its durable mark {where} records "
+            f"{mark.seq} lines the hub fsynced: lines {result.lines + 1}-{mark.seq} are missing "
+            "(cut off, or the room was replaced); restore the room from a backup",
+        )
+    elif mark.seq == result.lines and result.head != mark.hash:
+        result.fail(
+            mark.seq,
+            f"line {mark.seq} is not the one the durable mark {where} records as fsynced: "
+            "the room was rewritten or replaced",
+        )
+
+
 def audit_with_checkpoints(
     copy: Path,
     explicit: str | None,
@@ -154,9 +221,12 @@ def audit_with_checkpoints(
             return 1
     if tree is not None and beside is not None:
         stored = stored_tree(beside)
+    mark = durable.load(beside) if beside is not None else None
     try:
         result = audit_file(copy, public_keys, checkpoint, tree, stored)
     finally:
         if stored is not None:
             stored.close()
+    if beside is not None:
+        check_mark(result, beside, mark)
     return report_audit(result, checkpoint)

@@ -25,7 +25,7 @@ import httpx
 from agents.backpass.gitwork import git
 from agents.cli.init import InitOptions, init_home
 from agents.home import Home
-from agents.netports import NoFreePorts, PortRangeError, free_ports
+from agents.runtime.netports import NoFreePorts, PortRangeError, free_ports
 from room import render
 from room.client import RoomClient, read_file
 from room.errors import Unauthorized, UsageError
@@ -313,7 +313,7 @@ async def run_demo(root: Path, ports: list[int]) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """In a temporary home (deleted afterwards unless --keep), or in --home DIR, which must not
     exist or be empty and is always kept: a folder the operator named is never deleted."""
-    try:  # below the ephemeral range (agents/netports.py): no connection takes them first
+    try:  # below the ephemeral range (agents/runtime/netports.py): no connection takes them first
         ports = free_ports(2)
     except (PortRangeError, NoFreePorts) as exc:
         raise UsageError(str(exc)) from None

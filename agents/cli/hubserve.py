@@ -28,6 +28,7 @@ def hub_settings(home: Home) -> HubSettings:
         engine_options=home.society.room.engine_options(home.path),
         limits=hub.limits(),
         tlog_origin=hub.tlog_origin,
+        witnesses=hub.witness_keys(),
     )
 
 

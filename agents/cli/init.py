@@ -16,6 +16,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents import formats
 from agents.build.config import BuildConfig
 from agents.config import parse_address
 from agents.home import Home
@@ -178,6 +179,7 @@ def _lay_down(home: Path, options: InitOptions) -> None:
     (home / "trust.toml").write_text(trust_text, encoding="utf-8")
 
     (home / "room").mkdir(mode=0o700)
+    formats.lay_down(home)  # home.toml: this version and each file family's format
     for nick in nicks:
         # A lurker of a new home starts at the room's beginning, so nothing posted
         # before its first start is missed; a nick added later starts at the end.

@@ -20,6 +20,7 @@ from agents.cli.argtypes import (
     _seconds,
 )
 from agents.cli.runs_parser import add_run_commands
+from room.version import __version__
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -43,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=Formatter,
     )
     _home_option(parser)
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"bullpen {__version__}",
+        help="print the version and exit (`--version --json`: with Python, platform, extras)",
+    )
     parser.add_argument(
         "--log-level",
         default="info",
@@ -74,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", default="127.0.0.1:8080", help="strict listener HOST:PORT")
     p.add_argument("--relaxed", default="127.0.0.1:8081", help="relaxed listener HOST:PORT")
     p.add_argument("--demo", action="store_true", help="add the sample knowledge base and memory")
+
+    p = add(
+        "upgrade",
+        "agents.cli.upgrade:cmd_upgrade",
+        "migrate this home's files to this bullpen's formats (`bullpen docs operating`)",
+    )
+    p.add_argument("--check", action="store_true", help="say what it would do; exit 1 if any")
 
     add(
         "hub",

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agents.cli.auditing import audit_with_checkpoints, err
+from agents.cli.auditing import audit_with_checkpoints, err, missing_room
 from agents.home import Home
 from room import render, strictjson
 from room.client import read_file
@@ -220,6 +220,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         home.require()
         path = home.room_path
         if not path.exists():  # a home whose hub has never started: nothing to check yet
+            failed = missing_room(path)
+            if failed is not None:
+                return failed
             print(
                 f"the room {path} was never started: there is nothing to audit yet. The hub "
                 "creates it when it first starts (`bullpen up`, or `bullpen hub`); audit it then",

@@ -50,6 +50,7 @@ class Row:
     trusted: bool
     reply_waking: bool
     live: str = "-"
+    version: str = "-"  # the bullpen version its pong names (agents/runtime/lurker.py)
     problems: list[str] = field(default_factory=list)
     host: str | None = None  # "name (boot …)", from its pong
 
@@ -238,8 +239,9 @@ def static_rows(home: Home) -> tuple[list[Row], list[str]]:
     return rows, general
 
 
-async def hub_problem(home: Home) -> str | None:
-    """Why the hub cannot be pinged through, from one short /health; None when it answers.
+async def hub_problem(home: Home, versions: dict[str, str] | None = None) -> str | None:
+    """Why the hub cannot be pinged through, from one short /health; None when it answers
+    (and then `versions["hub"]` is the version its /health names).
 
     Asked once before any ping: a post to a hub that is down retries its connect for
     seconds, and that for every nick would make a dead hub look like a slow check.
@@ -249,7 +251,9 @@ async def hub_problem(home: Home) -> str | None:
     url = home.society.hub.strict_url()
     try:
         async with RoomClient(url, timeout=HEALTH_TIMEOUT_S) as client:
-            await client.health()
+            health = await client.health()
+        if versions is not None:
+            versions["hub"] = str(health.get("version", "unknown"))
     except (BullpenError, ValueError) as exc:  # ValueError: not a JSON answer, so not a hub
         reason = exc.message if isinstance(exc, BullpenError) else f"{url}/health is not JSON"
         return (
@@ -259,15 +263,18 @@ async def hub_problem(home: Home) -> str | None:
     return None
 
 
-async def live_check(home: Home, rows: list[Row], timeout: float) -> str | None:
+async def live_check(
+    home: Home, rows: list[Row], timeout: float, versions: dict[str, str] | None = None
+) -> str | None:
     """Ping every lurker from the operator and check each pong's address and verified flag.
 
     Returns the one cause that stopped every ping (the hub is unreachable), printed once
-    below the table rather than on every row.
+    below the table rather than on every row. `versions` gets the hub's and each pong's
+    bullpen version, so a society running mixed versions shows it.
     """
     operator = home.society.operator
     lurkers = [row for row in rows if row.nick in home.society.nicks]
-    problem = await hub_problem(home)
+    problem = await hub_problem(home, versions)
     if problem:
         for row in lurkers:
             row.live = HUB_UNREACHABLE
@@ -277,6 +284,13 @@ async def live_check(home: Home, rows: list[Row], timeout: float) -> str | None:
         answered = await ping(client, [row.nick for row in lurkers], timeout, label="trust-check")
     for row in lurkers:
         line = answered.pongs.get(row.nick)
+        if line is not None:
+            data = line.get("data")
+            row.version = (
+                str(data.get("version", "unknown")) if isinstance(data, dict) else "unknown"
+            )
+            if versions is not None:
+                versions[row.nick] = row.version
         if row.nick in answered.unsent:
             row.live = "not sent"
             row.problems.append(
@@ -330,11 +344,23 @@ def hosts(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def versions_line(versions: dict[str, str]) -> str:
+    """One line naming the bullpen versions running: the hub's and each pong's. Mixed
+    versions are not a failure (an upgrade restarts units one by one), but they are shown."""
+    by_version: dict[str, list[str]] = {}
+    for who, version in versions.items():
+        by_version.setdefault(version, []).append(who)
+    if len(by_version) == 1:
+        return f"versions: every process runs bullpen {next(iter(by_version))}"
+    parts = [f"{version}: {', '.join(who)}" for version, who in sorted(by_version.items())]
+    return "versions: MIXED — " + "; ".join(parts)
+
+
 def table(rows: list[Row]) -> str:
     def yes(flag: bool) -> str:
         return "yes" if flag else "no"
 
-    header = ("nick", "privileged", "trusted", "reply-waking", "live", "problem and fix")
+    header = ("nick", "privileged", "trusted", "reply-waking", "live", "version", "problem and fix")
     body = [
         (
             r.nick,
@@ -342,15 +368,17 @@ def table(rows: list[Row]) -> str:
             yes(r.trusted),
             yes(r.reply_waking),
             r.live,
+            r.version,
             "; ".join(r.problems) or "ok",
         )
         for r in rows
     ]
-    widths = [max(len(str(line[i])) for line in [header, *body]) for i in range(5)]
+    last = len(header) - 1
+    widths = [max(len(str(line[i])) for line in [header, *body]) for i in range(last)]
     out = []
     for line in [header, *body]:
-        cells = [str(cell).ljust(widths[i]) for i, cell in enumerate(line[:5])]
-        out.append("  ".join([*cells, str(line[5])]))
+        cells = [str(cell).ljust(widths[i]) for i, cell in enumerate(line[:last])]
+        out.append("  ".join([*cells, str(line[last])]))
     return "\n".join(out)
 
 
@@ -362,14 +390,17 @@ def cmd_trust(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
     rows, general = static_rows(home)
+    versions: dict[str, str] = {}
     if not args.static and not general:
-        cause = asyncio.run(live_check(home, rows, args.timeout))
+        cause = asyncio.run(live_check(home, rows, args.timeout, versions))
         if cause is not None:
             general.append(cause)
     print(table(rows))
     placed = hosts(rows)
     if placed:
         print(placed)
+    if versions:
+        print(versions_line(versions))
     for problem in general:
         print(f"problem: {problem}")
     failed = [r for r in rows if not r.ok]

@@ -57,14 +57,19 @@ def _template_dir() -> Path:
 
 
 def bullpen_command(python: str | None = None) -> list[str]:
-    """The words that run this bullpen, for ExecStart: its script, else `python -m agents.cli`."""
+    """The words that run this bullpen, for ExecStart: its script, else `python -m agents.cli`.
+
+    The script beside the interpreter that runs now (a virtualenv's or pipx's `bin/bullpen`),
+    else the one on PATH, named as found and never resolved through its links: a package
+    manager's link (~/.local/bin, /usr/local/bin) stays put across an upgrade, while where it
+    leads may be a versioned folder the upgrade removes (tests/test_units_interpreter.py)."""
     python = python or sys.executable
     beside = Path(python).with_name("bullpen")
     if beside.exists():
         return [str(beside)]
     found = shutil.which("bullpen")
     if found:
-        return [str(Path(found).resolve())]
+        return [os.path.abspath(found)]
     return [python, "-m", "agents.cli"]
 
 

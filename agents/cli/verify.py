@@ -18,9 +18,10 @@ from typing import Protocol
 
 from agents.cli.auditing import err
 from agents.home import Home
+from agents.intake.bounded import read_bounded, read_text
 from room.errors import UsageError
 from room.reader import RoomFile
-from room.tlog import default_origin
+from room.tlog import default_origin, write_atomic
 from room.tlogclient import TlogClient
 from room.tree import Tree
 from trust import note
@@ -32,6 +33,7 @@ from trust.tlogverify import (
     checked_note,
     line_seq,
     load_bundle,
+    not_a_witness,
 )
 
 
@@ -87,13 +89,13 @@ class RoomProofs:
         raise NoteError(f"the room {self.room} has no line {seq}")
 
 
+# A bundle is one room line (at most a few hundred KiB), 128 hashes and a checkpoint.
+MAX_PROOF_FILE_BYTES = 4 * 1024 * 1024
+
+
 def _read_text(path: str, what: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{what} {path} does not exist; give the path of the file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {what} {path} ({exc})") from None
+    """A checkpoint, bundle or line file, refused by its size before it is read."""
+    return read_text(Path(path), MAX_PROOF_FILE_BYTES, what)
 
 
 def _verifier(text: str, what: str) -> Verifier:
@@ -127,6 +129,25 @@ def cmd_verifier_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_existing(out: Path) -> None:
+    if out.exists() or out.is_symlink():
+        raise UsageError(
+            f"--out {out} exists; remove it or pick another path (nothing was overwritten)"
+        )
+
+
+def _write_new(out: Path, data: bytes) -> None:
+    """The bundle in a new file, whole or not at all (a temp file linked into place)."""
+    _refuse_existing(out)
+    try:
+        write_atomic(out, data, overwrite=False)
+    except FileExistsError:
+        _refuse_existing(out)  # it appeared while the proofs were fetched
+        raise
+    except OSError as exc:
+        raise UsageError(f"cannot write --out {out} ({exc.strerror or exc})") from None
+
+
 def _source(args: argparse.Namespace, stack: ExitStack) -> Proofs:
     if args.room:
         return RoomProofs(Path(args.room), stack)
@@ -149,6 +170,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     hub = _verifier(args.key, "--key") if args.key else hub_verifier(Home.at(args.home))
     witnesses = [_verifier(text, "--witness") for text in args.witness]
+    for witness in witnesses:
+        problem = not_a_witness(hub, witness)
+        if problem is not None:
+            raise UsageError(f"--witness: {problem}")
     if args.bundle:
         if args.export or args.line or args.seq or args.since:
             raise UsageError(
@@ -158,6 +183,10 @@ def _verify(args: argparse.Namespace) -> int:
         head = bundle.check(hub, witnesses)
         print(f"ok: line {bundle.seq} is in {head.origin}'s signed tree of {head.size} lines")
         return 0
+    if args.out:
+        if args.export is None:
+            raise UsageError("--out names the file --export writes: add --export SEQ")
+        _refuse_existing(Path(args.out))
     with ExitStack() as stack:
         source = _source(args, stack)
         text = (
@@ -176,14 +205,15 @@ def _verify(args: argparse.Namespace) -> int:
             bundle = Bundle(seq, line, source.inclusion(seq, head.size), text)
             bundle.check(hub, witnesses)  # never hand out a bundle that does not verify
             if args.out:
-                Path(args.out).write_text(bundle.dumps(), encoding="utf-8")
+                _write_new(Path(args.out), bundle.dumps().encode("utf-8"))
                 print(f"ok: wrote the proof bundle of line {seq} to {args.out}")
             else:
                 sys.stdout.write(bundle.dumps())
             return 0
         if args.line or args.seq:
             if args.line:
-                line = Path(args.line).read_bytes().removesuffix(b"\n")
+                line = read_bounded(Path(args.line), MAX_PROOF_FILE_BYTES, "--line")
+                line = line.removesuffix(b"\n")
                 seq = line_seq(line)
                 if args.seq is not None and args.seq != seq:
                     raise NoteError(f"the line in {args.line} says seq {seq}, not {args.seq}")

@@ -25,6 +25,7 @@ from agents.home import Home
 from room.client import RoomClient
 from room.errors import BullpenError, UsageError
 from room.tlogclient import TlogClient
+from room.version import __version__
 from trust import keys, note
 from trust.note import NoteError, TreeHead, Verifier
 from trust.tlogverify import checked_note
@@ -130,7 +131,7 @@ def cmd_witness(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     client = TlogClient(url, token)
     witness = Witness(client, hub, key, name, state)
-    log.info("witnessing", hub=url, origin=hub.name, witness=verifier.text())
+    log.info("witnessing", hub=url, origin=hub.name, witness=verifier.text(), version=__version__)
     reported: set[tuple[str, int, bytes]] = set()
     try:
         while True:

@@ -9,16 +9,21 @@ file and the field, so `bullpen eval` exits 2 before anything runs.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from agents.intake.bounded import load_toml
+from agents.intake.safecopy import CopyRefused, copy_tree, plan_tree
 from agents.packaged import defaults
 from room.errors import UsageError
 
 CASE_FILE = "case.toml"
+MAX_CASE_BYTES = 64 * 1024  # a case is a page of settings; its files are beside it
+FOLDERS = ("kb", "hidden_tests", "repo", "traces", "public", "private")  # copied before a run
+# the shipped samples are package folders (their __init__.py is the wheel's, not the case's)
+SAMPLE_SKIPS = ("__pycache__", "__init__.py")
 SAMPLE = "@sample"  # the shipped sample: its knowledge base, traces or memory repositories
 SAMPLES = {
     "kb": "demo/kb",
@@ -107,6 +112,31 @@ class Loaded(BaseModel):
             raise UsageError(f"{self.folder / CASE_FILE}: {field} = {value!r} does not exist")
         return target
 
+    def copy_folder(self, field: str, target: Path, skip: tuple[str, ...] = SAMPLE_SKIPS) -> Path:
+        """The folder the case's `field` names, copied to the new folder `target` by the one
+        safe copy (agents/intake/safecopy.py): a link out of it, or too much, is refused
+        with exit 2 naming it, before a byte is copied."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        copy_tree(self.path(getattr(self.case, field), field), target, what=self.copier, skip=skip)
+        return target
+
+    @property
+    def copier(self) -> str:
+        return f"bullpen eval (case {self.name})"
+
+    def check_folders(self) -> None:
+        """Every folder the case names planned as its copy will be: a link out of it, or
+        too much, is refused now, before any society starts."""
+        for field in FOLDERS:
+            value = getattr(self.case, field, None)
+            if isinstance(value, str):
+                source = self.path(value, field)
+                try:
+                    plan_tree(source, what=self.copier, skip=("__pycache__",))
+                except CopyRefused as exc:
+                    message = f"{self.folder / CASE_FILE}: {field}: {exc.message}"
+                    raise CopyRefused(message, **exc.details) from None
+
 
 def _where(loc: tuple[int | str, ...]) -> str:
     parts = [str(p) for p in loc]
@@ -118,12 +148,7 @@ def _where(loc: tuple[int | str, ...]) -> str:
 def load_case(folder: Path) -> Loaded:
     """One case folder, checked; UsageError naming the file and the field."""
     file = folder / CASE_FILE
-    try:
-        raw = tomllib.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{file}: cannot be read ({exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{file}: not valid TOML ({exc})") from None
+    raw = load_toml(file, MAX_CASE_BYTES, "the case")
     try:
         case = _ADAPTER.validate_python(raw)
     except ValidationError as exc:
@@ -139,6 +164,7 @@ def load_case(folder: Path) -> Loaded:
         value = getattr(case, field, None)
         if isinstance(value, str):
             loaded.path(value, field)
+    loaded.check_folders()
     return loaded
 
 
@@ -154,6 +180,16 @@ def suite_folder(name: str) -> Path:
         f"no suite folder {name!r}: give a folder of cases (each with a {CASE_FILE}) or a "
         "shipped suite's name (example)"
     )
+
+
+def private_folders(cases: list[Loaded]) -> list[Path]:
+    """The folders no seat or model-written code may read: the build cases' acceptance
+    tests (the eval's [build] hidden, which every fence hides)."""
+    found = []
+    for loaded in cases:
+        if isinstance(loaded.case, BuildCase):
+            found.append(loaded.path(loaded.case.hidden_tests, "hidden_tests"))
+    return list(dict.fromkeys(found))
 
 
 def load_suite(name: str) -> list[Loaded]:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from agents.evaluate.cases import load_suite, suite_folder
+from agents.evaluate.cases import load_suite, private_folders, suite_folder
 from agents.evaluate.runners import NICKS, run_case
 from agents.evaluate.scoreboard import SeatScore, render
 from agents.evaluate.society import society
@@ -26,7 +26,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     scores: list[SeatScore] = []
     for seat in args.seat or [None]:
         score = SeatScore(seat or "configured", lessons)
-        with society(operator, seat, lessons) as running:
+        with society(operator, seat, lessons, private_folders(cases)) as running:
             print(f"eval: seat {score.seat}: starting a society", file=sys.stderr, flush=True)
             running.start(nicks)
             for loaded in cases:

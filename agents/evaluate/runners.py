@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import Any
 
 from agents.evaluate.cases import REPO_MARK, BackpassCase, BuildCase, ExpeditionCase, Loaded
 from agents.evaluate.society import EvalSociety
+from agents.intake.bounded import read_text
 from agents.replay import gates
 from agents.replay.recorded import Recorded
 from room.client import read_file
@@ -27,6 +28,7 @@ from room.log import Filter
 from room.message import Message
 
 CASE_TIMEOUT_S = 900.0
+SETTLE_S = 300.0  # a step's own time budget ends any call still running well before this
 _THREAD = re.compile(r"\b(exp-[0-9a-f]+|(?:build|backpass)-\d{4}-\d{2}-\d{2}-[0-9a-f]+)\b")
 
 
@@ -132,7 +134,7 @@ def run_expedition(society: EvalSociety, loaded: Loaded, result: CaseResult) -> 
     case = loaded.case
     assert isinstance(case, ExpeditionCase)
     kb = society.root / "kb" / loaded.name  # inside the eval home's kb root
-    shutil.copytree(loaded.path(case.kb, "kb"), kb)
+    loaded.copy_folder("kb", kb)
     done = society.run(
         "expedition",
         "--title",
@@ -183,9 +185,12 @@ def run_build(society: EvalSociety, loaded: Loaded, result: CaseResult) -> None:
         result.failed_gates.append("run.green")
         result.note = (done.stderr or done.stdout).strip()[-300:]
         return
-    hidden = artifact / ".eval-hidden-tests"
-    shutil.copytree(loaded.path(case.hidden_tests, "hidden_tests"), hidden)
-    ran = hidden_tests(artifact, hidden, society.root)
+    # Copied out of the suite only now that the grind has ended, beside the artifact rather
+    # than into it (the clone is model-written: a link planted there would be written
+    # through). During the grind every fence hid the suite's folder of them ([build] hidden).
+    with tempfile.TemporaryDirectory(prefix="bullpen-eval-hidden-") as folder:
+        tests = loaded.copy_folder("hidden_tests", Path(folder) / "tests", skip=("__pycache__",))
+        ran = hidden_tests(artifact, tests, society.root)
     if ran.returncode != 0:
         result.failed_gates.append("hidden_tests")
         result.note = ran.output.strip()[-300:]
@@ -195,13 +200,14 @@ def run_build(society: EvalSociety, loaded: Loaded, result: CaseResult) -> None:
 def _ticket(society: EvalSociety, loaded: Loaded, case: BuildCase) -> Path:
     """The case's ticket with @REPO@ as its own build dir (its starting files copied in)."""
     from agents.build.config import BuildConfig
+    from agents.build.ticket import MAX_TICKET_BYTES
 
     repo = Path(BuildConfig.of(society.home).root) / loaded.name
     if case.repo:  # every file, __init__.py too: the build dir is the case's to shape
-        shutil.copytree(loaded.path(case.repo, "repo"), repo, symlinks=False)
+        loaded.copy_folder("repo", repo, skip=("__pycache__",))
     else:
         repo.mkdir(parents=True)
-    text = loaded.path(case.ticket, "ticket").read_text(encoding="utf-8")
+    text = read_text(loaded.path(case.ticket, "ticket"), MAX_TICKET_BYTES, "the case's ticket")
     ticket = society.root.parent / f"ticket-{loaded.name}.md"
     ticket.write_text(text.replace(REPO_MARK, str(repo)), encoding="utf-8")
     return ticket
@@ -212,7 +218,6 @@ def hidden_tests(artifact: Path, tests: Path, eval_home: Path) -> Any:
     artifact is model-written code, so it runs with a clean environment, resource limits,
     and (where bubblewrap works) read-only everywhere but the artifact, homes hidden, offline."""
     import asyncio
-    import tempfile
 
     from agents.build.fence import FenceLimits, choose, clean_env, run_fenced
 
@@ -242,11 +247,11 @@ def run_backpass(society: EvalSociety, loaded: Loaded, result: CaseResult) -> No
     """Traces and memory repos through the backpass; the lessons and quotes it keeps."""
     case = loaded.case
     assert isinstance(case, BackpassCase)
-    traces = _copy(loaded.path(case.traces, "traces"), society.root / "traces" / loaded.name)
+    traces = loaded.copy_folder("traces", society.root / "traces" / loaded.name)
     args = ["backpass", "--traces", str(traces)]
     for flag, value in (("public", case.public), ("private", case.private)):
         if value:
-            repo = _copy(loaded.path(value, flag), society.root / "memory" / loaded.name / flag)
+            repo = loaded.copy_folder(flag, society.root / "memory" / loaded.name / flag)
             _commit(repo)
             args += [f"--{flag}", str(repo)]
     done = society.run(*args, timeout=CASE_TIMEOUT_S)
@@ -280,12 +285,6 @@ def _kept_text(society: EvalSociety, thread: str | None, stdout: str) -> str:
     return "\n".join(parts)
 
 
-def _copy(source: Path, target: Path) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
-    return target
-
-
 def _commit(repo: Path) -> None:
     """A memory folder as the backpass wants it: a git repository with its files committed."""
     if (repo / ".git").exists():
@@ -312,6 +311,30 @@ NICKS = {
 }
 
 
+def open_asks(society: EvalSociety, thread: str) -> set[str]:
+    """The ids of the foreman's asks in the thread (each step's) that have no reply yet: a
+    step agent always replies, with its answer or its `[STEP FAILED — reason]`."""
+    lines, _ = read_file(society.home.room_path, 0, None, Filter(thread=thread))
+    asked = {
+        str(line["id"])
+        for line in lines
+        if line.get("type") == "ask" and line.get("from") == "foreman"
+    }
+    return asked - {str(line.get("in_reply_to")) for line in lines if line.get("type") == "reply"}
+
+
+def settle(society: EvalSociety, thread: str | None, limit: float = SETTLE_S) -> None:
+    """Wait until every ask of the case's run has its reply (bounded): a run that ends at a
+    failed step may still have its siblings' model calls in flight (the other score batches),
+    and a call the society is stopped in the middle of never writes its `seat.http` line, so
+    the scoreboard would count fewer calls than the server answered."""
+    if not thread:
+        return
+    deadline = time.monotonic() + limit
+    while open_asks(society, thread) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 def run_case(society: EvalSociety, loaded: Loaded) -> CaseResult:
     result = CaseResult(loaded.name, loaded.case.kind)
     started = time.monotonic()
@@ -321,6 +344,7 @@ def run_case(society: EvalSociety, loaded: Loaded) -> CaseResult:
     except subprocess.TimeoutExpired:
         result.failed_gates.append("run.timeout")
         result.passed = False
+    settle(society, result.thread)
     count_server_calls(society.root, marks, result)
     result.wall_s = round(time.monotonic() - started, 2)
     return result

@@ -24,14 +24,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agents.cli.init import InitOptions, init_home
 from agents.home import Home
-from agents.netports import free_ports
 from agents.runtime.lessons import LESSONS_SWITCH as LESSONS_ENV
+from agents.runtime.netports import free_ports
 from agents.seats.registry import ROLES, parse_seat_table
 from room.errors import BullpenError, UsageError
 
@@ -86,15 +86,27 @@ def write_seats(society_file: Path, tables: dict[str, dict[str, Any]]) -> None:
     society_file.write_text(text, encoding="utf-8")
 
 
-def write_build(society_file: Path, scratch: Path) -> None:
+def write_build(
+    society_file: Path, scratch: Path, hidden: Sequence[Path] = (), seat_fence: str = "guarded"
+) -> None:
     """The eval home's [build]: a build root and alias of its own, beside the home, so a
-    build case never shares /tmp/bullpen-build (or the alias) with another run."""
+    build case never shares /tmp/bullpen-build (or the alias) with another run; the
+    operator's seat fence, so seats are measured as they would run; and `hidden`, the
+    suite's acceptance tests, which every fence then hides from seats and tested code."""
     (scratch / "builds").mkdir()
     text = society_file.read_text(encoding="utf-8")
-    keys = f"root = {toml_value(str(scratch / 'builds'))}\nalias = {toml_value(str(scratch / 'sandbox'))}\n"
-    pattern = re.compile(r"^\[build\]\n(?:(?:root|alias) = .*\n)*", re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda m: "[build]\n" + keys, text, count=1)
+    keys = (
+        f"root = {toml_value(str(scratch / 'builds'))}\n"
+        f"alias = {toml_value(str(scratch / 'sandbox'))}\n"
+        f"seat_fence = {toml_value(seat_fence)}\n"
+        f"hidden = {toml_value([str(place) for place in hidden])}\n"
+    )
+    section = re.compile(r"^\[build\]\n(?:(?!\[).*\n?)*", re.M)  # to the next table
+    ours = re.compile(r"^(?:root|alias|seat_fence|hidden)\s*=.*\n?", re.M)
+    found = section.search(text)
+    if found:
+        body = ours.sub("", found.group(0).removeprefix("[build]\n"))
+        text = text[: found.start()] + "[build]\n" + keys + body + text[found.end() :]
     else:
         text = text.rstrip("\n") + "\n\n[build]\n" + keys
     society_file.write_text(text, encoding="utf-8")
@@ -183,14 +195,20 @@ class EvalSociety:
 
 
 @contextlib.contextmanager
-def society(operator: Home, seat: str | None, lessons: bool) -> Iterator[EvalSociety]:
-    """A fresh home with the seats under test; its society is started by the runner."""
+def society(
+    operator: Home, seat: str | None, lessons: bool, hidden: Sequence[Path] = ()
+) -> Iterator[EvalSociety]:
+    """A fresh home with the seats under test, whose fences hide `hidden`; its society is
+    started by the runner."""
+    from agents.build.config import BuildConfig
+
+    seat_fence = BuildConfig.of(operator).seat_fence
     with tempfile.TemporaryDirectory(prefix="bullpen-eval-") as scratch:
         root = Path(scratch) / "home"
         strict, relaxed = free_ports(2)
         init_home(root, InitOptions(strict=f"127.0.0.1:{strict}", relaxed=f"127.0.0.1:{relaxed}"))
         write_seats(root / "society.toml", seat_tables(operator, seat))
-        write_build(root / "society.toml", Path(scratch))
+        write_build(root / "society.toml", Path(scratch), hidden, seat_fence)
         copy_memory(operator, Home(root))
         env = {**os.environ, "BULLPEN_HOME": str(root), "PYTHONUNBUFFERED": "1"}
         env[LESSONS_ENV] = "on" if lessons else "off"

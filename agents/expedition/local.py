@@ -181,25 +181,25 @@ def score(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def scotoma(payload: dict[str, Any]) -> dict[str, Any]:
-    """Deep cuts: strong rows that never name the keyword; direct hits: strong rows that do."""
+    """Deep cuts: the first well-scored rows among those shown, which never name the keyword
+    (the step sorts out the rows that do, as direct hits, before asking)."""
     keyword = str(payload.get("keyword") or "")
     key_words = content_words(keyword)
     terms = [str(t) for t in payload.get("terms") or []]
     deep: list[dict[str, str]] = []
-    direct: list[str] = []
     for row in payload["rows"]:
         if int(row.get("embodies", 0)) < 2:
             continue
         text = f"{row.get('summary', '')}\n{row.get('keypoints', '')}"
         if key_words and names_any(text, key_words):
-            direct.append(str(row["id"]))
-        elif len(deep) < MAX_DEEP_CUTS:
+            continue
+        if len(deep) < MAX_DEEP_CUTS:
             shared = [t for t in terms if fold(t) in fold(text)][:3]
             via = ", ".join(shared) if shared else "its scored resemblance"
             deep.append(
                 {"id": str(row["id"]), "connection": f"shares {via} without ever naming {keyword}"}
             )
-    return {"deep_cuts": deep, "direct_hits": direct, "pass4_empty": not deep}
+    return {"deep_cuts": deep}
 
 
 LOCAL_ANSWERS: dict[str, LocalAnswer] = {"termgen": termgen, "score": score, "scotoma": scotoma}

@@ -13,25 +13,41 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agents.expedition.scoring import MAX_WHY_WORDS
+from agents.expedition.scotoma import MAX_DEEP_CUTS
 from agents.expedition.terms import MAX_TERMS, MIN_FANOUT, MIN_TERMS
 from agents.runtime.step import JudgmentRequest
+from agents.seats.placeholder import placeholder
 
-RETURN_JSON = "Return ONLY valid JSON matching this schema. No prose, no markdown fences."
+RETURN_JSON = "Return ONLY valid JSON of this shape. No prose, no markdown fences."
 
-TERMS_SCHEMA = {"terms": ["string (10 to 12 items)"]}
-SCORES_SCHEMA = {"scores": [{"id": "row_N", "embodies": "integer 0-3", "why": "at most 12 words"}]}
-SCOTOMA_SCHEMA = {
-    "deep_cuts": [{"id": "row_N", "connection": "one line"}],
-    "direct_hits": ["row_N"],
-    "pass4_empty": "boolean: true exactly when deep_cuts is empty",
-}
+# Each answer's shape, shown with placeholders in angle brackets (agents/seats/placeholder.py):
+# a small model copies what it is shown, and a copied placeholder fails the step's validator,
+# where a copied example ("at most 12 words", "row_N") used to pass as an answer.
+TERM, REASON, CONNECTION = placeholder("term"), placeholder("reason"), placeholder("connection")
+TERMS_SHAPE = (
+    f'{{"terms": ["{TERM}", "{TERM}", ...]}}',
+    f"where each {TERM} is a search term of one to three plain words; {MIN_TERMS} to "
+    f"{MAX_TERMS} different terms in all.",
+)
+# The inputs' key names: a term that hands one back is the prompt's word, not a search term.
+TERMS_INPUT_KEYS = (
+    "keyword_primary",
+    "title",
+    "archetype_primary",
+    "blaze_claims",
+    "blaze_phrases",
+    "redirect",
+    "corpus_words",
+)
 
-
-# The most tokens each answer can need (JudgmentRequest.max_tokens): a seat asks for no
-# more, so a weak model that runs on stops long before its seat's timeout.
-TERMS_TOKENS = 400  # twelve short terms are about 150
-SCORE_TOKENS_PER_ROW, SCORE_TOKENS_BASE = 60, 60  # an id, a digit, twelve words: about 40
-SCOTOMA_TOKENS_PER_ROW, SCOTOMA_TOKENS_BASE = 10, 300  # two one-line cuts, the hits' ids
+# The most tokens each answer can need (JudgmentRequest.max_tokens): the worst case of the
+# schema sent (agents/seats/answerschema.py: worst_case_tokens), so an answer held to the
+# schema is never cut off, and a weak model that runs to every bound stops long before its
+# seat's timeout (tests/expedition/test_prompts.py checks each against its schema).
+TERMS_TOKENS = 800  # twelve terms of 32 characters at most; a good answer is about 120
+SCORE_TOKENS_PER_ROW, SCORE_TOKENS_BASE = 160, 20  # an id, a digit, a why of 90 characters
+SCOTOMA_TOKENS_PER_CUT, SCOTOMA_TOKENS_BASE = 260, 40  # an id and a one-line connection
 
 
 def _dump(value: Any) -> str:
@@ -39,19 +55,25 @@ def _dump(value: Any) -> str:
 
 
 def _prompt(
-    step: str, lines: Sequence[str], inputs: dict[str, Any], schema: Any, extra: str
+    step: str, lines: Sequence[str], inputs: dict[str, Any], shape: Sequence[str], extra: str
 ) -> str:
     parts = [f"step: {step}", *lines]
     if extra.strip():
         parts += ["", "Guidance:", extra.strip()]
-    parts += ["", "Inputs:", _dump(inputs), "", RETURN_JSON, _dump(schema)]
+    parts += ["", "Inputs:", _dump(inputs), "", RETURN_JSON, *shape]
     return "\n".join(parts)
 
 
 def termgen_request(
-    context: dict[str, Any], *, avoid: Sequence[str] = (), problems: str = "", guidance: str = ""
+    context: dict[str, Any],
+    *,
+    avoid: Sequence[str] = (),
+    problems: str = "",
+    guidance: str = "",
+    vocabulary: Sequence[str] = (),
 ) -> JudgmentRequest:
-    """Step 1: concept-adjacent search terms for files that embody the pattern."""
+    """Step 1: concept-adjacent search terms for files that embody the pattern; `vocabulary`
+    is the knowledge base's own words near the theme (agents/expedition/vocabulary.py)."""
     inputs = {
         "keyword_primary": context["keyword_primary"],
         "title": context["title"],
@@ -60,17 +82,24 @@ def termgen_request(
         "blaze_phrases": context.get("blaze_phrases", []),
         "redirect": context.get("redirect") or None,
     }
+    if vocabulary:
+        inputs["corpus_words"] = list(vocabulary)
     lines = [
         "Derive search terms for finding corpus files that EMBODY this pattern, not files",
         "that merely mention it: synonyms, causes, effects, physical images, opposites.",
-        f"Give {MIN_TERMS} to {MAX_TERMS} short terms (one to three words each). At least "
-        f"{MIN_FANOUT} must share NO word",
+        f"Give {MIN_TERMS} to {MAX_TERMS} different short terms (one to three words each). At "
+        f"least {MIN_FANOUT} must share NO word",
         "with the keyword, the title or the blaze phrases.",
         "Each term is matched against file summaries and keypoints by its words, stemmed and",
-        "in any order ('swimming in cold water' finds 'cold-water swims'; a term of three or",
-        "more words may miss one of them), and as a case-insensitive substring as well.",
-        "Prefer plain words a summary would use; small words (the, of, in) are ignored.",
+        "in any order (a term of three or more words may miss one of them), and as a",
+        "case-insensitive substring as well. Prefer plain words a summary would use; small",
+        "words (the, of, in) are ignored.",
     ]
+    if vocabulary:
+        lines += [
+            "corpus_words are words the knowledge base's summaries use, those near the keyword",
+            "first: a term that uses one of them can find a file.",
+        ]
     if problems:
         lines += ["", "Your previous answer failed the check: " + problems]
     if avoid:
@@ -78,7 +107,7 @@ def termgen_request(
     payload = {**inputs, "avoid": list(avoid), "kb": context.get("kb")}
     return JudgmentRequest(
         "termgen",
-        _prompt("termgen", lines, inputs, TERMS_SCHEMA, guidance),
+        _prompt("termgen", lines, inputs, TERMS_SHAPE, guidance),
         payload,
         max_tokens=TERMS_TOKENS,
     )
@@ -101,15 +130,23 @@ def score_request(
     """
     pairs = [{"id": row["id"], "summary": row["summary"]} for row in rows]
     inputs = {"pattern": pattern, "search_terms": list(terms), "rows": pairs}
+    ids = [str(row["id"]) for row in rows]
     lines = [
         "Score how strongly each summary embodies the pattern: 0 none, 1 faint, 2 clear,",
         "3 exact. A summary can embody the pattern without naming its words.",
-        "Score every id below exactly once; give a reason of at most 12 words.",
     ]
+    shape = (
+        '{"scores": {'
+        + ", ".join(f'"{i}": {{"embodies": <0-3>, "why": "{REASON}"}}' for i in ids[:2])
+        + (", ..." if len(ids) > 2 else "")
+        + "}}",
+        f"with one entry for each id, in this order: {', '.join(ids)}; <0-3> the score and "
+        f"{REASON} why, in your own words, at most {MAX_WHY_WORDS} words.",
+    )
     payload = {**inputs, "keyword": keyword, "focus": focus, "redirects": list(redirects)}
     return JudgmentRequest(
         "score",
-        _prompt("score", lines, inputs, SCORES_SCHEMA, guidance),
+        _prompt("score", lines, inputs, shape, guidance),
         payload,
         max_tokens=SCORE_TOKENS_BASE + SCORE_TOKENS_PER_ROW * len(pairs),
     )
@@ -123,23 +160,32 @@ def scotoma_request(
     *,
     guidance: str = "",
 ) -> JudgmentRequest:
-    """Step 4: the 0-2 deep cuts that embody the pattern without naming its keyword."""
+    """Step 4: the 0-2 deep cuts that embody the pattern without naming its keyword.
+
+    `rows` are the best-scored rows that do not name the keyword (the step sorts out those
+    that do, as direct hits, in code): the model only judges which of them embody it.
+    """
     shown = [
         {k: row.get(k) for k in ("id", "file", "summary", "keypoints", "embodies", "why")}
         for row in rows
     ]
     inputs = {"pattern": pattern, "keyword": keyword, "rows": shown}
     lines = [
-        "Among these best-scored rows, choose up to 2 deep cuts: rows that embody the",
-        "pattern WITHOUT naming its keyword, each with the non-obvious connection in one",
-        "line. List the strongest rows that do name it as direct hits. If no row",
-        "qualifies as a deep cut, return deep_cuts empty and pass4_empty true.",
-        "Use only the ids given.",
+        "None of these best-scored rows names the keyword. Choose up to "
+        f"{MAX_DEEP_CUTS} deep cuts:",
+        "rows that embody the pattern all the same, each with its non-obvious connection in",
+        "one line. Choose none when no row embodies it.",
     ]
+    shape = (
+        f'{{"deep_cuts": [{{"id": "<id>", "connection": "{CONNECTION}"}}]}}',
+        f"with at most {MAX_DEEP_CUTS} entries (an empty list when none qualifies); each <id> "
+        f"one of {', '.join(str(row['id']) for row in rows)}, and {CONNECTION} how that row "
+        "embodies the pattern, in your own words, on one line.",
+    )
     payload = {**inputs, "terms": list(terms)}
     return JudgmentRequest(
         "scotoma",
-        _prompt("scotoma", lines, inputs, SCOTOMA_SCHEMA, guidance),
+        _prompt("scotoma", lines, inputs, shape, guidance),
         payload,
-        max_tokens=SCOTOMA_TOKENS_BASE + SCOTOMA_TOKENS_PER_ROW * len(shown),
+        max_tokens=SCOTOMA_TOKENS_BASE + SCOTOMA_TOKENS_PER_CUT * MAX_DEEP_CUTS,
     )

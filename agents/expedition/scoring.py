@@ -2,8 +2,8 @@
 
 The model only ever sees `batch_size` summaries at once, so it is never
 asked to read thirty and remember. An answer must score every id of its
-batch exactly once, with `embodies` 0-3 and a `why` of at most twelve
-words; that check is part of the schema, so a bad answer is retried by the
+batch exactly once, with `embodies` 0-3 and a `why` (kept to its first
+twelve words); that check is part of the schema, so a bad answer is retried by the
 judge like any other invalid JSON.
 """
 
@@ -14,7 +14,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agents.seats.placeholder import copied, plain_text
+
 MAX_WHY_WORDS = 12
+MAX_WHY_CHARS = 90  # what a schema-constraining server holds a why to: twelve plain words
 
 
 class Score(BaseModel):
@@ -37,9 +40,13 @@ class Score(BaseModel):
         words = value.split()
         if not words:
             raise ValueError("why is empty; say in at most 12 words why this score")
-        if len(words) > MAX_WHY_WORDS:
-            raise ValueError(f"why has {len(words)} words; use at most {MAX_WHY_WORDS}")
-        return " ".join(words)
+        if copied(value):
+            raise ValueError(
+                f"why {value!r} is the prompt's placeholder; say in your own words why this score"
+            )
+        # A longer reason keeps its first twelve words: the report's bound holds, and a small
+        # model's batch is not failed (and asked again) for a reason that ran on.
+        return " ".join(words[:MAX_WHY_WORDS])
 
 
 class ScoresAnswer(BaseModel):
@@ -50,16 +57,39 @@ class ScoresAnswer(BaseModel):
 
     scores: list[Score]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _keyed(cls, value: Any) -> Any:
+        """`{"scores": {"row_1": {"embodies": 2, "why": …}}}`, the shape a server is sent,
+        as the list of scores the step keeps (a list is taken as it is)."""
+        if isinstance(value, dict) and isinstance(value.get("scores"), dict):
+            keyed = value["scores"]
+            listed = [
+                {**score, "id": row_id} if isinstance(score, dict) else score
+                for row_id, score in keyed.items()
+            ]
+            return {**value, "scores": listed}
+        return value
+
     @classmethod
     def sent_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
-        """What a schema-constraining server is sent (agents/seats/answerschema.py): one
-        score per id of the batch, only its ids, a short why; the validators still judge."""
-        score = schema["$defs"]["Score"]["properties"]
-        score["why"]["maxLength"] = 120
+        """What a schema-constraining server is sent (agents/seats/answerschema.py): the
+        scores keyed by the batch's ids, each id once and in order (a grammar cannot score a
+        row twice or leave one out), a short why; the validators still judge."""
+        score = schema["$defs"]["Score"]
+        score["properties"]["why"] = plain_text(MAX_WHY_CHARS)
         if cls.expected_ids:
-            scores = schema["properties"]["scores"]
-            scores["minItems"] = scores["maxItems"] = len(cls.expected_ids)
-            score["id"]["enum"] = list(cls.expected_ids)
+            scored = {
+                "type": "object",
+                "properties": {k: v for k, v in score["properties"].items() if k != "id"},
+            }
+            schema["properties"]["scores"] = {
+                "type": "object",
+                "properties": {row_id: scored for row_id in cls.expected_ids},
+            }
+            del schema["$defs"]["Score"]
+            if not schema["$defs"]:
+                del schema["$defs"]
         return schema
 
     @model_validator(mode="after")

@@ -13,7 +13,12 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agents.expedition.words import content_words, names_any
+from agents.seats.placeholder import copied, plain_text
+
 MAX_DEEP_CUTS = 2
+MAX_CONNECTION = 200  # one line; what a schema-constraining server holds it to
+DIRECT_MIN = 2  # the score a row naming the keyword needs to be a direct hit
 PASS4_EMPTY_LINE = "Pass 4 empty; pattern may be new to corpus."
 
 
@@ -29,51 +34,66 @@ class DeepCut(BaseModel):
         line = " ".join(value.split())
         if not line:
             raise ValueError("connection is empty; state the non-obvious connection in one line")
-        if len(line) > 300:
-            raise ValueError("connection is over 300 characters; say it in one line")
+        if copied(line):
+            raise ValueError(
+                f"connection {line!r} is the prompt's placeholder; say in your own words how "
+                "the row embodies the pattern"
+            )
+        if len(line) > MAX_CONNECTION:
+            raise ValueError(f"connection is over {MAX_CONNECTION} characters; say it in one line")
         return line
 
 
 class ScotomaAnswer(BaseModel):
-    """Subclasses made by `scotoma_schema` also check the ids against the rows shown."""
+    """The model's pick among the rows that do not name the keyword: only deep cuts.
+
+    Which top rows name the keyword is computed (`split_named`), not asked: they are the
+    direct hits, and "pass 4 empty" is no deep cut. An answer written for the older prompt
+    (with `direct_hits` and `pass4_empty`) is read for its deep cuts alone.
+    Subclasses made by `scotoma_schema` also check the ids against the rows shown.
+    """
 
     model_config = ConfigDict(extra="ignore")
     allowed_ids: ClassVar[tuple[str, ...]] = ()
 
     deep_cuts: list[DeepCut] = Field(max_length=MAX_DEEP_CUTS)
-    direct_hits: list[str]
-    pass4_empty: bool
 
     @classmethod
     def sent_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
         """What a schema-constraining server is sent (agents/seats/answerschema.py): only the
         ids of the rows shown, a one-line connection; the validators still judge."""
         cut = schema["$defs"]["DeepCut"]["properties"]
-        cut["connection"]["maxLength"] = 300
+        cut["connection"] = plain_text(MAX_CONNECTION)
+        schema["properties"]["deep_cuts"]["maxItems"] = MAX_DEEP_CUTS
         if cls.allowed_ids:
             cut["id"]["enum"] = list(cls.allowed_ids)
-            hits = schema["properties"]["direct_hits"]
-            hits["items"]["enum"] = list(cls.allowed_ids)
-            hits["maxItems"] = len(cls.allowed_ids)
         return schema
+
+    @field_validator("deep_cuts", mode="before")
+    @classmethod
+    def _once_each(cls, value: Any) -> Any:
+        """A row picked twice is picked once (the first connection stands): a grammar cannot
+        keep a model from repeating an id, and a repeat loses nothing."""
+        if not isinstance(value, list):
+            return value
+        seen: set[Any] = set()
+        kept = []
+        for cut in value:
+            key = cut.get("id") if isinstance(cut, dict) else id(cut)
+            if key not in seen:
+                seen.add(key)
+                kept.append(cut)
+        return kept
+
+    @property
+    def pass4_empty(self) -> bool:
+        return not self.deep_cuts
 
     @model_validator(mode="after")
     def _consistent(self) -> ScotomaAnswer:
         cut_ids = [cut.id for cut in self.deep_cuts]
-        if len(set(cut_ids)) != len(cut_ids):
-            raise ValueError("a deep cut is listed twice; list each row once")
-        if len(set(self.direct_hits)) != len(self.direct_hits):
-            raise ValueError("a direct hit is listed twice; list each row once")
-        both = sorted(set(cut_ids) & set(self.direct_hits))
-        if both:
-            raise ValueError(
-                f"{', '.join(both)} is both a deep cut and a direct hit; a deep cut does not "
-                "name the keyword, a direct hit does: pick one"
-            )
-        if self.pass4_empty != (not self.deep_cuts):
-            raise ValueError("pass4_empty must be true exactly when deep_cuts is empty")
         if self.allowed_ids:
-            unknown = sorted(set(cut_ids + self.direct_hits) - set(self.allowed_ids))
+            unknown = sorted(set(cut_ids) - set(self.allowed_ids))
             if unknown:
                 raise ValueError(
                     f"ids {', '.join(unknown)} were not among the rows given; use only "
@@ -89,6 +109,31 @@ def scotoma_schema(ids: Sequence[str]) -> type[ScotomaAnswer]:
         (ScotomaAnswer,),
         {"allowed_ids": tuple(ids), "__module__": __name__},
     )
+
+
+def names_keyword(row: dict[str, Any], keyword: str) -> bool:
+    """Whether a row's summary or keypoints name the keyword (by its words' stems)."""
+    key_words = content_words(keyword)
+    text = f"{row.get('summary', '')}\n{row.get('keypoints', '')}"
+    return bool(key_words) and names_any(text, key_words)
+
+
+def split_named(
+    rows: Sequence[dict[str, Any]], keyword: str
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """(the direct hits' ids, the rows a deep cut may come from), in the rows' order.
+
+    A direct hit is a well-scored row (embodies 2 or more) that names the keyword; a deep
+    cut can only be a row that does not. Both are facts the code can see, so the model is
+    asked only the judgment: which of the others embody the pattern.
+    """
+    direct = [
+        str(row["id"])
+        for row in rows
+        if names_keyword(row, keyword) and int(row.get("embodies") or 0) >= DIRECT_MIN
+    ]
+    open_rows = [row for row in rows if not names_keyword(row, keyword)]
+    return direct, open_rows
 
 
 def top_rows(merged: Sequence[dict[str, Any]], n: int) -> list[dict[str, Any]]:

@@ -27,11 +27,17 @@ from agents.expedition.blaze import Blaze, BlazeError, read_blaze
 from agents.expedition.config import ExpeditionConfig
 from agents.expedition.context import make_context
 from agents.expedition.kb import check_file, check_kb, load_index, locate, on_disk
-from agents.expedition.prompts import score_request, scotoma_request, termgen_request
+from agents.expedition.prompts import (
+    TERMS_INPUT_KEYS,
+    score_request,
+    scotoma_request,
+    termgen_request,
+)
 from agents.expedition.retrieve import retrieve
 from agents.expedition.scoring import scores_schema
-from agents.expedition.scotoma import scotoma_schema
+from agents.expedition.scotoma import scotoma_schema, split_named
 from agents.expedition.terms import TermsAnswer, anchor_words, check_terms, settle, shares_word
+from agents.expedition.vocabulary import corpus_words
 from agents.roots import Roots
 from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
 from agents.wording import counted
@@ -172,23 +178,33 @@ async def gen_terms(message: Message, ctx: StepContext) -> Reply:
     reported as the seat's; a knowledge-base problem must be reported as one.
     """
     context = context_of(message)
-    if context.get("kb"):  # step 0 puts it there; a hand-made context may not
-        load_index(kb_of(ctx, context))
     guidance = config_of(ctx).guidance.get("termgen", "")
     anchors = anchor_words(
         context["keyword_primary"], context["title"], context.get("blaze_phrases") or []
     )
-    first = await _judge(ctx, "termgen", termgen_request(context, guidance=guidance), TermsAnswer)
+    vocabulary: list[str] = []
+    if context.get("kb"):  # step 0 puts it there; a hand-made context may not
+        vocabulary = corpus_words(load_index(kb_of(ctx, context)).rows, anchors)
+    first = await _judge(
+        ctx,
+        "termgen",
+        termgen_request(context, guidance=guidance, vocabulary=vocabulary),
+        TermsAnswer,
+    )
     judgments = [first]
-    checked = check_terms(first.answer.terms, anchors)
+    checked = check_terms(first.answer.terms, anchors, TERMS_INPUT_KEYS)
     retried = None
     if not checked.ok:
         request = termgen_request(
-            context, avoid=checked.failing, problems=checked.problems(), guidance=guidance
+            context,
+            avoid=checked.failing,
+            problems=checked.problems(),
+            guidance=guidance,
+            vocabulary=vocabulary,
         )
         second = await _judge(ctx, "termgen", request, TermsAnswer)
         judgments.append(second)
-        retried = check_terms(second.answer.terms, anchors)
+        retried = check_terms(second.answer.terms, anchors, TERMS_INPUT_KEYS)
     terms, flags = settle(checked, retried)
     if not terms:
         raise StepFailed(
@@ -309,28 +325,36 @@ async def score_batch(message: Message, ctx: StepContext) -> Reply:
 
 
 async def pick_scotoma(message: Message, ctx: StepContext) -> Reply:
-    """Step 4: 0-2 deep cuts and the direct hits among the top rows."""
+    """Step 4: 0-2 deep cuts and the direct hits among the top rows.
+
+    The direct hits (well-scored rows that name the keyword) are computed; the model is
+    asked only which of the rows that do not name it are deep cuts, and not asked at all
+    when every top row names it (pass 4 empty, no call).
+    """
     data = data_of(message)
     rows = _rows(message)
-    request = scotoma_request(
-        str(data.get("pattern") or ""),
-        str(data.get("keyword") or ""),
-        [str(t) for t in data.get("terms") or []],
-        rows,
-        guidance=config_of(ctx).guidance.get("scotoma", ""),
-    )
-    judgment = await _judge(ctx, "scotoma", request, scotoma_schema([str(r["id"]) for r in rows]))
-    answer = judgment.answer
+    keyword = str(data.get("keyword") or "")
+    direct, open_rows = split_named(rows, keyword)
+    deep: list[dict[str, Any]] = []
+    provenance: dict[str, Any] = {"seat": None, "fallback_used": False}
+    if open_rows:
+        request = scotoma_request(
+            str(data.get("pattern") or ""),
+            keyword,
+            [str(t) for t in data.get("terms") or []],
+            open_rows,
+            guidance=config_of(ctx).guidance.get("scotoma", ""),
+        )
+        ids = [str(r["id"]) for r in open_rows]
+        judgment = await _judge(ctx, "scotoma", request, scotoma_schema(ids))
+        deep = [cut.model_dump() for cut in judgment.answer.deep_cuts]
+        provenance = _provenance(judgment)
     body = (
-        f"{counted(len(answer.deep_cuts), 'deep cut')}, {counted(len(answer.direct_hits), 'direct hit')}"
-        + (" (pass 4 empty)" if answer.pass4_empty else "")
+        f"{counted(len(deep), 'deep cut')}, {counted(len(direct), 'direct hit')}"
+        + (" (pass 4 empty)" if not deep else "")
+        + ("" if open_rows else "; every top row names the keyword, so no model was asked")
     )
     return Reply(
         body,
-        {
-            "deep_cuts": [cut.model_dump() for cut in answer.deep_cuts],
-            "direct_hits": list(answer.direct_hits),
-            "pass4_empty": answer.pass4_empty,
-            **_provenance(judgment),
-        },
+        {"deep_cuts": deep, "direct_hits": direct, "pass4_empty": not deep, **provenance},
     )

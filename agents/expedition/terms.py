@@ -11,11 +11,13 @@ terms shown, and then the run proceeds with what it has, flagged.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.expedition.words import content_words, word_set
+from agents.seats.placeholder import copied, plain_text
 
 MIN_TERMS = 10
 MAX_TERMS = 12
@@ -23,20 +25,24 @@ MIN_FANOUT = 6
 WEAK_FLAG = "[TERM_FANOUT_WEAK]"
 
 
+TERM_CHARS = 32  # three plain words
+
+
 class TermsAnswer(BaseModel):
     """The termgen seat's answer; the count and fan-out are judged by the gate, not here."""
 
     model_config = ConfigDict(extra="ignore")
 
-    # What a schema-constraining server is sent: ten to twelve short terms (the gate judges).
-    terms: list[str] = Field(
-        max_length=100,
-        json_schema_extra={
-            "minItems": MIN_TERMS,
-            "maxItems": MAX_TERMS,
-            "items": {"type": "string", "maxLength": 40},
-        },
-    )
+    terms: list[str] = Field(max_length=100)
+
+    @classmethod
+    def sent_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        """What a schema-constraining server is sent: ten to twelve short terms of plain
+        words, never a placeholder or a key name (the gate judges the rest)."""
+        terms = schema["properties"]["terms"]
+        terms["items"] = plain_text(TERM_CHARS)
+        terms["minItems"], terms["maxItems"] = MIN_TERMS, MAX_TERMS
+        return schema
 
 
 def anchor_words(keyword: str, title: str, phrases: Iterable[str] = ()) -> set[str]:
@@ -68,6 +74,7 @@ class TermCheck:
     terms: list[str]
     fanout: list[str]  # terms sharing no word with the anchors
     failing: list[str]  # terms that do share one
+    echoed: list[str] = field(default_factory=list)  # the prompt's own words, dropped
 
     @property
     def count_ok(self) -> bool:
@@ -99,19 +106,36 @@ class TermCheck:
                 f"{MIN_TERMS} and {MAX_TERMS}."
             )
         if not self.fanout_ok:
-            said.append(
+            line = (
                 f"Only {len(self.fanout)} terms share no word with the keyword, title or "
-                f"blaze phrases; at least {MIN_FANOUT} must. These failed: "
-                + "; ".join(self.failing)
+                f"blaze phrases; at least {MIN_FANOUT} must."
+            )
+            if self.failing:
+                line += " These share one: " + "; ".join(self.failing) + "."
+            said.append(line)
+        if self.echoed:
+            said.append(
+                "These are words of the prompt, not search terms, and were dropped: "
+                + "; ".join(self.echoed)
+                + "."
             )
         return " ".join(said)
 
 
-def check_terms(terms: Iterable[str], anchors: set[str]) -> TermCheck:
-    kept = distinct(terms)
+def check_terms(
+    terms: Iterable[str], anchors: set[str], prompt_words: Iterable[str] = ()
+) -> TermCheck:
+    """The gate on one answer; a term that hands back the prompt's placeholder, a schema word
+    or one of `prompt_words` (the inputs' key names), or has only small words, is dropped
+    and named, never searched
+    (underscores in any other term are read as the spaces a model meant)."""
+    names = list(prompt_words)
+    given = distinct(str(t) for t in terms)
+    echoed = [t for t in given if copied(t, names) or not content_words(t)]
+    kept = distinct(t.replace("_", " ") for t in given if t not in echoed)
     fanout = [t for t in kept if not shares_word(t, anchors)]
     failing = [t for t in kept if shares_word(t, anchors)]
-    return TermCheck(kept, fanout, failing)
+    return TermCheck(kept, fanout, failing, echoed)
 
 
 def _capped(check: TermCheck) -> list[str]:

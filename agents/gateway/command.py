@@ -26,6 +26,7 @@ from agents.gateway.usage import summarize, table
 from agents.home import Home
 from room.errors import ConfigError, UsageError
 from room.hub import Serving, bind, serve_asgi
+from room.version import __version__
 
 log = structlog.get_logger("agents.gateway")
 
@@ -103,6 +104,7 @@ async def run_gateway(home: Home) -> int:
     def ready() -> None:
         log.info(
             "gateway listening",
+            version=__version__,
             listen=config.listen,
             backends=sorted(config.backends),
             callers=len(tokens),

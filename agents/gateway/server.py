@@ -41,7 +41,7 @@ from agents.gateway.http1 import Pool, UpstreamResponse
 from agents.gateway.ledger import Ledger, now_stamp
 from agents.gateway.masking import mask_body
 from agents.gateway.policy import Policy, Scanner
-from agents.gateway.recording import Recorder, request_digest
+from agents.gateway.recording import RUN_HEADER, Recorder, RecordKey
 from agents.gateway.routing import Route, Router
 from agents.gateway.screening import RequestScreen
 from agents.gateway.tokens import CallerTokens
@@ -227,7 +227,11 @@ class Gateway:
     async def chat(self, request: Request) -> Response:
         caller = self.tokens.caller(request.headers.get("authorization"))
         body = await read_body(request)
-        digest = request_digest(body) if self.recorder is not None else None  # as sent
+        record = (  # the key as sent: caller, run and digest (agents/gateway/recording.py)
+            RecordKey.of(caller, request.headers.get(RUN_HEADER), body)
+            if self.recorder is not None
+            else None
+        )
         model = body.get("model")
         route = await self.catalog.route(model)
         call = Call(caller, str(model), route, body)
@@ -298,9 +302,9 @@ class Gateway:
             answer = self._police(raw, call, lambda: policy.scanner(stops), secrets)
         finally:
             await self._end(call, ticket)
-        if digest is not None and self.recorder is not None:  # [gateway] record = true
+        if record is not None and self.recorder is not None:  # [gateway] record = true
             recorded = json.loads(answer)  # the answer as the caller gets it: masked and cut
-            await asyncio.to_thread(self.recorder.save, digest, str(model), recorded)
+            await asyncio.to_thread(self.recorder.save, record, str(model), recorded)
         headers = {FLAGS_HEADER: ",".join(call.flags)} if call.flags else None
         return Response(answer, media_type="application/json", headers=headers)
 

@@ -9,8 +9,11 @@ the step sees a home whose root, sections and ask point there. Whatever it
 writes lands in the copy, which is compared before and after and removed.
 
 Paths are input (the ask is data from a poster): each is resolved and must
-lie inside the home or a configured root; a link that leads out of what is
-copied is refused rather than followed, and a git pointer (`.git` files,
+lie inside the home or a configured root, and is copied by the one safe copy
+(agents/intake/safecopy.py): a link that leads out of what is copied is
+refused rather than followed, every named path is planned and the sizes
+summed (apparent and allocated, so a sparse file counts what a copy would
+write) against MAX_COPY_BYTES before a byte is written, and a git pointer (`.git` files,
 worktree `gitdir`s) is re-pointed at the copy or refused, so no git command
 in the replay reaches the original repository. A folder that holds one
 folder per run (the backpass's runs root) is copied with only this run's.
@@ -24,20 +27,19 @@ import contextlib
 import hashlib
 import os
 import shutil
-import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agents.intake.safecopy import MAX_COPY_BYTES, Plan, copy_planned, plan_tree, refuse_size
 from agents.roots import inside
 from room.errors import UsageError
 
 if TYPE_CHECKING:
     from agents.home import Home
 
-MAX_COPY_BYTES = 512 * 1024 * 1024  # a replay copies what one step touches, never a disk
 SKIPPED = frozenset({"__pycache__"})
 
 
@@ -52,6 +54,7 @@ class Copied:
     source: Path
     files: int = 0
     bytes: int = 0
+    allocated: int = 0  # what the original takes on disk (a sparse file: less than bytes)
     narrowed_to: str | None = None  # the run's own folder, when only it was copied
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,67 +129,44 @@ class PrivateCopy:
 
     def copy(self, path: Path) -> None:
         """Copy one named path (file or folder) into the copy, once."""
-        real = Path(os.path.realpath(path))
-        if not any(inside(place, real) for place in self.mapped):
-            self.left.append(str(path))  # outside the home and its roots: read, never written
-            return
-        if not os.path.lexists(real):  # to be written: its folder is made, empty, in the copy
-            if real.parent.is_dir():
-                self.into(real.parent).mkdir(parents=True, exist_ok=True)
-            return
-        if any(inside(c.source, real) for c in self.copied):
-            return  # already inside something copied
-        self.copied = [c for c in self.copied if not inside(real, c.source)]
-        entry = Copied(real)
-        target = self.into(real)
-        if real.is_dir():
+        self.copy_all([path])
+
+    def copy_all(self, paths: Iterable[Path]) -> None:
+        """Copy the named paths (files or folders) by the one safe copy
+        (agents/intake/safecopy.py): every one is planned first, and the whole, with what
+        is copied already, is held to MAX_COPY_BYTES before a byte is written."""
+        planned: list[tuple[Copied, Plan]] = []
+        for path in paths:
+            real = Path(os.path.realpath(path))
+            if not any(inside(place, real) for place in self.mapped):
+                self.left.append(str(path))  # outside the home and its roots: read, never written
+                continue
+            if not os.path.lexists(real):  # to be written: its folder is made, empty, in the copy
+                if real.parent.is_dir():
+                    self.into(real.parent).mkdir(parents=True, exist_ok=True)
+                continue
+            if any(inside(c.source, real) for c, _ in planned) or any(
+                inside(c.source, real) for c in self.copied
+            ):
+                continue  # already inside something copied
+            planned = [(c, p) for c, p in planned if not inside(real, c.source)]
+            self.copied = [c for c in self.copied if not inside(real, c.source)]
+            entry, source = Copied(real), real
             own = real / self.thread_folder
             if self.thread_folder and own.is_dir() and not own.is_symlink():
                 entry.narrowed_to = self.thread_folder  # a root of per-run folders: this run's
-                self._tree(own, self.into(own), real, entry)
-            else:
-                self._tree(real, target, real, entry)
-        elif real.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self._file(real, target, entry)
-        self.copied.append(entry)
-
-    def _file(self, source: Path, target: Path, entry: Copied) -> None:
-        shutil.copyfile(source, target, follow_symlinks=False)  # a new inode, never a link
-        shutil.copymode(source, target)
-        entry.files += 1
-        entry.bytes += target.stat().st_size
-        if sum(c.bytes for c in self.copied) + entry.bytes > MAX_COPY_BYTES:
-            raise UsageError(
-                f"the replay would copy over {MAX_COPY_BYTES // 2**20} MiB from {entry.source}; "
-                "it copies what the step's ask names, and this is too much to replay privately"
-            )
-
-    def _tree(self, source: Path, target: Path, top: Path, entry: Copied) -> None:
-        target.mkdir(parents=True, exist_ok=True)
-        for item in sorted(source.iterdir()):
-            if item.name in SKIPPED:
-                continue
-            there = target / item.name
-            mode = item.lstat().st_mode
-            if stat.S_ISLNK(mode):
-                self._link(item, there, top)
-            elif stat.S_ISDIR(mode):
-                self._tree(item, there, top, entry)
-            elif stat.S_ISREG(mode):
-                self._file(item, there, entry)
-            # sockets, FIFOs and devices are not copied: no step's files are those
-
-    def _link(self, link: Path, there: Path, top: Path) -> None:
-        """A link inside the copied folder is kept, pointed into the copy; one out is refused."""
-        pointed = os.readlink(link)
-        lands = Path(os.path.realpath(link.parent / pointed))
-        if not inside(top, lands):
-            raise UsageError(
-                f"{link} is a link to {lands}, outside what the replay copies ({top}); a "
-                "replay does not follow links out, so this step is not replayed"
-            )
-        os.symlink(str(self.into(lands)) if os.path.isabs(pointed) else pointed, there)
+                source = own
+            plan = plan_tree(source, what="the replay", within=real, skip=SKIPPED, limit=2**63)
+            planned.append((entry, plan))
+        apparent = sum(c.bytes for c in self.copied) + sum(p.apparent for _, p in planned)
+        allocated = sum(c.allocated for c in self.copied) + sum(p.allocated for _, p in planned)
+        if max(apparent, allocated) > MAX_COPY_BYTES:
+            where = ", ".join(str(c.source) for c, _ in planned)
+            raise refuse_size(where, apparent, allocated, MAX_COPY_BYTES, "the replay")
+        for entry, plan in planned:
+            copy_planned(plan, self.into(plan.source), place=self.into)
+            entry.files, entry.bytes, entry.allocated = plan.files, plan.apparent, plan.allocated
+            self.copied.append(entry)
 
     def repoint_git(self) -> None:
         """Every git pointer in the copy re-pointed at the copy, or the replay refused."""

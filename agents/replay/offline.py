@@ -2,7 +2,9 @@
 
 A small HTTP server in this process speaks the chat-completions wire format
 and answers each request with what the gateway recorded for the same
-request digest (agents/gateway/recording.py). The step's openai seats are
+request digest from the step's own nick in the recorded run
+(agents/gateway/recording.py): another caller's answer to the same request,
+or one from another run, is never served. The step's openai seats are
 pointed at it: `via = "gateway"` seats through a throwaway token, seats
 with a `base_url` by that URL replaced. A request with no recording is
 answered 404 naming the step, and the replay then fails loud (exit 1)
@@ -39,9 +41,11 @@ class NoRecording(BullpenError):
 class RecordingServer:
     """The recording, served on 127.0.0.1 at an ephemeral port, in a thread of this process."""
 
-    def __init__(self, recording: Recording, step: str) -> None:
+    def __init__(self, recording: Recording, step: str, caller: str, run: str) -> None:
         self.recording = recording
         self.step = step
+        self.caller = caller  # the nick that answered the step: its seats called the gateway
+        self.run = run  # the recorded run's thread, as its seats named it (x-bullpen-run)
         self.answered = 0
         self.misses: list[str] = []
         server = self
@@ -56,7 +60,7 @@ class RecordingServer:
                 answer = None
                 if isinstance(body, dict) and self.path.endswith("/chat/completions"):
                     digest = request_digest(body)
-                    answer = server.recording.answer(digest)
+                    answer = server.recording.answer(server.caller, server.run, digest)
                     if answer is None:
                         server.misses.append(digest)
                 if answer is None:
@@ -123,7 +127,7 @@ class OfflineJudge:
                 "society.toml, run the steps through the gateway once, then replay offline"
             )
         self.step = step
-        self.server = RecordingServer(Recording(path), step.key)
+        self.server = RecordingServer(Recording(path), step.key, step.nick, step.ask.thread or "")
         self._folder = tempfile.TemporaryDirectory(prefix="bullpen-offline-")
         access = GatewayAccess(self.server.url, _token_file(Path(self._folder.name)))
         self.registry = build_seats(offline_tables(home, self.server.url), access)

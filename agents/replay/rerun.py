@@ -80,8 +80,7 @@ async def in_private_copy(
     data = dict(step.ask.data or {})
     own = run_dir(Path("/"), step.ask.thread or "").name
     with private_copy(allowed_places(home), own) as copy:
-        for named in dict.fromkeys(named_paths(data)):
-            copy.copy(Path(named))
+        copy.copy_all(Path(named) for named in dict.fromkeys(named_paths(data)))
         copy.repoint_git()
         shadow = ShadowHome(home, copy)
         ask = step.ask.model_copy(update={"data": copy.map_in(data)})

@@ -57,6 +57,7 @@ from agents.runtime.wake import certain_refusal
 from room import strictjson
 from room.errors import BullpenError, ConfigError, CursorAhead, UsageError
 from room.tail import Position, RawFollower, WatchUnavailable
+from room.version import __version__
 
 LEVELS = ("debug", "info", "warning", "error")
 ERRORS: dict[str, type[BullpenError]] = {
@@ -225,7 +226,14 @@ async def _idle(plan: dict[str, Any], log: Log) -> int:
             log.debug("not waking", seq=position.seq, why=reason)
             passed = position
 
-    log.info("lurking", wake=sorted(wake), source="file", after=start.seq, lean=True)
+    log.info(
+        "lurking",
+        wake=sorted(wake),
+        source="file",
+        after=start.seq,
+        lean=True,
+        version=__version__,
+    )
     consuming = asyncio.create_task(consume())
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait([consuming, stopped], return_when=asyncio.FIRST_COMPLETED)

@@ -43,7 +43,9 @@ from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
 from room.log import Filter
 from room.message import Message
 from room.reader import RoomFile
+from room.runcontext import CURRENT_RUN
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
+from room.version import __version__
 
 if TYPE_CHECKING:
     from agents.memory.lessons import LessonReader
@@ -200,6 +202,7 @@ class Lurker:
                 wake=sorted(self.wake),
                 source=self._source_name(),
                 after=start.seq,
+                version=__version__,
             )
             tick = self.handler.tick()
             if tick is not None:
@@ -297,7 +300,10 @@ class Lurker:
         if message.seq in self._pending:  # redelivered while still being handled
             return
         if is_cancel(message):  # its run was cancelled: stop the step, never run the handler
-            self.steps.cancel(str(message.in_reply_to or ""), message.seq)
+            refused = self.steps.cancel(message)  # or say why not, if another nick sent it
+            if refused is not None and message.id not in self.answered:
+                await self._post(refused, message)
+                self.answered.add(message.id)
             self._last = position
             return
         if message.id in self.answered:
@@ -333,6 +339,7 @@ class Lurker:
                 from agents.runtime import lessons as wake_lessons  # on the first wake
 
                 ctx, told = wake_lessons.for_wake(self.ctx, self.lessons, message, log)
+                CURRENT_RUN.set(message.thread)  # this task's seats name the run to the gateway
                 outcome = await self.steps.run(
                     message, self.handler.run(message, ctx, self.config.timeout_s)
                 )
@@ -436,6 +443,12 @@ class Lurker:
                 self.refusals.cleared(post, cause)
                 return stored
             except PostRejected as exc:
+                if exc.status == 429:  # over its nick's bound (room/limits.py): wait, post again
+                    self.log.warning("over the hub's rate bound; retrying", error=exc.message)
+                    if await self._sleep(delay):
+                        raise asyncio.CancelledError from None
+                    delay = min(delay * 2, MAX_BACKOFF_S)
+                    continue
                 if not is_refusal(exc):
                     raise
                 refusal = refusal or Refusal(self.home.society.lurker)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from room.errors import BullpenError
+from room.version import __version__
 
 if TYPE_CHECKING:
     from agents.home import Home
@@ -45,6 +46,7 @@ def pong_identity(home: Home) -> dict[str, Any]:
     """The fields a pong carries about the process that sends it, beyond its nick: one
     place to add what a pre-flight must know of every lurker (a version, a toolchain)."""
     return {
+        "version": __version__,
         "host": socket.gethostname(),
         "boot_id": boot_id(),
         "society_sha256": home.society_sha256,

@@ -6,6 +6,11 @@ is exactly what a long step holds; so a step that runs for more than a moment al
 its own thread for the notice. Either way the step's work is cancelled (a forked step's
 process, a fenced run's process group are killed as on a timeout) and the step answers with
 a cancelled flag, never silence.
+
+Only the nick that asked the step may stop it: for a run's step that is the foreman, which
+sends the notice only on the run's operator's cancel. Any other trusted nick could stop
+every step of every run before (issue 33); its notice is now ignored, and the lurker says
+so in the room, in reply to it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from agents.runtime.cancel import is_cancel
-from agents.runtime.outcome import Failure, Outcome
+from agents.runtime.outcome import Failure, Outcome, OutPost
 from room.errors import HubUnavailable
 from room.message import Message
 
@@ -34,23 +39,36 @@ class CancellableSteps:
         self.client = client
         self.trusted = trusted
         self.log = log
-        self._running: dict[str, asyncio.Future[Outcome]] = {}
+        self._running: dict[str, tuple[Message, asyncio.Future[Outcome]]] = {}
         self._cancelled: set[str] = set()
 
-    def cancel(self, ask_id: str, seq: int) -> None:
-        """Stop the step answering `ask_id`, if it runs here (the notice at `seq` says so)."""
-        work = self._running.get(ask_id)
-        if work is None or work.done():
-            self.log.info("cancel for a step not running here", seq=seq, ask=ask_id)
-            return
-        self.log.info("cancelling a step: its run was cancelled", seq=seq, ask=ask_id)
+    def cancel(self, notice: Message) -> OutPost | None:
+        """Stop the step the notice answers, if it runs here and its asker sent the notice;
+        when another nick sent it, the line that says it was ignored (None otherwise)."""
+        ask_id = str(notice.in_reply_to or "")
+        running = self._running.get(ask_id)
+        if running is None or running[1].done():
+            self.log.info("cancel for a step not running here", seq=notice.seq, ask=ask_id)
+            return None
+        ask, work = running
+        if notice.from_ != ask.from_:
+            self.log.warning(
+                "cancel ignored: only the nick that asked may stop a step",
+                seq=notice.seq,
+                ask=ask_id,
+                sender=notice.from_,
+                asker=ask.from_,
+            )
+            return ignored(self.nick, notice, ask)
+        self.log.info("cancelling a step: its run was cancelled", seq=notice.seq, ask=ask_id)
         self._cancelled.add(ask_id)
         work.cancel()
+        return None
 
     async def run(self, message: Message, step: Awaitable[Outcome]) -> Outcome:
         """`step`'s outcome, or a cancelled flag when the run is cancelled meanwhile."""
         work = asyncio.ensure_future(step)
-        self._running[message.id] = work
+        self._running[message.id] = (message, work)
         watcher = (
             asyncio.create_task(self._watch(message))
             if message.type == "ask" and message.thread
@@ -86,8 +104,22 @@ class CancellableSteps:
                 if (
                     notice.verified
                     and notice.from_ in self.trusted
+                    and notice.from_ == message.from_  # the asker; others: the follow loop
                     and is_cancel(notice)
                     and notice.in_reply_to == message.id
                 ):
-                    self.cancel(message.id, notice.seq)
+                    self.cancel(notice)
                     return
+
+
+def ignored(nick: str, notice: Message, ask: Message) -> OutPost:
+    """The line a step's lurker posts in reply to a cancel it may not act on."""
+    return OutPost(
+        f"@{notice.from_}",
+        f"[{nick} IGNORED A CANCEL — only @{ask.from_}, which asked this step, may stop it; "
+        "the step goes on]",
+        "reply",
+        {"cancel_ignored": True, "ask": ask.id, "asker": ask.from_, "nick": nick},
+        notice.id,
+        notice.thread,
+    )

@@ -41,6 +41,7 @@ from room.client import RoomClient
 from room.errors import ConfigError, HubUnavailable, PostRejected, UsageError
 from room.httpverify import verify_tls
 from room.reader import RoomFile, seq_of
+from room.version import __version__
 
 EXIT_CONFIG = 78
 STOP_GRACE_S = 10.0
@@ -254,6 +255,7 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
         loop.add_signal_handler(RESTART_HUB_SIGNAL, self.restart_hub)
+        status(f"bullpen {__version__} starting")  # each child's first log line says it too
         refusal = await self._hub_already_there() if self.hub is not None else None
         if refusal is not None:
             status(refusal)

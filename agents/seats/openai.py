@@ -44,6 +44,7 @@ from agents.seats.request import JudgmentRequest
 from room.errors import SeatError, SecretFileError
 from room.httpverify import verify_tls
 from room.logs import register_secret
+from room.runcontext import CURRENT_RUN
 from trust.secretfiles import read_secret_text
 
 if TYPE_CHECKING:
@@ -145,6 +146,9 @@ class OpenAISeat(Seat):
             body["stop"] = list(self.config.stop)
         if self.config.temperature is not None:
             body["temperature"] = self.config.temperature
+        for penalty in ("frequency_penalty", "presence_penalty"):
+            if getattr(self.config, penalty) is not None:
+                body[penalty] = getattr(self.config, penalty)
         bound = self._max_tokens(request)
         if bound is not None:
             body["max_tokens"] = bound
@@ -178,6 +182,9 @@ class OpenAISeat(Seat):
         headers = {"Accept": "application/json"}
         if key is not None:
             headers["Authorization"] = f"Bearer {key}"
+        run = CURRENT_RUN.get()
+        if self.gateway is not None and run:  # the gateway records answers per run
+            headers["X-Bullpen-Run"] = run
         modes = self.ladder(request)
         mode = modes[0]
         timeout_s = self.config.timeout_s
@@ -243,6 +250,7 @@ class OpenAISeat(Seat):
                 max_tokens=self._max_tokens(request),
                 elapsed_ms=round((time.monotonic() - started) * 1000),
                 requests=sent,
+                **_loosened(request, mode),
                 **(_usage(response) if outcome == "answered" and response else {}),
             )
         if response is None:  # no mode to ask in: the ladder is never empty, but say so
@@ -331,6 +339,14 @@ def _usage(response: httpx.Response) -> dict[str, int]:
         return {}
     counts = {"tokens_in": usage.get("prompt_tokens"), "tokens_out": usage.get("completion_tokens")}
     return {k: v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _loosened(request: JudgmentRequest, mode: str) -> dict[str, Any]:
+    """The bounds the sent schema left to max_tokens, named in the request's log line."""
+    schema = request.answer_schema
+    if mode != JSON_SCHEMA or schema is None or not schema.loosened:
+        return {}
+    return {"schema_loosened": list(schema.loosened)}
 
 
 def _refused_format(response: httpx.Response) -> bool:

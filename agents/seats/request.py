@@ -24,6 +24,9 @@ class AnswerSchema:
 
     name: str  # [A-Za-z0-9_-], at most 64 characters: what OpenAI accepts as json_schema.name
     schema: dict[str, Any]
+    # Bounds too large for a grammar, dropped from `schema` (agents/seats/answerschema.py):
+    # "<JSON pointer> <keyword> <value>" each, so a loosened schema is never a silent one.
+    loosened: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,10 @@ class OpenAISeatConfig(_SeatTable):
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
     stop: list[str] = Field(default_factory=list)
     temperature: float | None = Field(default=None, ge=0, le=2)
+    # OpenAI's penalties on tokens already written: a small model decoding greedily writes one
+    # term twelve times without them (docs/seats.md); any OpenAI-compatible server takes both.
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     json_mode: bool | Literal["auto"] = "auto"
 

@@ -26,6 +26,7 @@ from agents.web.feed import Feed
 from agents.web.sessions import SessionStore, store_file
 from room.errors import ConfigError
 from room.hub import Serving, bind, serve_asgi
+from room.version import __version__
 
 log = structlog.get_logger("agents.web")
 
@@ -105,7 +106,7 @@ async def run_web(home: Home) -> int:
     feed.start()
 
     def ready() -> None:
-        log.info("web listening", listen=config.listen, url=config.base_url())
+        log.info("web listening", listen=config.listen, url=config.base_url(), version=__version__)
 
     try:
         await serve_asgi([(app.asgi, sock)], ready, serving)

@@ -297,7 +297,7 @@ class TestWrites:
     def test_git_failure_leaves_nothing_behind(self, bp_home: BackpassHome) -> None:
         """When a git step fails after the private branch was made and committed, the run
         fails, its worktrees and branches are gone, and the state is not written."""
-        # A repository's own filters and hooks never run (agents/safegit.py), so the failure
+        # A repository's own filters and hooks never run (agents/git/safe.py), so the failure
         # is a lock someone else holds on the public branch the run is about to make.
         locks = bp_home.public / ".git" / "refs" / "heads" / "memory-backpass"
         locks.mkdir(parents=True)

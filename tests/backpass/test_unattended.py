@@ -162,7 +162,10 @@ class TestChunks:
         assert [c.text for c in split("short", 1000, 10)] == ["short"]
 
     def test_a_context_in_tokens_leaves_room_for_the_template(self) -> None:
-        assert window(400_000, 100_000, 4000, 3000) == 100_000 * 3 - 3000
+        """…and for the answer: the server keeps the analysis' max_tokens of its context."""
+        from agents.backpass.prompts import ANALYSIS_TOKENS
+
+        assert window(400_000, 100_000, 4000, 3000) == (100_000 - ANALYSIS_TOKENS) * 3 - 3000
         assert window(400_000, None, 4000, 3000) == 400_000
 
     def test_overlapping_answers_merge_by_quote_or_text(self) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import secrets
 import sys
 from pathlib import Path
+from typing import Any
 
-from tests.support import set_seat
+from tests.support import Society, set_seat, wait_for
 
 FAKE_CODER = Path(__file__).resolve().parent.parent / "fakes" / "fake_coder.py"
 CLOSING = "Dispatch, then END YOUR TURN."
@@ -46,6 +49,44 @@ def coder_seat(
         f'kind = "cmd"\ncommand = ["{sys.executable}", "{FAKE_CODER}"]\n'
         f"timeout_s = {timeout_s}\nenv = {{ {pairs} }}\nwritable = [{places}]",
     )
+
+
+def start_lurkers(society: Society, nicks: tuple[str, ...]) -> None:
+    """A lurker per nick, started together and waited on until each says it is lurking."""
+    procs = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in nicks]
+    wait_for(lambda: all("lurking" in p.output() or not p.alive() for p in procs), 90, "lurkers")
+    assert all(p.alive() for p in procs), "\n".join(p.output() for p in procs)
+
+
+def run_build(
+    society: Society, text: str, wait: float, prefix: str = "build"
+) -> tuple[str, dict[str, Any], str]:
+    """Post a build to the foreman as `bullpen build` does and wait for its final report:
+    (its body, its data, the thread)."""
+    thread = f"{prefix}-{secrets.token_hex(4)}"
+
+    async def say() -> None:
+        home = society.home
+        async with home.client(home.society.operator) as client:
+            data = {"pipeline": "build", "ticket": text}
+            await client.say("@foreman", "build", type="ask", data=data, thread=thread)
+
+    asyncio.run(say())
+
+    def final() -> dict[str, Any] | None:
+        return next(
+            (
+                m
+                for m in society.lines()
+                if m.get("thread") == thread
+                and m["from"] == "foreman"
+                and (m.get("data") or {}).get("final")
+            ),
+            None,
+        )
+
+    found = wait_for(final, wait, "the build's final report")
+    return found["body"], found["data"], thread
 
 
 def ticket(

@@ -42,7 +42,10 @@ def test_a_plain_dir_is_scaffolded_with_the_stubs_its_spec_imports(tmp_path: Pat
     assert again == real
     artifact = clone(config, real)
     assert artifact.parent == Path(config.root).resolve() and artifact.name.startswith("grind-")
-    assert _git(artifact, "rev-parse", "HEAD") == done.baseline
+    # its git directory lies beside it, never in it: the fenced side sees only a work tree
+    assert not (artifact / ".git").exists()
+    gitdir = artifact.with_name(artifact.name + ".git")
+    assert _git(folder, "--git-dir", str(gitdir), "rev-parse", "HEAD") == done.baseline
 
 
 def test_targets_are_inferred_per_language(tmp_path: Path) -> None:

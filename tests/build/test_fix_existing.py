@@ -169,7 +169,7 @@ def test_a_fix_existing_code_campaign_goes_green_editing_only_what_was_shown(sho
     assert f"return with_tax({RIGHT})" in (clone / "shop/pricing.py").read_text()
     assert WRONG in (folder / "shop/pricing.py").read_text()  # the build dir keeps the original
     changed = subprocess.run(
-        ["git", "-C", str(clone), "diff", "--name-only", report["baseline"]],
+        ["git", "--git-dir", report["gitdir"], "diff", "--name-only", report["baseline"], "HEAD"],
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert changed == ["shop/pricing.py"]

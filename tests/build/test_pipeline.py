@@ -103,7 +103,7 @@ def test_a_build_walks_its_steps_from_the_thread_alone() -> None:
     }  # fmt: skip
     assert (
         "fence: bwrap" in final.body
-        and "git -C /tmp/bullpen-build/grind-x diff --stat abc" in final.body
+        and "git --git-dir /tmp/bullpen-build/grind-x.git diff --stat abc HEAD" in final.body
     )
     assert thread.wake() == []  # the run is over
 

@@ -7,12 +7,13 @@ program writes `.git/config` and `.gitattributes` in the clone) and by the code
 under test (a spec whose test writes them when the fenced run imports it). Each
 time the grind ends red with a flag naming the planted key, the marker never
 appears, and the clone's `.git` is moved aside so a reviewer's git cannot run it.
+(The clone has no `.git` of its own: its git directory is kept beside it,
+agents/git/apart.py; a planter makes one, and that is refused too.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,8 +30,8 @@ from agents.build.grind import GrindJob, grind
 from agents.build.routing import by_name
 from agents.build.runs import Workspace, run_spec
 from room.errors import StepFailed
-from tests.build.helpers import PY_SPEC, set_build, ticket
-from tests.support import Society, set_seat, wait_for
+from tests.build.helpers import PY_SPEC, run_build, set_build, start_lurkers, ticket
+from tests.support import Society, set_seat
 
 NICKS = ("foreman", "sandbox", "testdesigner", "py")
 pytestmark = pytest.mark.timeout(400)
@@ -40,6 +41,7 @@ PLANT = """\
 import pathlib, sys
 top = pathlib.Path({top})
 command = "cat {secret} >> {marker}; cat"
+(top / ".git").mkdir(exist_ok=True)
 with open(top / ".git" / "config", "a") as config:
     config.write('[filter "x"]\\n\\tclean = ' + command + '\\n')
 (top / ".gitattributes").write_text("* filter=x\\n")
@@ -57,30 +59,7 @@ class Bench:
 
     def run(self, text: str, wait: float = 180) -> tuple[str, dict[str, Any], str]:
         """Post a build as `bullpen build` does; (the final body, its data, the thread)."""
-        thread = f"planted-{secrets.token_hex(4)}"
-
-        async def say() -> None:
-            home = self.society.home
-            async with home.client(home.society.operator) as client:
-                data = {"pipeline": "build", "ticket": text}
-                await client.say("@foreman", "build", type="ask", data=data, thread=thread)
-
-        asyncio.run(say())
-
-        def final() -> dict[str, Any] | None:
-            return next(
-                (
-                    m
-                    for m in self.society.lines()
-                    if m.get("thread") == thread
-                    and m["from"] == "foreman"
-                    and (m.get("data") or {}).get("final")
-                ),
-                None,
-            )
-
-        found = wait_for(final, wait, "the build's final report")
-        return found["body"], found["data"], thread
+        return run_build(self.society, text, wait, "planted")
 
     def campaign(self, slug: str, files: dict[str, str]) -> Path:
         folder = self.builds / slug
@@ -112,9 +91,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
         f'kind = "cmd"\ncommand = ["{sys.executable}", "{seat}"]\ntimeout_s = 60',
     )
     set_seat(society.root, "dud", f'kind = "cmd"\ncommand = ["{sys.executable}", "-c", "0"]')
-    procs = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in NICKS]
-    wait_for(lambda: all("lurking" in p.output() or not p.alive() for p in procs), 90, "lurkers")
-    assert all(p.alive() for p in procs), "\n".join(p.output() for p in procs)
+    start_lurkers(society, NICKS)
     try:
         yield Bench(society, base, builds, secret_file.read_text().strip(), marker)
     finally:
@@ -123,7 +100,8 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
 
 def _defused(bench: Bench, before: set[Path]) -> Path:
     """The grind's clone of this build: its .git moved aside, nothing left for git to run."""
-    (clone,) = set(bench.builds.glob("grind-*")) - before - set(bench.builds.glob("*.cache"))
+    made = set(bench.builds.glob("grind-*")) - before
+    (clone,) = {path for path in made if path.suffix not in (".cache", ".git")}
     assert not (clone / ".git").exists()
     (moved,) = clone.glob(".git-refused-*")
     assert "clean = cat " in (moved / "config").read_text()  # kept for the reviewer to read
@@ -157,9 +135,7 @@ def test_a_filter_planted_by_a_code_seat_never_runs(bench: Bench) -> None:
 SPEC_THAT_PLANTS = (
     "import pathlib\n\n"
     "def _plant():\n"
-    "    top = pathlib.Path(__file__).resolve().parent\n"
-    "    while not (top / '.git').exists():\n"
-    "        top = top.parent\n"
+    "    top = pathlib.Path(__file__).resolve().parent.parent\n"
     "{body}\n\n"
     "_plant()\n\n\n"
     "def test_add():\n"
@@ -190,22 +166,22 @@ def test_a_filter_planted_by_the_code_under_test_never_runs(bench: Bench) -> Non
 
 # --- the grind itself, in-process, under both seat fences -------------------------------
 
-GONE = "import shutil\nshutil.rmtree('.git')\nopen('calc.py', 'w').write('x = 1\\n')\n"
-# Point the clone's git at a memory repository, so the grinder's commit would land there.
+# Point a `.git` in the clone at a memory repository, so a git reading it would commit there.
+GONE = "open('.git', 'w').write('gitdir: ' + {target!r})\nopen('calc.py', 'w').write('x = 1\\n')\n"
 COMMONDIR = (
+    "import os\nos.mkdir('.git')\n"
     "open('.git/commondir', 'w').write({target!r})\nopen('calc.py', 'w').write('x = 1\\n')\n"
 )
-LINK = (
-    "import os, shutil\nshutil.rmtree('.git/refs/heads')\n"
-    "os.symlink({target!r} + '/refs/heads', '.git/refs/heads')\n"
-    "open('calc.py', 'w').write('x = 1\\n')\n"
-)
+LINK = "import os\nos.symlink({target!r}, '.git')\nopen('calc.py', 'w').write('x = 1\\n')\n"
 SEATS = {"gone": GONE, "commondir": COMMONDIR, "link": LINK}
+HELD = "), which bullpen's git never reads: its own repository is kept where the fenced side "
 SAYS = {
-    "gone": "the clone's .git is not a folder (a link, a gitdir file, or gone) (by code seat gone)",
-    "commondir": "the clone's .git/commondir points the clone at another repository (by code "
-    "seat commondir)",
-    "link": "the clone's .git/refs/heads is a link out of the clone's .git (by code seat link)",
+    "gone": f"the clone's work tree holds git metadata (.git (a gitdir file){HELD}cannot write "
+    "it (planted by code seat gone, in .git)",
+    "commondir": f"the clone's work tree holds git metadata (.git/commondir{HELD}cannot write "
+    "it (planted by code seat commondir, in .git)",
+    "link": f"the clone's work tree holds git metadata (.git (a link){HELD}cannot write it "
+    "(planted by code seat link, in .git)",
 }
 
 
@@ -223,8 +199,9 @@ def test_the_grind_stops_under_either_seat_fence(
     tmp_path: Path, seat_fence: str, seat: str
 ) -> None:
     """The grind's own check after a seat turn, under guarded and strict alike: a planted
-    filter is named and never runs; a clone whose .git the seat removed stops the grind too
-    (git would otherwise look for a repository above the clone)."""
+    filter is named and never runs; a `.git` the seat made in the clone (a gitdir file, a
+    commondir, a link to a memory repository) stops the grind too, and nothing is written
+    to the memory repository."""
     society = Society(tmp_path / "home")
     builds, marker = tmp_path / "builds", tmp_path / "outside" / "marker"
     builds.mkdir()

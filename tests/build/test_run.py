@@ -175,7 +175,11 @@ def test_a_python_spec_goes_green_through_a_code_seat(house: House) -> None:
     assert _git(folder, "status", "--porcelain") == ""
     baseline = report["baseline"]
     assert _git(folder, "rev-parse", "HEAD") == baseline
-    assert _git(clone, "diff", "--name-only", baseline) == "calc.py"
+    assert not (clone / ".git").exists()  # the history lies beside it: the report names it
+    assert report["gitdir"] == f"{clone}.git"
+    assert _git(clone, "--git-dir", report["gitdir"], "diff", "--name-only", baseline, "HEAD") == (
+        "calc.py"
+    )
     iterations = [
         m["data"] for m in lines if (m.get("data") or {}).get("kind") == "grind-iteration"
     ]

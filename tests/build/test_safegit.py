@@ -1,7 +1,7 @@
-"""bullpen's one git (agents/safegit.py) on real repositories whose own files name commands.
+"""bullpen's one git (agents/git/safe.py) on real repositories whose own files name commands.
 
 Each planted key would run a program that leaves a marker outside the repository
-and copies a secret there. Through safegit the git call is refused by the key's
+and copies a secret there. Through agents/git/safe.py the git call is refused by the key's
 name and the marker never appears; for the keys a local git call would run, the
 same repository under a plain `git` shows the plant is live (the marker appears).
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.gitguard import attributes_refusal, config_refusal, key_allowed
-from agents.safegit import GitError, PlantedConfig, check_repo, git
+from agents.git.guard import attributes_refusal, config_refusal, key_allowed
+from agents.git.safe import GitError, PlantedConfig, check_repo, git
 
 SECRET = "s3cret-planted-test-value"
 
@@ -39,7 +39,7 @@ class Scene:
 
 
 def _plain(repo: Path, *args: str) -> None:
-    """git as anyone would run it in the repository: nothing of safegit."""
+    """git as anyone would run it in the repository: nothing of agents/git/safe.py."""
     subprocess.run(["git", "-C", str(repo), *args], capture_output=True, timeout=30)
 
 

@@ -106,7 +106,11 @@ def test_a_guarded_seat_cannot_append_to_the_bullpen(tmp_path: Path) -> None:
         assert turn.fence == SEAT_UNFENCED  # the fallback fences no write, and says so
         return
     assert turn.fence == BWRAP  # guarded: the default seat fence
-    assert done == {str(t): "Read-only file system" for t in targets}
+    # society.toml is read-only; the room and the memory repositories are private places,
+    # hidden (agents/privateplaces.py): the room is /dev/null read-only, a repository empty
+    hidden = "No such file or directory"
+    says = ["Read-only file system", "Permission denied", hidden, hidden]
+    assert done == {str(t): said for t, said in zip(targets, says, strict=True)}
     assert {t: t.read_bytes() for t in targets} == before
 
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import secrets
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agents.build.cgroups import cgroup_parent
 from agents.build.config import BuildConfig
 from agents.build.fence import choose
 from agents.build.routing import by_name, route
@@ -17,13 +21,15 @@ from tests.build.helpers import GAME_FIX, GAME_SPEC, ticket
 WEBGAME = by_name("webgame")
 
 
-def _run(tmp_path: Path, game: str, spec: str = GAME_SPEC) -> SpecRun:
+def _run(tmp_path: Path, game: str, spec: str = GAME_SPEC, **build: Any) -> SpecRun:
     folder, cache = tmp_path / "clone", tmp_path / "clone.cache"
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     cache.mkdir()
     (folder / "game.test.html").write_text(spec)
     (folder / "game.js").write_text(game)
-    config = BuildConfig(root=str(tmp_path), alias=str(tmp_path / "sandbox"), run_timeout_s=90)
+    config = BuildConfig(
+        root=str(tmp_path), alias=str(tmp_path / "sandbox"), **{"run_timeout_s": 90, **build}
+    )
     space = Workspace(folder, cache, choose("auto"))
     return asyncio.run(run_spec(config, WEBGAME, space, "game.test.html", spec))
 
@@ -91,3 +97,72 @@ def test_a_canvas_game_spec_routes_to_jsdev_in_runner_and_ticket_alike(name: str
     checked = parse_ticket(ticket("/tmp/sandbox", f"/tmp/sandbox/{name}", grinder="@jsdev"), config)
     assert checked.language is WEBGAME and checked.spec_relative == name
     assert not checked.routed_away
+
+
+# A game that holds 3 GB, 64 MB at a time, every byte touched.
+HOG = (
+    "window.hog = [];\n"
+    "for (let i = 0; i < 48; i++) { const a = new Uint8Array(64 << 20); a.fill(7); "
+    "window.hog.push(a); }\n" + GAME_FIX
+)
+
+
+def test_a_game_holding_far_more_than_memory_mb_is_stopped_and_said(tmp_path: Path) -> None:
+    """The browser's address-space limit is lifted (it reserves tens of GB): the run's
+    memory cgroup keeps [build] memory_mb, the kernel stops the game, and the result says
+    so; where no memory cgroup can be made, the result says memory was not bounded."""
+    run = _run(tmp_path, HOG, memory_mb=512)
+    assert not run.green and not run.timed_out, run.output
+    if cgroup_parent("memory") is None:
+        assert "[memory NOT bounded: this runner's address-space limit is lifted" in run.output
+        return
+    assert re.search(
+        r"\[the run hit its memory bound of 512 MB \(\[build\] memory_mb\): the kernel "
+        r"killed \d+ of its processes\]",
+        run.output,
+    ), run.output
+
+
+def test_an_ordinary_game_runs_within_a_small_memory_bound(tmp_path: Path) -> None:
+    """The bound is on what the game holds, not what the browser reserves: 512 MB is room."""
+    run = _run(tmp_path, GAME_FIX, memory_mb=512)
+    assert run.green, run.output
+    assert "memory bound" not in run.output
+
+
+READER = """
+function read(url) {
+  try {
+    const x = new XMLHttpRequest();
+    x.open("GET", url, false);
+    x.send();
+    return x.status === 200 || x.status === 0 ? x.responseText : "status " + x.status;
+  } catch (e) { return "refused: " + e.name; }
+}
+window.inside = read("inside.txt");
+window.reads = [read("OUTSIDE_URL"), read("../outside.txt"), read("link.txt"),
+                read("/../../outside.txt")];
+"""
+READ_SPEC = GAME_SPEC.replace(
+    "<script>\nsmoke(",
+    '<script>\nsmoke("reads its own folder", () => window.inside === "INSIDE-OK");\n'
+    'smoke("reads nothing outside", () => !window.reads.some((r) => r.includes("CANARY")));\n'
+    "smoke(",
+)
+
+
+def test_a_games_js_reads_its_own_folder_and_nothing_outside(tmp_path: Path) -> None:
+    """The game's script asks for a file beside the clone by file:// URL, by `..`, and
+    through a link in its folder: it gets none of them, while its own file reads."""
+    canary = f"CANARY-{secrets.token_hex(8)}"
+    outside = tmp_path / "outside.txt"
+    outside.write_text(canary)
+    folder = tmp_path / "clone"
+    folder.mkdir()
+    (folder / "inside.txt").write_text("INSIDE-OK")
+    (folder / "link.txt").symlink_to(outside)
+    game = READER.replace("OUTSIDE_URL", outside.as_uri()) + GAME_FIX
+    assert "reads nothing outside" in READ_SPEC
+    run = _run(tmp_path, game, spec=READ_SPEC)
+    assert canary not in run.output
+    assert run.green and (run.passing, run.total) == (4, 4), run.output

@@ -12,7 +12,7 @@ from agents.expedition.kb import load_index
 from agents.expedition.local import score, scotoma, termgen
 from agents.expedition.retrieve import matched_terms
 from agents.expedition.scoring import scores_schema
-from agents.expedition.scotoma import scotoma_schema
+from agents.expedition.scotoma import scotoma_schema, split_named
 from agents.expedition.terms import TermsAnswer, anchor_words, check_terms
 from agents.expedition.words import content_words, names_any
 from tests.support import REPO
@@ -106,7 +106,8 @@ class TestScore:
 
 class TestScotoma:
     def test_deep_cuts_never_name_the_keyword(self) -> None:
-        """Strong rows naming the keyword are direct hits; strong rows that do not are deep cuts."""
+        """Strong rows naming the keyword are direct hits (by code: split_named); strong rows
+        that do not are the local seat's deep cuts, even when shown a row naming it."""
         rows = [
             {"id": "row_1", "summary": "Patience at the glue-up", "keypoints": "", "embodies": 3},
             {
@@ -119,17 +120,15 @@ class TestScotoma:
         ]
         answer = scotoma({"keyword": KEYWORD, "terms": ["cure", "rushed"], "rows": rows})
         parsed = scotoma_schema(["row_1", "row_2", "row_3"]).model_validate(answer)
-        assert parsed.direct_hits == ["row_1"] and [c.id for c in parsed.deep_cuts] == ["row_2"]
+        assert split_named(rows, KEYWORD)[0] == ["row_1"]
+        assert [c.id for c in parsed.deep_cuts] == ["row_2"]
         assert not parsed.pass4_empty and "patience" in parsed.deep_cuts[0].connection
 
     def test_no_deep_cut_is_pass4_empty(self) -> None:
         """When every strong row names the keyword, the pick is empty and says so."""
         rows = [{"id": "row_1", "summary": "patience", "keypoints": "", "embodies": 3}]
-        assert scotoma({"keyword": KEYWORD, "rows": rows}) == {
-            "deep_cuts": [],
-            "direct_hits": ["row_1"],
-            "pass4_empty": True,
-        }
+        assert scotoma({"keyword": KEYWORD, "rows": rows}) == {"deep_cuts": []}
+        assert split_named(rows, KEYWORD) == (["row_1"], [])
 
 
 def test_demo_deep_cut_does_not_name_the_keyword(demo_kb: Path) -> None:

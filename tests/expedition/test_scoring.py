@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from agents.expedition.scoring import batches, merge, scores_schema
-from agents.expedition.scotoma import scotoma_schema, top_rows
+from agents.expedition.scotoma import scotoma_schema, split_named, top_rows
 
 IDS = ["row_1", "row_2", "row_3"]
 
@@ -51,11 +51,29 @@ class TestBatchCoverage:
                 scores_schema(["row_1"]).model_validate(scores(("row_1", bad, "why")))
 
     def test_why_is_at_most_twelve_words(self) -> None:
-        """A thirteen-word reason is rejected; twelve pass."""
+        """A thirteen-word reason keeps its first twelve words; a batch is not failed for it."""
         schema = scores_schema(["row_1"])
-        schema.model_validate(scores(("row_1", 1, " ".join(["w"] * 12))))
-        with pytest.raises(ValidationError, match="at most 12"):
-            schema.model_validate(scores(("row_1", 1, " ".join(["w"] * 13))))
+        twelve = " ".join(f"w{n}" for n in range(12))
+        assert schema.model_validate(scores(("row_1", 1, twelve))).scores[0].why == twelve
+        kept = schema.model_validate(scores(("row_1", 1, twelve + " w12"))).scores[0].why
+        assert kept == twelve
+
+    def test_scores_keyed_by_id_are_the_scores_list(self) -> None:
+        """The shape a server is sent (scores keyed by id) validates as the same scores."""
+        keyed = {
+            "scores": {
+                "row_1": {"embodies": 2, "why": "glue"},
+                "row_2": {"embodies": 0, "why": "no"},
+            }
+        }
+        answer = scores_schema(["row_1", "row_2"]).model_validate(keyed)
+        assert [(s.id, s.embodies) for s in answer.scores] == [("row_1", 2), ("row_2", 0)]
+
+    @pytest.mark.parametrize("why", ["<reason>", "at most 12 words", "string", " <reason> "])
+    def test_a_copied_placeholder_is_no_reason(self, why: str) -> None:
+        """The prompt's placeholder (or its old example words) handed back fails the batch."""
+        with pytest.raises(ValidationError, match="placeholder"):
+            scores_schema(["row_1"]).model_validate(scores(("row_1", 1, why)))
 
     def test_each_batch_schema_checks_its_own_ids(self) -> None:
         """Two schemas built for two batches do not share their expected ids."""
@@ -123,25 +141,32 @@ class TestScotoma:
         with pytest.raises(ValidationError):
             scotoma_schema(self.ROWS).model_validate(self.answer(deep_cuts=cuts, pass4_empty=False))
 
-    def test_pass4_empty_must_match_the_cuts(self) -> None:
-        """pass4_empty false with no cuts, or true with cuts, is inconsistent."""
-        with pytest.raises(ValidationError, match="pass4_empty"):
-            scotoma_schema(self.ROWS).model_validate(self.answer(pass4_empty=False))
-        with pytest.raises(ValidationError, match="pass4_empty"):
+    def test_pass4_empty_is_derived_from_the_cuts(self) -> None:
+        """No deep cut is pass 4 empty, whatever an older answer said of it."""
+        schema = scotoma_schema(self.ROWS)
+        assert schema.model_validate(self.answer(pass4_empty=False)).pass4_empty is True
+        cut = [{"id": "row_2", "connection": "lime sets slowly"}]
+        assert schema.model_validate(self.answer(deep_cuts=cut)).pass4_empty is False
+
+    @pytest.mark.parametrize("said", ["<connection>", "one line", "<id>"])
+    def test_a_copied_placeholder_is_no_connection(self, said: str) -> None:
+        """The prompt's placeholder (or the old example's words) handed back is refused."""
+        with pytest.raises(ValidationError, match="placeholder"):
             scotoma_schema(self.ROWS).model_validate(
-                self.answer(deep_cuts=[{"id": "row_2", "connection": "x"}])
+                self.answer(deep_cuts=[{"id": "row_2", "connection": said}])
             )
 
-    def test_a_row_is_not_both_kinds(self) -> None:
-        """A row listed as a deep cut and a direct hit fails validation."""
-        with pytest.raises(ValidationError, match="both a deep cut and a direct hit"):
-            scotoma_schema(self.ROWS).model_validate(
-                self.answer(
-                    deep_cuts=[{"id": "row_2", "connection": "x"}],
-                    direct_hits=["row_2"],
-                    pass4_empty=False,
-                )
-            )
+    def test_the_rows_naming_the_keyword_are_direct_hits_by_code(self) -> None:
+        """split_named: well-scored rows naming the keyword are direct hits; only the others
+        are offered as deep cuts."""
+        rows = [
+            {"id": "row_1", "summary": "Patience at the kiln", "embodies": 3},
+            {"id": "row_2", "summary": "Glue cures overnight", "embodies": 2},
+            {"id": "row_3", "summary": "An impatient buyer", "embodies": 1},
+        ]
+        direct, open_rows = split_named(rows, "patience")
+        assert direct == ["row_1"]
+        assert [r["id"] for r in open_rows] == ["row_2", "row_3"]
 
     def test_top_rows_takes_the_best_n(self) -> None:
         """top_rows keeps the first n merged rows and only the fields the judgment needs."""
@@ -154,22 +179,38 @@ class TestScotoma:
 
 
 def test_the_scotoma_step_counts_in_the_singular_and_plural(demo_home: Any) -> None:
-    """Its reply reads `1 deep cut, 2 direct hits`, never `1 deep cuts`."""
+    """Its reply reads `1 deep cut, 2 direct hits`, never `1 deep cuts`; the direct hits are
+    the rows naming the keyword, and the model is shown only the others."""
     import asyncio
 
     from agents.expedition.steps import pick_scotoma
     from tests.expedition.sim import ScriptedJudge, ask, step_context
 
     rows = [
-        {"id": f"row_{n}", "summary": f"summary {n}", "keypoints": "", "embodies": 2}
-        for n in (1, 2, 3)
+        {"id": "row_1", "summary": "glue left overnight", "keypoints": "", "embodies": 2},
+        {"id": "row_2", "summary": "patience at the kiln", "keypoints": "", "embodies": 2},
+        {"id": "row_3", "summary": "a patient bather", "keypoints": "", "embodies": 3},
     ]
-    answer = {
-        "deep_cuts": [{"id": "row_1", "connection": "waiting, never named"}],
-        "direct_hits": ["row_2", "row_3"],
-        "pass4_empty": False,
-    }
+    answer = {"deep_cuts": [{"id": "row_1", "connection": "waiting, never named"}]}
     judge = ScriptedJudge({"scotoma": [answer]})
     data = {"pattern": "patience", "keyword": "patience", "terms": ["wait"], "rows": rows}
     reply = asyncio.run(pick_scotoma(ask(data), step_context(demo_home, judge)))
     assert reply.body == "1 deep cut, 2 direct hits"
+    assert reply.data and reply.data["direct_hits"] == ["row_2", "row_3"]
+    shown = judge.requests[0].payload["rows"]
+    assert [row["id"] for row in shown] == ["row_1"]
+
+
+def test_no_model_is_asked_when_every_top_row_names_the_keyword(demo_home: Any) -> None:
+    """Pass 4 is empty by what the code sees, with no call and no seat."""
+    import asyncio
+
+    from agents.expedition.steps import pick_scotoma
+    from tests.expedition.sim import ScriptedJudge, ask, step_context
+
+    rows = [{"id": "row_1", "summary": "patience itself", "keypoints": "", "embodies": 3}]
+    judge = ScriptedJudge({"scotoma": []})
+    data = {"pattern": "patience", "keyword": "patience", "terms": ["wait"], "rows": rows}
+    reply = asyncio.run(pick_scotoma(ask(data), step_context(demo_home, judge)))
+    assert reply.data and reply.data["pass4_empty"] is True and reply.data["seat"] is None
+    assert reply.data["direct_hits"] == ["row_1"] and "no model was asked" in reply.body

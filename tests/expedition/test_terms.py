@@ -81,7 +81,45 @@ class TestGate:
         assert flags == []
 
 
+class TestCopied:
+    def test_placeholders_key_names_and_small_words_are_dropped_and_named(self) -> None:
+        """A term that hands back the prompt's placeholder, an input's key name or only small
+        words is never searched; the retry is told which, and a term written with
+        underscores is read with the spaces it meant."""
+        anchors = anchor_words("patience", "Waiting Is Part of the Work")
+        check = check_terms(
+            ["<term>", "<term_2>", "keyword_primary", "the", "cold_water swims", "glue"],
+            anchors,
+            ("keyword_primary", "title"),
+        )
+        assert check.terms == ["cold water swims", "glue"]
+        assert check.echoed == ["<term>", "<term_2>", "keyword_primary", "the"]
+        assert "These are words of the prompt, not search terms" in check.problems()
+
+    def test_the_retry_never_ends_on_an_empty_list(self) -> None:
+        """Too few fan-out terms, none sharing a word: no 'These failed:' with nothing after."""
+        check = check_terms(["glue", "clamps"], anchor_words("patience", "Waiting"))
+        said = check.problems()
+        assert "share one:" not in said and not said.rstrip().endswith(":"), said
+
+
 class TestStep:
+    def test_the_prompt_carries_the_corpus_words_near_the_theme(self, demo_home: Home) -> None:
+        """Step 1 reads the index and hands the model the words its summaries use, those of
+        rows naming the keyword first, never the keyword's own (agents/expedition/vocabulary.py)."""
+        judge = ScriptedJudge({"termgen": [{"terms": GOOD}]})
+        context = {
+            "keyword_primary": "patience",
+            "title": "Waiting Is Part of the Work",
+            "blaze_phrases": [],
+            "blaze_claims": [],
+            "kb": str(DEMO_KB),
+        }
+        asyncio.run(gen_terms(ask({"context": context}), step_context(demo_home, judge)))
+        words = judge.requests[0].payload["corpus_words"]
+        assert 0 < len(words) <= 40 and "patience" not in words and "patient" not in words
+        assert all(w in judge.requests[0].prompt for w in words)
+
     def _context(self, demo_home: Home) -> dict[str, object]:
         return {
             "keyword_primary": "patience",
@@ -133,7 +171,8 @@ class TestStep:
             )
 
     def test_prompt_contract(self, demo_home: Home) -> None:
-        """The prompt starts with its step line and ends with the JSON instruction and schema."""
+        """The prompt starts with its step line and ends with the JSON instruction and the
+        answer's shape, its places shown as placeholders."""
         judge = ScriptedJudge({"termgen": [{"terms": GOOD}]})
         asyncio.run(
             gen_terms(ask({"context": self._context(demo_home)}), step_context(demo_home, judge))
@@ -141,10 +180,10 @@ class TestStep:
         prompt = judge.requests[0].prompt
         assert prompt.startswith("step: termgen\n")
         assert (
-            "Return ONLY valid JSON matching this schema. No prose, no markdown fences.\n{"
-            in prompt
+            'Return ONLY valid JSON of this shape. No prose, no markdown fences.\n{"terms": '
+            '["<term>"' in prompt
         )
-        assert prompt.rstrip().endswith("}")
+        assert prompt.rstrip().endswith("10 to 12 different terms in all.")
 
 
 def test_names_any_matches_word_starts_only() -> None:

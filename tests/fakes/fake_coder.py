@@ -7,7 +7,8 @@ It reads the prompt on stdin and acts by FAKE_CODER_MODE:
   escape       write FAKE_CODER_ESCAPE (a path outside the clone)
   look         write look.json in the working directory: its environment, what it could read
                of the file whose path the file FAKE_CODER_READ holds (a program that knows
-               where a secret lies), whether $TMPDIR is writable; print what it read
+               where a secret lies), whether $TMPDIR is writable; print what it read (and
+               log it, with FAKE_CODER_LOG); then, with FAKE_CODER_SOLUTION, act as `copy`
   connect      connect to 127.0.0.1:FAKE_CODER_PORT and write what it answers to reply.txt
   delete-spec  delete $BULLPEN_SPEC
   bench        write calc.py with the first 2 * BULLPEN_ITERATION functions f0, f1, ...
@@ -48,18 +49,18 @@ def main() -> int:
             log.write(json.dumps(record) + "\n")
     time.sleep(float(os.environ.get("FAKE_CODER_SLEEP", "0")))
     if mode == "copy":
-        source = Path(os.environ["FAKE_CODER_SOLUTION"])
-        for path in source.rglob("*"):
-            if path.is_file():
-                target = Path.cwd() / path.relative_to(source)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, target)
+        copy_solution()
     elif mode == "hang":
         time.sleep(3600)
     elif mode == "escape":
         Path(os.environ["FAKE_CODER_ESCAPE"]).write_text("escaped\n", encoding="utf-8")
     elif mode == "look":
-        look()
+        read = look()
+        if os.environ.get("FAKE_CODER_LOG"):
+            with open(os.environ["FAKE_CODER_LOG"], "a", encoding="utf-8") as log:
+                log.write(json.dumps({"mode": "look", "read": read}) + "\n")
+        if os.environ.get("FAKE_CODER_SOLUTION"):
+            copy_solution()
     elif mode == "connect":
         with socket.create_connection(("127.0.0.1", int(os.environ["FAKE_CODER_PORT"])), 5) as s:
             Path("reply.txt").write_bytes(s.recv(1024))
@@ -78,7 +79,16 @@ def main() -> int:
     return 0
 
 
-def look() -> None:
+def copy_solution() -> None:
+    source = Path(os.environ["FAKE_CODER_SOLUTION"])
+    for path in source.rglob("*"):
+        if path.is_file():
+            target = Path.cwd() / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+
+
+def look() -> str:
     target = Path(Path(os.environ["FAKE_CODER_READ"]).read_text(encoding="utf-8").strip())
     try:
         read: str = target.read_text(encoding="utf-8")
@@ -92,6 +102,7 @@ def look() -> None:
     seen = {"env": dict(os.environ), "read": read, "listed": _listing(target.parent)}
     Path("look.json").write_text(json.dumps({**seen, "scratch": scratch}), encoding="utf-8")
     print(read)
+    return read
 
 
 def _listing(folder: Path) -> list[str] | str:

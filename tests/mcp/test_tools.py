@@ -24,7 +24,12 @@ from tests.mcp.helpers import (
     server_args,
     stdio_parameters,
 )
-from tests.support import REPO, Society, run_cli
+from tests.support import HTTP, REPO, Society, run_cli, wait_for
+
+
+def waiting_readers(room: Society) -> int:
+    return int(HTTP.get(f"{room.strict_url}/health", timeout=5).json()["readers_waiting"])
+
 
 TOOLS = {"room_say", "room_read", "room_thread", "recall", "remember"}
 
@@ -101,6 +106,26 @@ class TestInMemory:
                 got = ok(await waiting)
                 assert time.monotonic() - began < 10
                 assert [m["body"] for m in got["messages"]] == ["for poll"]
+
+        asyncio.run(scenario())
+
+    def test_read_past_the_head_never_returns_a_line_at_or_below_after(self, room: Society) -> None:
+        """`room_read` with `after` far beyond the head waits out its time (issue 33): a line
+        posted meanwhile lands at the head + 1, far below `after`, and is not returned."""
+
+        async def scenario() -> None:
+            async with in_memory(room.root, "operator") as client:
+                beyond = head(room) + 1_000_000_000
+                began = time.monotonic()
+                waiting = asyncio.ensure_future(
+                    client.call_tool("room_read", {"after": beyond, "wait": 3})
+                )
+                await asyncio.to_thread(wait_for, lambda: waiting_readers(room) == 1, 10, "a wait")
+                stored = ok(await client.call_tool("room_say", {"to": "@other", "body": "mid"}))
+                got = ok(await waiting)
+                assert stored["seq"] < beyond
+                assert got["messages"] == [], got
+                assert time.monotonic() - began >= 2.5
 
         asyncio.run(scenario())
 

@@ -21,9 +21,10 @@ from agents.expedition.prompts import (
     SCORE_TOKENS_BASE,
     SCORE_TOKENS_PER_ROW,
     SCOTOMA_TOKENS_BASE,
-    SCOTOMA_TOKENS_PER_ROW,
+    SCOTOMA_TOKENS_PER_CUT,
     TERMS_TOKENS,
 )
+from agents.expedition.scotoma import MAX_DEEP_CUTS
 from tests.gateway.helpers import GatewayHome
 from tests.realmodel.helpers import audit, gather, set_section, through_the_gateway
 from tests.realmodel.server import LlamaServer
@@ -94,7 +95,7 @@ def test_an_expedition_on_smollm2_reaches_its_report_or_fails_loud(
     bounds = {
         "termgen": {TERMS_TOKENS},
         "score": {SCORE_TOKENS_BASE + SCORE_TOKENS_PER_ROW * BATCH},
-        "scotoma": {SCOTOMA_TOKENS_BASE + SCOTOMA_TOKENS_PER_ROW * TOP},
+        "scotoma": {SCOTOMA_TOKENS_BASE + SCOTOMA_TOKENS_PER_CUT * MAX_DEEP_CUTS},
     }
     evidence.assert_honest(bounds)
     up.stop()

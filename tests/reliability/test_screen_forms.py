@@ -11,6 +11,7 @@ stored; and an honest post still goes in.
 from __future__ import annotations
 
 import base64
+import json
 
 import httpx
 from cryptography.hazmat.primitives import serialization
@@ -67,3 +68,53 @@ def test_the_hub_refuses_every_form_of_a_secret(society: Society) -> None:
     assert len(society.room.read_bytes()) > len(before)
     room = society.room.read_text()
     assert secret[: len(secret) // 2] not in room and secret.upper() not in room
+
+
+def _fullwidth(text: str) -> str:
+    """`text` in fullwidth letters and digits (U+FF01..U+FF5E), which NFKC folds back."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+def test_the_hub_refuses_the_secret_reversed_and_in_fullwidth_letters(society: Society) -> None:
+    """Issue 33: the screen missed the secret written backwards and in fullwidth letters
+    (`ｓｅｃｒｅｔ`), which a reader turns back into the secret at a glance. A real hub refuses
+    each (escaped as JSON sends it, and as raw UTF-8), nothing stored; honest non-ASCII
+    text still goes in."""
+    society.start_hub()
+    secret = society.secret().decode()
+    half = len(secret) // 2
+    forms = {
+        "reversed": secret[::-1],
+        "reversed, upper case": secret[::-1].upper(),
+        "reversed first half": secret[:half][::-1],
+        "fullwidth": _fullwidth(secret),
+        "fullwidth upper case": _fullwidth(secret.upper()),
+        "fullwidth second half": "tail " + _fullwidth(secret[half:]),
+        "fullwidth, reversed": _fullwidth(secret[::-1]),
+        "half fullwidth, half not": _fullwidth(secret[:half]) + secret[half:],
+    }
+    stored = []
+    with httpx.Client(base_url=society.strict_url, timeout=10) as client:
+        for form, copy in forms.items():
+            payload = {"from": "stranger", "to": "@all", "type": "chat", "body": f"{form}: {copy}"}
+            for encoded in (
+                json.dumps(payload).encode(),  # \\uff53 escapes
+                json.dumps(payload, ensure_ascii=False).encode(),  # raw UTF-8
+            ):
+                answer = client.post(
+                    "/say", content=encoded, headers={"content-type": "application/json"}
+                )
+                record_output(f"screen forms: hub answer ({form})", answer.text)
+                if answer.status_code != 400:
+                    stored.append(form)
+                else:
+                    assert "secret material" in answer.json()["message"]
+        assert not stored, f"the hub stored these forms of the secret: {stored}"
+        honest = (
+            "Ｆｕｌｌｗｉｄｔｈ ｐｒｏｓｅ, café, ﬁne — and the secret's 12th letter is not here"
+        )
+        answer = client.post(
+            "/say", json={"from": "stranger", "to": "@all", "type": "chat", "body": honest}
+        )
+        assert answer.status_code == 200, answer.text
+    assert [line["body"] for line in society.lines()] == [honest]

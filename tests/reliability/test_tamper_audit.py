@@ -36,9 +36,10 @@ from room.chain import GENESIS, line_hash, split_lines
 from room.jsonl import JsonlLog
 from room.log import Draft
 from room.message import Post, Signature
+from room.tlog import note_path
 from tests.reliability.helpers import Seeded, figures, whole_lines
 from tests.support import HTTP, Society, run_cli, wait_for
-from trust import checkpoint, keys
+from trust import checkpoint, keys, note
 from trust.audit import AuditResult, audit_file
 from trust.proof import proof_bytes
 
@@ -303,11 +304,17 @@ def test_hub_checkpoints_on_a_schedule_and_audit_uses_them(society: Society, rng
         )
         assert answer.status_code == 200
     mark_file = society.room.with_name("room.jsonl.checkpoint")
+    tree_note = note_path(society.room)
 
-    def marked() -> bool:
-        return mark_file.exists() and json.loads(mark_file.read_text())["seq"] == 12
+    def marked() -> bool:  # both: the audit locates a rewrite by the tree the note signed
+        return (
+            mark_file.exists()
+            and json.loads(mark_file.read_text())["seq"] == 12
+            and tree_note.exists()
+            and note.parse(tree_note.read_text()).head().size == 12
+        )
 
-    wait_for(marked, 10, "a scheduled checkpoint of seq 12")
+    wait_for(marked, 10, "a scheduled checkpoint and tree note of seq 12")
     hub.kill()  # no shutdown checkpoint: the scheduled one is all there is
     done = run_cli(society.root, "audit")
     assert done.returncode == 0 and "checkpoint: seq 12 matches" in done.stderr, done.stderr

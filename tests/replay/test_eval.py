@@ -135,20 +135,27 @@ def build_case(suite: Path, name: str, hidden: str) -> None:
     )
 
 
+def build_operator(tmp_path: Path, log: Path) -> Society:
+    """An operator's home with `fake` for the model roles and `pyfix`, a cmd code seat that
+    writes the fix (and logs each call, its prompt included, to `log`)."""
+    operator = Society(tmp_path / "home")
+    solution = tmp_path / "solution"
+    solution.mkdir()
+    (solution / "calc.py").write_text(PY_FIX)
+    coder_seat(
+        operator.root, "pyfix", "copy", FAKE_CODER_SOLUTION=str(solution), FAKE_CODER_LOG=str(log)
+    )
+    set_seat(operator.root, "fake", cmd_table(FAKES / "expedition_model.py", {}))
+    return operator
+
+
 def test_a_build_case_judged_by_hidden_tests_on_the_green_artifact(tmp_path: Path) -> None:
     """A build case ground to green by a fake code seat (a real program writing the fix) in
     the eval's own build root, then judged by hidden tests the seat never saw: it passes, the
     code seat's call is counted, and the operator's home held no build. (A failing artifact
     is test_hidden_tests_run_on_the_artifact_behind_the_fence's; one build keeps CI short.)"""
-    operator = Society(tmp_path / "home")
-    solution = tmp_path / "solution"
-    solution.mkdir()
-    (solution / "calc.py").write_text(PY_FIX)
     log = tmp_path / "pyfix.log"
-    coder_seat(
-        operator.root, "pyfix", "copy", FAKE_CODER_SOLUTION=str(solution), FAKE_CODER_LOG=str(log)
-    )
-    set_seat(operator.root, "fake", cmd_table(FAKES / "expedition_model.py", {}))
+    operator = build_operator(tmp_path, log)
     suite = tmp_path / "suite"  # `--seat fake` puts fake in the roles; pyfix, a tier, stays
     build_case(
         suite,

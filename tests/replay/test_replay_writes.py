@@ -41,13 +41,9 @@ def git(folder: Path, *args: str) -> str:
     ).stdout
 
 
-def test_backpass_steps_replay_in_a_copy_and_leave_the_home_byte_identical(
-    tmp_path: Path,
-) -> None:
-    """The sample backpass run with the built-in seats; then its ledger and synthesis steps
-    replayed: both answer as in the run (the synthesis commits a branch in the copy of the
-    memory repository), and not one byte of the room, the memory repositories' git stores,
-    the run folder or any other file of the home changed."""
+def recorded_backpass(tmp_path: Path) -> tuple[Society, str]:
+    """The sample backpass run with the built-in seats, its society stopped: the home, and
+    the run's thread."""
     society = Society(tmp_path / "home", demo=True)
     up = start_up(society, nicks=BACKPASS_LURKERS)
     try:
@@ -57,7 +53,18 @@ def test_backpass_steps_replay_in_a_copy_and_leave_the_home_byte_identical(
         up.stop()
     match = re.search(r"\b(backpass-\d{4}-\d{2}-\d{2}-[0-9a-f]+)\b", done.stdout + done.stderr)
     assert match, done.stdout + done.stderr
-    thread, root = match.group(1), society.root
+    return society, match.group(1)
+
+
+def test_backpass_steps_replay_in_a_copy_and_leave_the_home_byte_identical(
+    tmp_path: Path,
+) -> None:
+    """The sample backpass run with the built-in seats; then its ledger and synthesis steps
+    replayed: both answer as in the run (the synthesis commits a branch in the copy of the
+    memory repository), and not one byte of the room, the memory repositories' git stores,
+    the run folder or any other file of the home changed."""
+    society, thread = recorded_backpass(tmp_path)
+    root = society.root
     steps = keys(root, thread)
     assert steps[:2] == ["list", "analysis/1"], steps
     ledger = next(k for k in steps if "ledger" in k)

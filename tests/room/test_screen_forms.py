@@ -149,3 +149,33 @@ def test_a_passphrase_is_found_whole_only() -> None:
     screen = Screen.of([(phrase, "a passphrase")])
     assert screen.find(f"it is {phrase.upper()}!") == "a passphrase"
     assert screen.find("correct horse battery staples are everywhere") is None
+
+
+def test_the_casefold_only_letters_are_this_pythons() -> None:
+    """trust/screen.py's CASEFOLD_ONLY: every character NFKC keeps but case folding turns
+    into a token character, recomputed from this interpreter's Unicode tables."""
+    import unicodedata
+
+    from trust.screen import CASEFOLD_ONLY, TOKEN_CHARS
+
+    found = {
+        chr(point)
+        for point in range(0x80, 0x20000)
+        if not 0xD800 <= point < 0xE000
+        and unicodedata.normalize("NFKC", chr(point)) == chr(point)
+        and chr(point).casefold() != chr(point)
+        and any(c in TOKEN_CHARS for c in unicodedata.normalize("NFKC", chr(point).casefold()))
+    }
+    assert found == set(CASEFOLD_ONLY)
+
+
+def test_the_secret_reversed_in_fullwidth_or_sharp_s_is_found() -> None:
+    secret = "0123456789abcdef" * 4
+    screen = Screen.of([(secret, "the test secret"), ("pass phrase with ss and spaces", "p")])
+    fullwidth = "".join(chr(ord(c) + 0xFEE0) for c in secret)
+    assert screen.find(secret[::-1]) == "the test secret"
+    assert screen.find(f"x {fullwidth} y") == "the test secret"
+    assert screen.find(fullwidth[::-1]) == "the test secret"
+    assert screen.find("PASS PHRASE WITH ß AND SPACES") == "p"
+    assert screen.find("secaps dna ss htiw esarhp ssap") == "p"
+    assert screen.find("Ｆｕｌｌｗｉｄｔｈ prose, café, ﬁne, 東京 — ß") is None

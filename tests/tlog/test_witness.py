@@ -47,13 +47,14 @@ def test_a_witness_cosigns_growth_and_refuses_a_fork(tmp_path: Path) -> None:
     """Cosigned twice as the room grows; a forked tree of the same size is refused and reported."""
     society = Society(tmp_path / "home")
     prepare(society)
-    society.start_hub()
     state = tmp_path / "witness-state.json"
     witness_args = ("witness", "--once", "--state", str(state), "--name", "witness/test")
     shown = run_cli(society.root, *witness_args, "--show-key")
     assert shown.returncode == 0, shown.stderr
     witness_key = shown.stdout.strip()
     assert witness_key.startswith("witness/test+")
+    set_hub(society.root, witnesses=[witness_key])  # the hub keeps only its operator's witnesses
+    society.start_hub()
 
     fill(society, 10)
     checkpoint_of(society, 10)

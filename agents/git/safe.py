@@ -12,7 +12,7 @@ in bullpen goes through `git()` here, which:
   GIT_CONFIG_GLOBAL=/dev/null), no global attributes, no inherited GIT_*
   variable, no pager, editor or askpass;
 - first checks the repository git would find (`check_repo`): each of its
-  config files holds only keys of the allow-list (agents/gitguard.py), and
+  config files holds only keys of the allow-list (agents/git/guard.py), and
   no attributes file (`.gitattributes` anywhere in the tree, `info/attributes`)
   names a filter, diff or merge driver. A repository that fails raises
   PlantedConfig naming the key and the file, and git is not run;
@@ -31,10 +31,9 @@ import os
 import signal
 import stat
 import subprocess
-from datetime import UTC, datetime
 from pathlib import Path
 
-from agents.gitguard import Planted, attributes_refusal, config_refusal
+from agents.git.guard import Planted, attributes_refusal, config_refusal
 from room.errors import StepFailed
 
 __all__ = [
@@ -42,12 +41,14 @@ __all__ = [
     "IDENTITY",
     "GitError",
     "PlantedConfig",
+    "check_attributes",
+    "check_config",
+    "check_gitdir",
     "check_repo",
     "clone",
-    "clone_redirect",
-    "defuse",
     "git",
     "git_argv",
+    "git_at",
     "git_env",
 ]
 
@@ -90,20 +91,21 @@ class GitError(StepFailed):
 
 
 class PlantedConfig(GitError):
-    """A repository's own files name a command bullpen's git would run: nothing was run."""
+    """A repository's own files name a command bullpen's git would run, or a work tree holds
+    what its git may not read or commit (agents/git/apart.py): nothing was run."""
 
     code = "git_planted"
 
     def __init__(self, repo: Path, planted: Planted) -> None:
         self.repo, self.planted = repo, planted
-        why = (
-            "which bullpen's git cannot check"
-            if planted.kind == "file"
-            else "which names a command git would run; bullpen's git runs nothing a "
-            "repository names"
-        )
+        why = ""  # a work tree's `.git` or staged path says why in its own words
+        if planted.kind == "file":
+            why = ", which bullpen's git cannot check"
+        elif planted.kind in ("config", "attributes"):
+            why = ", which names a command git would run; bullpen's git runs nothing a "
+            why += "repository names"
         super().__init__(
-            f"{repo}: its {planted.what} (in {planted.place}), {why}, so nothing was run. "
+            f"{repo}: its {planted.what} (in {planted.place}){why}, so nothing was run. "
             f"{_fix(repo, planted)}"
         )
 
@@ -137,9 +139,13 @@ def git_env() -> dict[str, str]:
 
 def git_argv(repo: Path, *args: str, identity: bool = False) -> list[str]:
     """`git -C repo` with the safe settings (and the bullpen identity if asked)."""
+    return _argv(["-C", str(repo)], args, identity)
+
+
+def _argv(where: list[str], args: tuple[str, ...], identity: bool) -> list[str]:
     if args and args[0] in DIFFERS:
         args = (args[0], *NO_DRIVERS, *args[1:])
-    return ["git", "--no-pager", "-C", str(repo), *SAFE, *(IDENTITY if identity else ()), *args]
+    return ["git", "--no-pager", *where, *SAFE, *(IDENTITY if identity else ()), *args]
 
 
 def _run(argv: list[str], cwd: str | None, timeout: float, what: str) -> tuple[int, bytes, str]:
@@ -182,10 +188,24 @@ def git(
     `init` makes a new repository and checks nothing."""
     if not args or args[0] != "init":
         check_repo(repo)
-    argv = git_argv(repo, *args, identity=identity)
-    code, out, error = _run(argv, None, timeout, f"`git {' '.join(args)}` in {repo}")
+    return git_at(["-C", str(repo)], str(repo), *args, check=check, identity=identity,
+                  timeout=timeout)  # fmt: skip
+
+
+def git_at(
+    where: list[str],
+    place: str,
+    *args: str,
+    check: bool = True,
+    identity: bool = False,
+    timeout: float = GIT_TIMEOUT_S,
+) -> tuple[int, bytes, str]:
+    """Run `git <where> args…` with the safe settings, the repository already checked by the
+    caller (`where` names it: `-C repo`, or `--git-dir … --work-tree …`; `place` in messages)."""
+    argv = _argv(where, args, identity)
+    code, out, error = _run(argv, None, timeout, f"`git {' '.join(args)}` in {place}")
     if check and code != 0:
-        raise GitError(f"`git {' '.join(args)}` in {repo} failed (exit {code}): {error[:800]}")
+        raise GitError(f"`git {' '.join(args)}` in {place} failed (exit {code}): {error[:800]}")
     return code, out, error
 
 
@@ -277,7 +297,7 @@ def _config_keys(path: Path) -> list[str] | str:
     return keys
 
 
-def _check_config(top: Path, path: Path) -> None:
+def check_config(top: Path, path: Path) -> None:
     keys = _config_keys(path)
     if isinstance(keys, str):
         raise _unusable(top, path, keys)
@@ -286,7 +306,7 @@ def _check_config(top: Path, path: Path) -> None:
         raise PlantedConfig(top, planted)
 
 
-def _check_attributes(top: Path, path: Path, follow: bool) -> None:
+def check_attributes(top: Path, path: Path, follow: bool) -> None:
     if not os.path.lexists(path):
         return
     text = _small_text(path, follow)
@@ -299,7 +319,7 @@ def _check_attributes(top: Path, path: Path, follow: bool) -> None:
         raise PlantedConfig(top, planted)
 
 
-def _check_gitdir(top: Path, gitdir: Path, common: Path) -> None:
+def check_gitdir(top: Path, gitdir: Path, common: Path) -> None:
     """Every config and attributes file git reads from the repository's own folders
     (a linked worktree's, a submodule's under modules/ included)."""
     for folder in dict.fromkeys((common, gitdir)):
@@ -308,16 +328,16 @@ def _check_gitdir(top: Path, gitdir: Path, common: Path) -> None:
             here = Path(where)
             for name in files:
                 if name in ("config", "config.worktree"):
-                    _check_config(top, here / name)
+                    check_config(top, here / name)
                 elif name == "attributes" and here.name == "info":
-                    _check_attributes(top, here / name, follow=True)
+                    check_attributes(top, here / name, follow=True)
 
 
 def _check_tree(top: Path, tree: Path, dot: Path, depth: int) -> None:
     """One work tree and its git dir; a repository nested in the tree (git may run in it
     too) is checked the same way, every place named relative to `top`."""
     gitdir, common = _git_dirs(top, dot)
-    _check_gitdir(top, gitdir, common)
+    check_gitdir(top, gitdir, common)
     for where, dirs, files in os.walk(tree):
         here = Path(where)
         if here != tree and ".git" in dirs + files:
@@ -328,7 +348,7 @@ def _check_tree(top: Path, tree: Path, dot: Path, depth: int) -> None:
             continue
         dirs[:] = [d for d in dirs if d != ".git"]
         if ".gitattributes" in files:
-            _check_attributes(top, here / ".gitattributes", follow=False)
+            check_attributes(top, here / ".gitattributes", follow=False)
 
 
 def check_repo(start: Path) -> None:
@@ -338,30 +358,3 @@ def check_repo(start: Path) -> None:
     found = _find(start) if start.is_dir() else None
     if found is not None:
         _check_tree(found[0], found[0], found[1], 0)
-
-
-def clone_redirect(tree: Path) -> str | None:
-    """What in a throwaway clone's `.git` would send bullpen's own git writes elsewhere, or
-    None. `git clone` makes a plain folder with no link in it and no `commondir`; a link
-    (to another repository's refs, objects or config) or a `commondir` would make the
-    grinder's commit land in that repository, with the grinder's rights."""
-    dot = tree / ".git"
-    if dot.is_symlink() or not dot.is_dir():
-        return ".git is not a folder (a link, a gitdir file, or gone)"
-    if os.path.lexists(dot / "commondir"):
-        return ".git/commondir points the clone at another repository"
-    for where, dirs, files in os.walk(dot):
-        for name in dirs + files:
-            if os.path.islink(os.path.join(where, name)):
-                return f"{_relative(tree, Path(where, name))} is a link out of the clone's .git"
-    return None
-
-
-def defuse(tree: Path) -> Path:
-    """Move a refused clone's `.git` aside (`.git-refused-<ts>`), so no git, ours or a
-    person's reviewing it, runs what was planted there; the new name."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    target = tree / f".git-refused-{stamp}"
-    with contextlib.suppress(OSError):
-        os.replace(tree / ".git", target)
-    return target

@@ -5,7 +5,7 @@ whoever could write the repository: in a grind's clone, a code seat or the
 model-written code under test; in a memory repository, anyone with the
 home's rights. Git runs commands those files name (a filter driver's
 `clean`, `diff.external`, `core.fsmonitor`, `gpg.program`, a textconv, a
-merge driver, `core.sshCommand`, …), so bullpen's git (agents/safegit.py)
+merge driver, `core.sshCommand`, …), so bullpen's git (agents/git/safe.py)
 refuses a repository whose config sets any key outside a short allow-list
 of data-only keys, or whose attributes name a filter, diff or merge driver.
 The allow-list rather than a deny-list: git grows new command keys, and a
@@ -105,16 +105,27 @@ class Planted:
 
     key: str  # `filter.x.clean`, or the attribute `filter=x`
     place: str  # the file, relative to the work tree: `.git/config`, `sub/.gitattributes`
-    kind: str  # "config", "attributes", or "file" (one git would read that is not checkable)
+    # "config", "attributes", "file" (one git would read that is not checkable), "worktree"
+    # (a `.git` written into a work tree whose repository is kept apart), "staged" (a path
+    # the work tree offers that a commit may not hold)
+    kind: str
 
     @property
     def what(self) -> str:
         """`git config sets filter.x.clean`, `git attributes name the filter driver x
-        (filter=x)`, or `git metadata holds <what cannot be checked>`."""
+        (filter=x)`, `git metadata holds <what cannot be checked>`, `work tree holds git
+        metadata (<files>), …` or `staged path <path and why>`."""
         if self.kind == "config":
             return f"git config sets {self.key}"
         if self.kind == "file":
             return f"git metadata holds {self.key}"
+        if self.kind == "worktree":
+            return (
+                f"work tree holds git metadata ({self.key}), which bullpen's git never reads: "
+                "its own repository is kept where the fenced side cannot write it"
+            )
+        if self.kind == "staged":
+            return f"staged path {self.key}"
         name, _, value = self.key.partition("=")
         return f"git attributes name the {name.lower()} driver {value} ({self.key})"
 

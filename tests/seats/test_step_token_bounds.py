@@ -1,0 +1,148 @@
+"""Every judged step's answer fits the max_tokens it asks for, and its prompt gives no answer away.
+
+A step sends its schema whole to a schema-constraining server (llama.cpp turns it into a
+grammar), so the worst answer the schema allows is the most a model can write: when that
+is over the step's max_tokens, a small model that runs to every bound is cut off mid-JSON
+and the answer is lost (SmolLM2 was, in 10 of 13 eval calls). So for each judged step of
+each pipeline, at the largest inputs its configuration allows: nothing in the sent schema
+is left unbounded or loosened, and its worst case is at most the request's max_tokens.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agents.backpass.ledger import Entry
+from agents.backpass.memory import Bullet
+from agents.backpass.prompts import analysis_request, synthesis_request
+from agents.backpass.schemas import AnalysisAnswer, bind_synthesis
+from agents.expedition.config import ExpeditionConfig
+from agents.expedition.prompts import score_request, scotoma_request, termgen_request
+from agents.expedition.scoring import scores_schema
+from agents.expedition.scotoma import scotoma_schema
+from agents.expedition.terms import TermsAnswer
+from agents.packaged import defaults
+from agents.runtime.step import JudgmentRequest
+from agents.seats.answerschema import answer_schema, worst_case_tokens
+from tests.expedition import campaign
+
+LIMITS = ExpeditionConfig.model_fields
+BATCH = LIMITS["batch_size"].metadata  # the bounds pydantic keeps for the field
+TOP = LIMITS["top_for_scotoma"].metadata
+
+
+def _largest(metadata: list[Any]) -> int:
+    return max(int(getattr(bound, "le", 0) or 0) for bound in metadata)
+
+
+def _rows(count: int) -> list[dict[str, Any]]:
+    # Ids as long as retrieval makes them for a 500-row index: row_1 … row_500.
+    return [
+        {"id": f"row_{400 + n}", "summary": f"summary {n}", "embodies": 1} for n in range(count)
+    ]
+
+
+def _template(name: str) -> str:
+    return (defaults() / "prompts" / f"{name}-prompt.md").read_text(encoding="utf-8")
+
+
+def _entries(count: int) -> list[Entry]:
+    return [
+        Entry(open=True, kind="positive", text=f"lesson {n}", sightings=[("d", "s1"), ("d", "s2")])
+        for n in range(count)
+    ]
+
+
+def _steps() -> list[tuple[str, JudgmentRequest, type[BaseModel]]]:
+    batch = _rows(_largest(BATCH))
+    top = _rows(_largest(TOP))
+    bullets = [
+        Bullet(id=f"PRV-{n:04d}", text=f"bullet {n}", start=n, end=n + 1) for n in range(200)
+    ]
+    entries = _entries(300)
+    return [
+        ("termgen", termgen_request({"keyword_primary": "k", "title": "t"}), TermsAnswer),
+        (
+            "score",
+            score_request("p", ["t"], batch, keyword="k"),
+            scores_schema([r["id"] for r in batch]),
+        ),
+        ("scotoma", scotoma_request("p", "k", ["t"], top), scotoma_schema([r["id"] for r in top])),
+        (
+            "analysis",
+            analysis_request(
+                _template("analysis"), session="s", trace="x" * 5000, date="d", path="p"
+            ),
+            AnalysisAnswer,
+        ),
+        (
+            "synthesis",
+            synthesis_request(
+                _template("synthesis"),
+                date="d",
+                entries=entries,
+                public=[],
+                private=bullets,
+                min_sessions=2,
+                cover_threshold=0.8,
+            ),
+            bind_synthesis([b.id for b in bullets], [e.id for e in entries]),
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("step", "request_", "schema"), _steps(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_the_worst_answer_fits_the_max_tokens_asked(
+    step: str, request_: JudgmentRequest, schema: type[BaseModel]
+) -> None:
+    sent = answer_schema(schema)
+    assert sent.loosened == (), f"{step}: bounds dropped from its schema: {sent.loosened}"
+    worst = worst_case_tokens(sent.schema)
+    assert worst is not None, f"{step}: its schema leaves a string or an array unbounded"
+    assert request_.max_tokens is not None and worst <= request_.max_tokens, (step, worst)
+
+
+def test_an_unbounded_or_loosened_schema_is_said_so() -> None:
+    """The estimate refuses to guess (None), and a dropped bound is named, not silent."""
+
+    class Loose(BaseModel):
+        text: str
+        many: list[int]
+
+    assert worst_case_tokens(answer_schema(Loose).schema) is None
+    from agents.build.edits import CodeAnswer
+
+    loosened = answer_schema(CodeAnswer).loosened
+    assert any("content maxLength 524288" in bound for bound in loosened), loosened
+
+
+def _case_answers() -> list[str]:
+    """What the shipped suite's and the campaign's cases expect a good run to find."""
+    found: list[str] = []
+    for case in (defaults() / "eval").rglob("case.toml"):
+        expect = tomllib.loads(case.read_text(encoding="utf-8")).get("expect", {})
+        for value in expect.values():
+            found += [str(v) for v in (value if isinstance(value, list) else [value])]
+    for theme in campaign.THEMES:
+        found += [*theme.phrases, theme.deep_summary, Path(theme.deep_file).stem.replace("-", " ")]
+    return [answer for answer in found if len(answer) > 3]
+
+
+@pytest.mark.parametrize(
+    ("step", "request_", "schema"), _steps(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_no_prompt_gives_a_case_answer_away(
+    step: str, request_: JudgmentRequest, schema: type[BaseModel]
+) -> None:
+    """No illustration in a prompt may come from a case (the termgen prompt's 'swimming in
+    cold water' was a campaign theme's deep cut, and a model copied it under another)."""
+    prompt = request_.prompt.casefold()
+    given = [answer for answer in _case_answers() if answer.casefold() in prompt]
+    assert given == [], f"the {step} prompt holds the answers of cases: {given}"
