@@ -10,6 +10,7 @@ Paths are relative to the home that holds the file.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import tomllib
 import typing
 import warnings
@@ -437,13 +438,25 @@ def stray_top_level_keys(raw: dict[str, Any], path: Path) -> list[str]:
 
 
 def load(path: Path) -> SocietyConfig:
+    return load_stamped(path)[0]
+
+
+def load_stamped(path: Path) -> tuple[SocietyConfig, str]:
+    """The config and the SHA-256 of the very bytes it was parsed from: what a lurker's pong
+    names, so an edit made since it started shows (agents/runtime/ping.py, pong_identity)."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(
             f"{path} does not exist; create a home with `bullpen init DIR` and pass "
             "--home DIR or set BULLPEN_HOME"
         ) from None
+    return _parse(data, path), hashlib.sha256(data).hexdigest()
+
+
+def _parse(data: bytes, path: Path) -> SocietyConfig:
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
     try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +43,7 @@ def resolve(explicit: str | os.PathLike[str] | None = None) -> Path:
 @dataclass
 class Home:
     root: Path
+    _society_sha256: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def at(cls, explicit: str | os.PathLike[str] | None = None) -> Home:
@@ -58,7 +59,18 @@ class Home:
 
     @cached_property
     def society(self) -> society.SocietyConfig:
-        return society.load(self.society_file)
+        config, self._society_sha256 = society.load_stamped(self.society_file)
+        return config
+
+    @property
+    def society_sha256(self) -> str:
+        """SHA-256 of the society.toml bytes `society` was parsed from, read once with it: a
+        lurker's pong names it, so `bullpen trust check` and `bullpen build` see a process
+        still running on a society.toml edited since it started (agents/runtime/ping.py)."""
+        _ = self.society  # the digest comes with the load, of the same bytes
+        if self._society_sha256 is None:  # a config set by code (a replay's shadow home)
+            self._society_sha256 = hashlib.sha256(self.society_file.read_bytes()).hexdigest()
+        return self._society_sha256
 
     @cached_property
     def trust(self) -> trust_table.TrustTable:

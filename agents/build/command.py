@@ -7,12 +7,15 @@ thread, printing one plain line per event to stderr (`step 2/4 prepare`,
 each grind iteration with its tier and tests passing of total); the final
 report goes to stdout.
 
-Before it posts, the foreman must answer a ping (agents/runtime/waiting.py); while it
-waits, a line every 30 s says which step runs and for how long; Ctrl-C asks whether to
+Before it posts, the foreman must answer a ping (agents/runtime/waiting.py), and its pong
+must name the society.toml on disk: a foreman started before the file was edited would
+check the ticket against the old one (a seat added since is its INVALID TICKET), so the
+command stops and says to restart it, posting nothing. While it waits, a line every 30 s says which step runs and for how long; Ctrl-C asks whether to
 cancel the run or detach from it.
 
 Exit codes: 0 green; 1 red, or a step failed; 2 the ticket is invalid (the
-foreman's INVALID TICKET), or the ticket file cannot be read; 5 the run was
+foreman's INVALID TICKET), or the ticket file cannot be read; 1 also when the foreman
+does not answer or runs an older society.toml (nothing posted); 5 the run was
 cancelled (`bullpen cancel`); 75 no final report within --wait-timeout (the run
 may still be going; its thread is printed); 130 Ctrl-C (the run cancelled, or
 left going).
@@ -33,7 +36,9 @@ from agents.build.ticket import title as ticket_title
 from agents.intake.bounded import read_text
 from agents.runtime.cancel import EXIT_CANCELLED
 from agents.runtime.finaljson import final_json
+from agents.runtime.ping import config_drift
 from agents.runtime.waiting import Heartbeat, follow_run, require_listening
+from room.errors import BullpenError
 
 if TYPE_CHECKING:
     from agents.home import Home
@@ -52,6 +57,10 @@ __all__ = [
 FOREMAN = "foreman"
 EXIT_GREEN, EXIT_RED, EXIT_INVALID, EXIT_WAIT = 0, 1, 2, 75
 POLL_S = 25.0
+
+
+class RestartNeeded(BullpenError):
+    """The foreman runs on a society.toml older than the file: it must be restarted."""
 
 
 def new_thread(now: datetime | None = None) -> str:
@@ -125,7 +134,14 @@ async def build(
         return EXIT_INVALID
     thread = new_thread()
     async with home.client(home.society.operator) as client:
-        await require_listening(client, FOREMAN)  # else nothing would ever answer
+        pong = await require_listening(client, FOREMAN)  # else nothing would ever answer
+        drift = config_drift(home, FOREMAN, pong)
+        if drift is not None:
+            raise RestartNeeded(
+                f"the running @{FOREMAN} checks tickets against the society.toml it started "
+                f"with, not the one on disk, so it must be restarted first. {drift}. Nothing "
+                "was posted; run bullpen build again after the restart"
+            )
         stored = await client.say(
             f"@{FOREMAN}", f"build: {ticket_title(ticket)}", type="ask",
             data={"pipeline": "build", "ticket": ticket}, thread=thread,

@@ -11,17 +11,22 @@ The foreman opens no file and keeps nothing between wakes: the ticket is in
 the starting ask, every answer in the thread. A failed or overdue step ends
 the run with `[<STEP> FAILED — reason]`. The `[build]` settings the ticket
 checks need (root, alias, the grind's bound) are read once, when the
-foreman starts (`check`).
+foreman starts (`check`). One refusal looks at society.toml again: a ticket whose
+tiers= name a seat the loaded config lacks but the file on disk has is refused
+with "restart needed" (the file was edited since the foreman started), not as a typo.
 """
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.build.config import BuildConfig
 from agents.build.report import failed_report, grind_report, report_data
-from agents.build.ticket import TicketError, parse_ticket, system_reason
+from agents.build.ticket import TicketError, UnknownSeats, parse_ticket, system_reason
 from agents.foreman.pipeline import Action, Ask, Report, Run
+from agents.runtime.ping import restart_hint
 from room.errors import ConfigError
 from room.message import Message
 
@@ -44,6 +49,16 @@ def _reason(reply: Message | None) -> str:
     return text if len(text) <= 600 else text[:599] + "…"
 
 
+def seats_on_disk(society_file: Path) -> frozenset[str]:
+    """The seat names society.toml holds now (empty when it cannot be read or parsed)."""
+    try:
+        raw = tomllib.loads(society_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return frozenset()
+    seats = raw.get("seats")
+    return frozenset(seats) if isinstance(seats, dict) else frozenset()
+
+
 class Build:
     """The test-first build pipeline (the Pipeline protocol of agents.foreman.pipeline)."""
 
@@ -52,6 +67,7 @@ class Build:
     def __init__(self) -> None:
         self.config = BuildConfig()
         self.seats: frozenset[str] | None = None  # the configured seat names, once checked
+        self.society_file: Path | None = None  # where they were read, to spot a later edit
 
     def check(self, home: Home) -> None:
         """Refuse a misspelt `[build]` key, or a root or alias under /home or a system path,
@@ -63,6 +79,21 @@ class Build:
                 raise ConfigError(f"{home.society_file}: build.{key}: {reason}")
         self.config = config
         self.seats = frozenset(home.society.seats)
+        self.society_file = home.society_file
+
+    def _restart_needed(self, exc: TicketError, foreman: str) -> str:
+        """The note for a seat society.toml configures now but did not when the foreman
+        started; "" when there is none (a misspelt seat is the ticket's fault)."""
+        if not isinstance(exc, UnknownSeats) or self.society_file is None:
+            return ""
+        added = [seat for seat in exc.unknown if seat in seats_on_disk(self.society_file)]
+        if not added:
+            return ""
+        return (
+            f"; restart needed: {self.society_file} now configures "
+            f"{', '.join(f'[seats.{seat}]' for seat in added)}, added since @{foreman} "
+            f"started; {restart_hint(foreman)}, then post the ticket again"
+        )
 
     def in_flight_limit(self, run: Run) -> int:
         return 1
@@ -73,7 +104,7 @@ class Build:
         try:
             ticket = parse_ticket(str(run.request.get("ticket") or ""), self.config, self.seats)
         except TicketError as exc:
-            body = f"INVALID TICKET — {exc}"
+            body = f"INVALID TICKET — {exc}{self._restart_needed(exc, run.foreman)}"
             return [
                 Report(
                     REPORT,

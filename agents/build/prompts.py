@@ -5,8 +5,11 @@ A model is shown what its change needs (agents/build/repomap.py): the
 repository's map, the full current text of the files it may change, its
 own last change as a diff and the failing output, and — when its last
 answer did not apply — why. It is also told the lessons its grinder was
-handed on this wake, and where the manual-lookup memory is (the seed's
-escalation line: nothing hands those namespaces over unasked).
+handed on this wake, and the `/bullpen/sandbox` and `/bullpen/ops` entries
+its step recalled for it (agents/memory/manual.py): the seed's escalation
+recipe, followed by the step, since a fenced seat can neither ask @librarian
+nor run `bullpen memory recall`. The prompt gives no instruction the seat
+cannot follow from where it runs.
 
 A cmd code seat edits the files in its working directory; an openai one
 answers JSON edits (agents/build/edits.py), so the format is spelled out.
@@ -18,13 +21,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agents.memory.lessons import block
-from agents.memory.namespaces import GENERAL_LESSONS, SEED_NAMESPACES
+from agents.memory.manual import manual_block, recall_manual
 
 if TYPE_CHECKING:
     from agents.build.repomap import RepoView
+    from agents.home import Home
     from agents.memory.lessons import Lesson
 
-__all__ = ["ANSWER_FORMAT", "CodeContext", "code_prompt", "escalation", "testdesign_prompt"]
+__all__ = ["ANSWER_FORMAT", "CodeContext", "code_prompt", "step_memory", "testdesign_prompt"]
 
 OUTPUT_TAIL = 4000
 DIFF_TAIL = 6000
@@ -47,19 +51,11 @@ NEW_FILES_FORMAT = (
 )
 
 
-def escalation() -> str:
-    """The seed's escalation line: where the manual-lookup memory is and how to ask for it."""
-    manual = [
-        f"{ns} ({meaning})" for ns, meaning in SEED_NAMESPACES.items() if ns != GENERAL_LESSONS
-    ]
-    return (
-        "MEMORY YOU MUST ASK FOR: nothing hands these namespaces over unasked: "
-        + "; ".join(manual)
-        + ". To look something up, ask @librarian in the room (an ask whose body holds your "
-        "words, or data.query; data.ns defaults to /bullpen and covers all four), or run "
-        "`bullpen memory recall WORDS --ns /bullpen/sandbox`. Read /bullpen/sandbox before "
-        "guessing a build-dir, path or ticket rule, and after any INVALID TICKET or DIR NOT FOUND."
-    )
+def step_memory(home: Home, job: dict[str, Any]) -> list[Lesson]:
+    """The /bullpen/sandbox and /bullpen/ops entries a step recalls for its seat, by the
+    ticket's words (agents/memory/manual.py): what the escalation recipe would have found."""
+    words = " ".join(str(job.get(key) or "") for key in ("problem", "traps", "constraints"))
+    return recall_manual(home, words)
 
 
 @dataclass(frozen=True)
@@ -76,6 +72,7 @@ class CodeContext:
     last_change: str = ""  # the seat's own last change, as a diff
     refused: str | None = None  # why its last answer was not applied
     lessons: list[Lesson] = field(default_factory=list)
+    memory: list[Lesson] = field(default_factory=list)  # /bullpen/sandbox, /bullpen/ops
 
 
 def _section(title: str, text: Any) -> list[str]:
@@ -130,15 +127,18 @@ def code_prompt(job: dict[str, Any], context: CodeContext) -> str:
         "LAST TEST RUN (its tail):",
         context.last_output[-OUTPUT_TAIL:],
         "",
-        escalation(),
+        manual_block(context.memory),
         "",
         how,
     ]
     return "\n".join(lines)
 
 
-def testdesign_prompt(job: dict[str, Any], view: RepoView | None = None) -> str:
-    """The testdesign seat's prompt: write the executable spec at the test path."""
+def testdesign_prompt(
+    job: dict[str, Any], view: RepoView | None = None, memory: list[Lesson] | None = None
+) -> str:
+    """The testdesign seat's prompt: write the executable spec at the test path; `memory`:
+    the /bullpen/sandbox and /bullpen/ops entries its step recalled for it."""
     return "\n".join(
         [
             "step: testdesign",
@@ -153,7 +153,7 @@ def testdesign_prompt(job: dict[str, Any], view: RepoView | None = None) -> str:
             "TARGETS: " + (", ".join(job.get("targets") or []) or "(none named)"),
             "",
             *_files(view),
-            escalation(),
+            manual_block(memory or []),
             "",
             NEW_FILES_FORMAT,
         ]

@@ -60,6 +60,7 @@ def turn_prompt(
         last_change=carried.last_change,
         refused=carried.refused,
         lessons=lessons,
+        memory=list(ticket.get("memory") or []),  # recalled by the step (steps.grind_spec)
     )
     for lesson in lessons:
         if lesson.id not in carried.lessons_shown:

@@ -25,7 +25,7 @@ from agents.build.config import BuildConfig
 from agents.build.edits import CodeAnswer, EditRefused, apply_answer
 from agents.build.fence import choose
 from agents.build.grind import GrindJob, grind, ladder
-from agents.build.prompts import testdesign_prompt
+from agents.build.prompts import step_memory, testdesign_prompt
 from agents.build.repomap import view_repo
 from agents.build.routing import Language, by_name, route
 from agents.build.runs import SpecRun, Workspace, run_spec, syntax_problem
@@ -125,7 +125,8 @@ async def _write_spec(
         )
     targets = [str(t) for t in data.get("targets") or []]
     view = view_repo(real, spec, "", targets, config.prompt_tokens)
-    request = JudgmentRequest("testdesign", testdesign_prompt(data, view), max_tokens=CODE_TOKENS)
+    prompt = testdesign_prompt(data, view, step_memory(ctx.home, data))
+    request = JudgmentRequest("testdesign", prompt, max_tokens=CODE_TOKENS)
     try:
         judgment = await ctx.judge(seat, request, CodeAnswer)
     except SeatError as exc:
@@ -248,6 +249,7 @@ async def grind_spec(message: Message, ctx: StepContext) -> Reply:
             ticket={
                 **{k: data.get(k, "") for k in ("problem", "traps", "constraints")},
                 "targets": list(data.get("targets") or []),
+                "memory": step_memory(ctx.home, data),  # what a fenced seat cannot look up
             },
             lessons=list(ctx.lessons),
         )
@@ -279,5 +281,6 @@ async def grind_spec(message: Message, ctx: StepContext) -> Reply:
             "model": result.model,
             "language": language.name,
             "lessons": result.lessons,  # the ids a code seat was shown, not only handed over
+            "memory": [n.id for n in job.ticket["memory"]] if result.iterations else [],
         },
     )

@@ -66,6 +66,15 @@ class TicketError(ValueError):
     """What is wrong with a ticket and how to fix it: the INVALID TICKET text."""
 
 
+class UnknownSeats(TicketError):
+    """`tiers=` names seats the config lacks; `unknown` lets the foreman tell a typo from a
+    seat added to society.toml since it started (agents/build/pipeline.py)."""
+
+    def __init__(self, message: str, unknown: list[str]) -> None:
+        super().__init__(message)
+        self.unknown = unknown
+
+
 @dataclass(frozen=True)
 class Ticket:
     """A checked ticket: its sections' text, the paths, and the grind's parameters."""
@@ -234,9 +243,10 @@ def parse_ticket(text: str, config: BuildConfig, seats: Collection[str] | None =
         unknown = [t for t in tiers if seats is not None and t not in seats and t != "local"]
         if unknown:
             known = ", ".join(sorted(seats or ())) or "none"
-            raise TicketError(
+            raise UnknownSeats(
                 f"STEP 2 tiers= names {', '.join(unknown)}, which no [seats.<name>] table "
-                f"configures (the seats are {known}); fix the names or add the seats"
+                f"configures (the seats are {known}); fix the names or add the seats",
+                unknown,
             )
     targets: list[str] = []
     if targets_match := _TARGETS.search(step2):

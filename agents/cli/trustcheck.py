@@ -11,7 +11,9 @@ refusing (agents/runtime/refused.py). Every nick in society.toml, TRUST or PRIVI
 a nick that only speaks through `bullpen mcp --as NICK` is checked too. The
 live check asks the hub's /health once, then posts a ping ask from the
 operator to every lurker and reads back each reply's `to` (must be
-@operator) and `verified` (must be true).
+@operator) and `verified` (must be true), the host it runs on (the society is
+shown per host) and the society.toml it loaded: a lurker started before the
+file was edited is flagged "restart needed".
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from agents.runtime.ping import ping
+from agents.runtime.ping import config_drift, ping
 from room.errors import BullpenError, UsageError
 from trust import hubkey
 from trust.secretfiles import check_secret_file
@@ -51,6 +53,7 @@ class Row:
     live: str = "-"
     version: str = "-"  # the bullpen version its pong names (agents/runtime/lurker.py)
     problems: list[str] = field(default_factory=list)
+    host: str | None = None  # "name (boot …)", from its pong
 
     @property
     def ok(self) -> bool:
@@ -337,7 +340,33 @@ async def live_check(
             )
         else:
             row.live = "pong ✓"
+        if line is not None:
+            row.host = _host_of(line)
+            drift = config_drift(home, row.nick, line)
+            if drift is not None:
+                row.live = "restart needed"
+                row.problems.append(drift)
     return None
+
+
+def _host_of(pong: dict[str, Any]) -> str:
+    data = pong.get("data") or {}
+    host = str(data.get("host") or "an unnamed host (its bullpen predates host names)")
+    boot = data.get("boot_id")
+    return f"{host} (boot {str(boot)[:8]})" if boot else host
+
+
+def hosts(rows: list[Row]) -> str:
+    """The society per host, as the pongs told it: which lurker runs where."""
+    where: dict[str, list[str]] = {}
+    for row in rows:
+        if row.host is not None:
+            where.setdefault(row.host, []).append(row.nick)
+    if not where:
+        return ""
+    lines = [f"society per host ({len(where)} host{'s' if len(where) != 1 else ''}):"]
+    lines += [f"  {host}: {', '.join(nicks)}" for host, nicks in sorted(where.items())]
+    return "\n".join(lines)
 
 
 def versions_line(versions: dict[str, str]) -> str:
@@ -417,6 +446,9 @@ def cmd_trust(args: argparse.Namespace) -> int:
         print(json.dumps(verdict_json(rows, general), ensure_ascii=False))
     else:
         print(table(rows))
+        placed = hosts(rows)
+        if placed:
+            print(placed)
         if versions:
             print(versions_line(versions))
         for problem in general:

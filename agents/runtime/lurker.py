@@ -30,6 +30,7 @@ from agents.runtime import handlers, nicklock
 from agents.runtime.cancel import is_cancel
 from agents.runtime.cursor import Cursor
 from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost, screened
+from agents.runtime.ping import pong_identity
 from agents.runtime.refused import Refusal, Refusals, is_refusal, lurker_client
 from agents.runtime.services import StepServices
 from agents.runtime.step import Reply, StepContext
@@ -331,7 +332,7 @@ class Lurker:
             started = time.monotonic()
             if is_ping(message):
                 outcome: Outcome = Reply(
-                    "pong", {"pong": True, "nick": self.nick, "version": __version__}
+                    "pong", {"pong": True, "nick": self.nick, **pong_identity(self.home)}
                 )
             else:
                 from agents.runtime import lessons as wake_lessons  # on the first wake

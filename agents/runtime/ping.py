@@ -5,20 +5,82 @@ handler (agents.runtime.wake.is_ping), so a pong proves the process runs, reads
 the room and can post. `bullpen trust check` pings every nick and also judges
 each pong's address and verified flag; the commands that start a run ping the
 foreman before posting their ask, so nobody waits on a run nothing will take.
+
+A pong also says where and on what it runs (pong_identity): the host, the boot, and
+the SHA-256 of the society.toml the lurker loaded, so a process still running on a file
+edited since it started is found before it refuses work (config_drift).
 """
 
 from __future__ import annotations
 
+import functools
 import secrets
+import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from room.errors import BullpenError
+from room.version import __version__
 
 if TYPE_CHECKING:
+    from agents.home import Home
     from room.client import RoomClient
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+@functools.cache
+def boot_id() -> str | None:
+    """This machine's boot id (Linux): a host name can be reused, a boot id cannot; None
+    where the kernel has none to give."""
+    try:
+        with open(BOOT_ID, encoding="ascii") as file:
+            return file.read().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def pong_identity(home: Home) -> dict[str, Any]:
+    """The fields a pong carries about the process that sends it, beyond its nick: one
+    place to add what a pre-flight must know of every lurker (a version, a toolchain)."""
+    return {
+        "version": __version__,
+        "host": socket.gethostname(),
+        "boot_id": boot_id(),
+        "society_sha256": home.society_sha256,
+    }
+
+
+def restart_hint(nick: str) -> str:
+    return (
+        f"run `systemctl --user restart bullpen-lurker@{nick}`, or restart `bullpen up` "
+        "if it runs the society"
+    )
+
+
+def config_drift(home: Home, nick: str, pong: dict[str, Any]) -> str | None:
+    """Why `nick`'s pong shows it runs on another society.toml than this home's, or None.
+
+    A pong that names no digest (a lurker older than the field) proves nothing either way.
+    """
+    data = pong.get("data") or {}
+    theirs = data.get("society_sha256")
+    if not isinstance(theirs, str) or theirs == home.society_sha256:
+        return None
+    host = data.get("host")
+    if isinstance(host, str) and host != socket.gethostname():
+        return (
+            f"restart needed: @{nick} on host {host} runs a society.toml (sha256 {theirs[:12]}) "
+            f"that differs from {home.society_file} here (sha256 {home.society_sha256[:12]}); "
+            f"copy the same society.toml to {host}, then restart it there: {restart_hint(nick)}"
+        )
+    return (
+        f"restart needed: society.toml changed since {nick} started (it runs sha256 "
+        f"{theirs[:12]}, {home.society_file} is now {home.society_sha256[:12]}); "
+        f"{restart_hint(nick)}"
+    )
 
 
 @dataclass

@@ -42,8 +42,9 @@ class NotListening(BullpenError):
 
 async def require_listening(
     client: RoomClient, nick: str, timeout: float = PING_S, err: TextIO | None = None
-) -> None:
-    """Ping `nick` (its lurker answers a ping itself); NotListening when no pong comes back.
+) -> dict[str, Any]:
+    """Ping `nick` (its lurker answers a ping itself): its pong, which says where it runs and
+    on which society.toml (agents.runtime.ping); NotListening when no pong comes back.
     Says first what it waits for, on `err` (stderr): a pause of up to `timeout` s."""
     print(
         f"checking that @{nick} is listening (a ping, up to {timeout:g} s) …",
@@ -54,7 +55,7 @@ async def require_listening(
     if nick in answered.unsent:  # the hub refused or could not be reached: its own error
         raise answered.unsent[nick]
     if nick in answered.pongs:
-        return
+        return answered.pongs[nick]
     raise NotListening(
         f"@{nick} did not answer a ping within {timeout:g} s, so nothing would act on the "
         f"run: its lurker is not running (or cannot reach the hub). Start it with `bullpen up` "

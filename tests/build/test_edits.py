@@ -113,7 +113,7 @@ class TestView:
 
 
 class TestPrompt:
-    def test_the_code_prompt_carries_lessons_files_the_last_turn_and_the_escalation(
+    def test_the_code_prompt_carries_lessons_files_the_last_turn_and_the_recalled_memory(
         self, tmp_path: Path
     ) -> None:
         from agents.build.prompts import CodeContext, code_prompt, testdesign_prompt
@@ -126,6 +126,8 @@ class TestPrompt:
             spec_text="import pkg.calc\n", last_output="1 failed", view=view,
             last_change="-    return a - b\n+    return a + b", refused="edit 1: not found",
             lessons=[Lesson("m7", "/bullpen/lessons-learned/py", "copy search text exactly")],
+            memory=[Lesson("m3", "/bullpen/sandbox", "REPO is  the alias"),
+                    Lesson("m4", "/bullpen/ops", "x" * 900)],
         )  # fmt: skip
         prompt = code_prompt({"problem": "adds wrong"}, context)
         lines = prompt.splitlines()
@@ -134,13 +136,18 @@ class TestPrompt:
         assert "--- pkg/calc.py\n" + BUGGY.rstrip("\n") + "\n--- end of pkg/calc.py" in prompt
         assert "YOUR LAST ANSWER WAS NOT APPLIED:\nedit 1: not found" in prompt
         assert "YOUR LAST CHANGE" in prompt and "+    return a + b" in prompt
-        for ns in ("/bullpen/sandbox", "/bullpen/ops", "/bullpen/research", "/bullpen/artifacts"):
-            assert ns in prompt
+        assert "- [m3] (/bullpen/sandbox) REPO is the alias" in prompt
+        assert "- [m4] (/bullpen/ops) " + "x" * 599 + "…\n" in prompt  # bounded
+        # nothing the seat cannot do from inside the fence
+        assert "@librarian" not in prompt and "bullpen memory recall" not in prompt
         assert '"search"' in prompt  # the answer format, for a model
         bare = code_prompt({}, CodeContext("c", 1, "cmd", "t.py", "", ""))
         assert bare.splitlines()[1].startswith("You are the code seat") and '"search"' not in bare
+        assert "nothing saved there was recalled" in bare
         design = testdesign_prompt(
-            {"language": "python", "spec_relative": "tests/test_calc.py", "targets": []}, view
-        )
-        assert design.startswith("step: testdesign\n") and "@librarian" in design
+            {"language": "python", "spec_relative": "tests/test_calc.py", "targets": []}, view,
+            [Lesson("m3", "/bullpen/sandbox", "REPO is the alias")],
+        )  # fmt: skip
+        assert design.startswith("step: testdesign\n") and "@librarian" not in design
+        assert "- [m3] (/bullpen/sandbox) REPO is the alias" in design
         assert "REPOSITORY MAP" in design

@@ -183,7 +183,9 @@ def test_a_fix_existing_code_campaign_goes_green_editing_only_what_was_shown(sho
     assert "REPOSITORY MAP" in prompt and "shop/tax.py (" in prompt and "def with_tax" in prompt
     assert "--- shop/pricing.py\n" + REPO["shop/pricing.py"].rstrip("\n") in prompt
     assert "--- shop/tax.py\n" not in prompt  # imported by the module, not by the spec: map only
-    assert "/bullpen/sandbox" in prompt and "@librarian" in prompt  # the escalation line
+    # the manual-lookup memory recalled for the seat, no instruction it cannot follow
+    assert "SHARED MEMORY (/bullpen/sandbox and /bullpen/ops)" in prompt
+    assert "@librarian" not in prompt and "bullpen memory recall" not in prompt
     assert _iterations(lines)[0]["files_changed"] == ["shop/pricing.py"]
 
 
