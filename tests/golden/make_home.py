@@ -101,6 +101,9 @@ def make(root: Path) -> dict[str, str]:
         set_seat(root, "termgen", 'kind = "openai"\nvia = "gateway"\nmodel = "test-model"')
         issue(society.home, "termgen")
         add_nick(root, WORKER, privileged=False, handler="agents.examples:echo")
+        # The hub keeps cosignatures only from the witnesses its operator names (docs/audit.md).
+        witness_key = ok(run_cli(root, "witness", "--show-key"), "the witness key").split()[0]
+        set_hub(root, witnesses=[witness_key])
         # A replay wakes a step without lessons, so the recorded run must have had none for
         # its gateway request to be the one the replay makes (docs/replay.md).
         os.environ["BULLPEN_LESSONS"] = "off"
@@ -119,9 +122,7 @@ def make(root: Path) -> dict[str, str]:
             wait_for(lambda: answered(society), 60, "the promoted nick's signed reply")
             wait_for(lambda: signed_size(root) == len(society.lines()), 30, "a checkpoint of all")
             ok(run_cli(root, "witness", "--once", timeout=60), "a witness cosignature")
-            facts["witness_key"] = ok(
-                run_cli(root, "witness", "--show-key"), "the witness key"
-            ).split()[0]
+            facts["witness_key"] = witness_key
         finally:
             up.stop()
     if not (root / "room" / "room.jsonl.tlog" / "cosignatures").exists():
