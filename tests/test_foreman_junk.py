@@ -18,7 +18,7 @@ from agents.foreman.sequencer import Foreman
 from agents.home import Home
 from agents.runtime.lurker import Lurker
 from room.message import Message
-from tests.support import HTTP, Society
+from tests.support import HTTP, Society, set_hub
 from tests.test_foreman import relay
 
 JUNK = 3_000
@@ -42,6 +42,10 @@ async def flood(url: str, thread: str, count: int, to: str = "@foreman") -> None
 @pytest.mark.long
 def test_unverified_junk_does_not_grow_the_foremans_reads(society: Society) -> None:
     """After 3,000 unverified lines land in an open run's thread, a tick reads no more bytes."""
+    # The flood is the test's input, not its subject: with the hub's unverified bounds on,
+    # 3,000 posts fit the total bucket (2,000 and 200/s) only on a machine slow enough to
+    # take 5 s over them, and the test failed on a quiet one (429 at the 2,001st post).
+    set_hub(society.root, unverified_total_posts_per_s=0, unverified_nick_posts_per_s=0)
     society.start_hub()
     ask = relay(society, "stuffed", ["echo"])  # no echo lurker: the run stays open
     lurker = Lurker(Home(society.root), "foreman")
