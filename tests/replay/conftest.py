@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import EXPEDITION_LURKERS, REPO, Proc, Society, run_cli, set_seat, start_up
+from tests.support import (
+    EXPEDITION_LURKERS,
+    REPO,
+    Proc,
+    Society,
+    run_cli,
+    set_seat,
+    start_up,
+    wait_for,
+)
 
 FAKES = REPO / "tests" / "fakes"
 EXPEDITION = ("expedition", "--title", "Waiting Is Part of the Work", "--keyword", "patience")
@@ -49,6 +58,26 @@ def tree(*roots: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
             else:
                 found[str(path)] = "folder"
     return found
+
+
+def checkpointed(society: Society, timeout: float = 30.0) -> None:
+    """Wait until the hub has signed a checkpoint of every line of the room: it signs about a
+    second after the room grows (docs/audit.md), so a tree of the home taken sooner sees the
+    hub's own checkpoint files change afterwards, whatever a replay did."""
+    room = society.room
+    note = room.with_name(room.name + ".tlog") / "checkpoint"
+    plain = room.with_name(room.name + ".checkpoint")
+
+    def covered() -> bool:
+        lines = room.read_bytes().count(b"\n")
+        try:
+            signed = int(note.read_text().split("\n")[1])
+            seq = int(json.loads(plain.read_text())["seq"])
+        except (OSError, ValueError, IndexError, KeyError):
+            return False
+        return signed == seq == lines
+
+    wait_for(covered, timeout, "the hub's checkpoint of every line")
 
 
 def thread_from(output: str) -> str:

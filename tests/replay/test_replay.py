@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.replay.conftest import RecordedRun, tree
+from tests.replay.conftest import RecordedRun, checkpointed, tree
 from tests.support import run_cli
 
 
@@ -118,6 +118,7 @@ def test_the_brief_is_replayed_against_a_private_copy(recorded: RecordedRun) -> 
     (brief,) = sorted((root / "briefs").glob("*.md"))
     listed = json.loads(run_cli(root, "replay", recorded.thread, "--list", "--json").stdout)
     assert "brief" in [row["key"] for row in listed]
+    checkpointed(recorded.society)  # the hub's own files settled before the tree is taken
     before, room = tree(root, skip=("logs", "state")), recorded.society.room.read_bytes()
     done = run_cli(root, "replay", recorded.thread, "--step", "brief", "--json", timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
