@@ -18,6 +18,7 @@ __all__ = ["PLAIN_TEXT", "copied", "placeholder", "plain_text"]
 
 _BRACKETED = re.compile(r"<[^<>]{1,80}>")
 # Words a schema or an instruction uses for the answer's parts, never an answer themselves.
+# ("none" or "n/a" can be an answer: a synthesis with nothing to say, say.)
 _SCHEMA_WORDS = frozenset(
     {
         "",
@@ -28,11 +29,6 @@ _SCHEMA_WORDS = frozenset(
         "text",
         "integer",
         "boolean",
-        "true",
-        "false",
-        "null",
-        "none",
-        "n/a",
         "id",
         "row_n",
         "one line",
