@@ -30,11 +30,15 @@ def corpus_words(
     """Up to `limit` content words of the rows' summaries and keypoints, those of the rows
     naming an anchor word first, never an anchor itself (a term must fan out from those)."""
     counts: Counter[str] = Counter()
+    anchor_like: dict[str, bool] = {}  # a word's verdict, once: a corpus repeats its words
     for row in rows:
-        text = f"{row.summary}\n{row.keypoints}"
-        near = bool(anchors) and names_any(text, anchors)
-        for word in set(content_words(text)):
-            if len(word) > 2 and word not in anchors and not names_any(word, anchors):
+        words = set(content_words(f"{row.summary}\n{row.keypoints}"))
+        for word in words - anchor_like.keys():
+            anchor_like[word] = word in anchors or names_any(word, anchors)
+        # names_any over the row's own words: what it would find in the text, word by word
+        near = any(anchor_like[word] for word in words)
+        for word in words:
+            if len(word) > 2 and not anchor_like[word]:
                 counts[word] += _NEAR_WEIGHT if near else 1
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     return [word for word, _ in ranked[:limit]]
