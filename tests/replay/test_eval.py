@@ -98,7 +98,9 @@ def test_the_shipped_example_suite_passes_with_the_local_seat(tmp_path: Path) ->
 
 def test_hidden_tests_run_on_the_artifact_behind_the_fence(tmp_path: Path) -> None:
     """A build case's hidden tests judge the green artifact: a right one passes, a wrong one
-    fails with pytest's report; the run sees none of this process's environment."""
+    fails with pytest's report; the run sees none of this process's environment, and no
+    installed pytest plugin loads itself unasked (as the build's own python runner: the test
+    extra's arize-phoenix-client plugin cost each run about 10 s of CPU on a busy machine)."""
     from agents.evaluate.runners import hidden_tests
 
     artifact = tmp_path / "clone"
@@ -106,7 +108,9 @@ def test_hidden_tests_run_on_the_artifact_behind_the_fence(tmp_path: Path) -> No
     (artifact / "hidden" / "test_calc.py").write_text(
         "import os\nfrom calc import add\n\n"
         "def test_add():\n    assert add(2, 2) == 4\n\n"
-        "def test_no_secrets_inherited():\n    assert 'BULLPEN_HOME' not in os.environ\n"
+        "def test_no_secrets_inherited():\n    assert 'BULLPEN_HOME' not in os.environ\n\n"
+        "def test_no_plugin_autoloaded(pytestconfig):\n"  # pytest-xdist is installed here
+        "    assert not pytestconfig.pluginmanager.has_plugin('xdist')\n"
     )
     (artifact / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     home = tmp_path / "eval-home"
