@@ -177,9 +177,12 @@ async def one_crash(work: Path, rng: Seeded, big: Path | None) -> dict[str, int 
 
 
 @pytest.mark.soak
-def test_power_loss_keeps_every_acknowledged_post(tmp_path: Path, soak: bool, rng: Seeded) -> None:
+def test_power_loss_keeps_every_acknowledged_post(
+    memory_tmp: Path, soak: bool, rng: Seeded
+) -> None:
     """At every simulated crash point the recovered room is a valid prefix holding every acknowledged post."""
     points = 20000 if soak else 1000
+    tmp_path = memory_tmp  # PowerLossIO models the disk: its real fsyncs only cost time
     big = tmp_path / "big.jsonl"
     asyncio.run(fill(big, 40))  # ~2.4 MB: larger than the tail recovery re-checks
     assert big.stat().st_size > 2 * 1024 * 1024
