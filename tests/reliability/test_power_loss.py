@@ -260,9 +260,10 @@ def test_a_burst_of_big_posts_goes_out_in_bounded_writes(tmp_path: Path, rng: Se
 
 
 @pytest.mark.soak
-def test_power_loss_during_a_burst_of_big_posts(tmp_path: Path, soak: bool, rng: Seeded) -> None:
+def test_power_loss_during_a_burst_of_big_posts(memory_tmp: Path, soak: bool, rng: Seeded) -> None:
     """A burst of near-limit posts cut by a power failure still recovers to a valid prefix."""
     points = 1500 if soak else 150
+    tmp_path = memory_tmp  # PowerLossIO models the disk: its real fsyncs only cost time
     unsynced = 0
 
     async def main() -> None:
@@ -293,10 +294,11 @@ def test_power_loss_during_a_burst_of_big_posts(tmp_path: Path, soak: bool, rng:
 
 @pytest.mark.soak
 def test_what_recovery_serves_survives_a_power_loss(
-    tmp_path: Path, soak: bool, rng: Seeded
+    memory_tmp: Path, soak: bool, rng: Seeded
 ) -> None:
     """Lines a restarted hub recovered and serves as its head are durable before it serves them."""
     points = 2000 if soak else 200
+    tmp_path = memory_tmp  # PowerLossIO models the disk: its real fsyncs only cost time
 
     async def main() -> None:
         for point in range(points):
