@@ -1,7 +1,7 @@
 """Benchmark shared memory: recall, save -> searchable, and what lessons add to a wake.
 
     python bench/memory.py            # 100,000 entries, 2,000 recalls, 50 saves, 300 wakes
-    python bench/memory.py --quick    # 20,000 entries, 500 recalls, 20 saves, 100 wakes
+    python bench/memory.py --quick    # 5,000 entries, 200 recalls, 5 saves, 30 wakes: a smoke check
 
 The entries (50 namespaces, 20 of them nicks' lessons) are indexed straight
 into SQLite through the index's own code; the save -> searchable latency
@@ -132,9 +132,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    entries, recalls, saves, wakes = (
-        (20_000, 500, 20, 100) if args.quick else (100_000, 2000, 50, 300)
-    )
+    entries, recalls, saves, wakes = (5_000, 200, 5, 30) if args.quick else (100_000, 2000, 50, 300)
     rng = random.Random(16)
     words = vocabulary(rng)
     rows: list[tuple[str, str]] = []
