@@ -206,10 +206,13 @@ def _ticket(society: EvalSociety, loaded: Loaded, case: BuildCase) -> Path:
 def hidden_tests(artifact: Path, tests: Path, eval_home: Path) -> Any:
     """pytest on the hidden tests behind the build's own fence (agents/build/fence.py): the
     artifact is model-written code, so it runs with a clean environment, resource limits,
-    and (where bubblewrap works) read-only everywhere but the artifact, homes hidden, offline."""
+    and (where bubblewrap works) read-only everywhere but the artifact, homes hidden, offline.
+    Its environment is the build's python runner's (agents/build/routing.py): no installed
+    pytest plugin loads itself unasked."""
     import asyncio
 
     from agents.build.fence import FenceLimits, choose, clean_env, run_fenced
+    from agents.build.routing import by_name
 
     with tempfile.TemporaryDirectory(prefix="bullpen-eval-tests-") as scratch:
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)]
@@ -218,7 +221,7 @@ def hidden_tests(artifact: Path, tests: Path, eval_home: Path) -> Any:
                 argv,
                 cwd=artifact,
                 writable=[artifact, Path(scratch)],
-                env=clean_env(Path(scratch), {}),
+                env=clean_env(Path(scratch), dict(by_name("python").env)),
                 limits=FenceLimits(timeout_s=CASE_TIMEOUT_S),
                 fence=choose("auto"),
                 hidden=[eval_home],
