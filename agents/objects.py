@@ -1,0 +1,50 @@
+"""The object store of a home's room, for a nick at work on one step.
+
+    async with objects_for(home, "py", "grind") as store:
+        sha = await store.put(data)        # SHA-256 of the bytes
+        data = await store.get(sha)        # checked against the name, or ObjectError
+
+A JSONL room: the hub keeps the objects (PUT with the nick's proof, GET
+with the read token: room/objectstore.py). A JetStream room: NATS's own
+Object Store, `[objects] bucket` (room/jetstream/objects.py). Either way the
+bound is `[objects] max_bytes`, and an error names the object, the step, the
+nick and this host. `here()` is the host name every hand-on records, so a
+failure on another host can say where the object came from.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import TYPE_CHECKING
+
+from room.objects import Asker, HubObjects, ObjectStore
+
+if TYPE_CHECKING:
+    from agents.home import Home
+
+__all__ = ["here", "objects_for"]
+
+
+def here() -> str:
+    """This host's name, as hand-ons and errors name it."""
+    return socket.gethostname()
+
+
+def objects_for(home: Home, nick: str, step: str) -> ObjectStore:
+    """The store `nick` reaches from this home, for `step` (named in every error)."""
+    config = home.society
+    asker = Asker(nick, step, here())
+    if config.room.engine == "jetstream":
+        from agents.cli.stream import stream_settings
+        from room.jetstream.objects import StreamObjects
+
+        return StreamObjects(
+            stream_settings(home), config.objects.bucket, asker, config.objects.max_bytes
+        )
+    return HubObjects(
+        config.hub.strict_url(),
+        asker,
+        config.objects.max_bytes,
+        signer=home.signer_for(nick),
+        read_token=home.read_token(),
+    )
