@@ -112,7 +112,7 @@ class ObjectStore:
     def _fail(self, kind: type[ObjectError], name: str, what: str) -> ObjectError:
         return kind(f"object {name}, asked by {self.asker.says()} of {self.where}: {what}")
 
-    def _too_big(self, name: str, size: int) -> ObjectError:
+    def too_big(self, name: str, size: int) -> ObjectError:
         return self._fail(
             ObjectTooBig,
             name,
@@ -123,7 +123,7 @@ class ObjectStore:
     async def put(self, data: bytes) -> str:
         name = sha256_of(data)
         if len(data) > self.max_bytes:
-            raise self._too_big(name, len(data))
+            raise self.too_big(name, len(data))
         await self._store(name, data)
         return name
 
@@ -142,7 +142,7 @@ class ObjectStore:
                 "hub or NATS account?), or it was removed",
             )
         if len(data) > self.max_bytes:
-            raise self._too_big(name, len(data))
+            raise self.too_big(name, len(data))
         actual = sha256_of(data)
         if actual != name:
             raise self._fail(
@@ -224,7 +224,7 @@ class HubObjects(ObjectStore):
                 async for chunk in response.aiter_bytes():
                     size += len(chunk)
                     if size > self.max_bytes:
-                        raise self._too_big(name, size)
+                        raise self.too_big(name, size)
                     chunks.append(chunk)
                 return b"".join(chunks)
         except httpx.TransportError as exc:

@@ -79,7 +79,7 @@ class StreamObjects(ObjectStore):
         try:
             info = await bucket.get_info(name)
             if info.size is not None and info.size > self.max_bytes:
-                raise self._too_big(name, info.size)
+                raise self.too_big(name, info.size)
             result = await bucket.get(name)
         except (nats.js.errors.ObjectNotFoundError, nats.js.errors.ObjectDeletedError):
             return None
