@@ -17,8 +17,6 @@ object, the step, the nick and the host that asked, and where it asked.
 from __future__ import annotations
 
 import base64
-import hashlib
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +26,7 @@ from room import strictjson
 from room.errors import StepFailed
 from room.httpverify import verify_tls
 from room.message import parse_request_obj
-from room.objectstore import OBJECTS_PREFIX, PROOF_HEADER, proof_post
+from room.objectnames import OBJECTS_PREFIX, PROOF_HEADER, is_name, proof_post, sha256_of
 from trust.proof import Signer
 
 __all__ = [
@@ -43,17 +41,6 @@ __all__ = [
     "is_name",
     "sha256_of",
 ]
-
-_NAME = re.compile(r"[0-9a-f]{64}")
-
-
-def sha256_of(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def is_name(value: object) -> bool:
-    """Whether `value` can name an object (a SHA-256 in lowercase hex)."""
-    return isinstance(value, str) and bool(_NAME.fullmatch(value))
 
 
 class ObjectError(StepFailed):

@@ -28,7 +28,6 @@ import base64
 import binascii
 import hashlib
 import os
-import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,31 +37,12 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
 from room.errors import BadPost, PostRejected, Unauthorized
+from room.objectnames import OBJECTS_PREFIX, PROOF_HEADER, is_name, proof_post
 from trust.gate import Gate
 
-__all__ = [
-    "OBJECTS_PREFIX",
-    "PROOF_HEADER",
-    "ObjectFolder",
-    "proof_post",
-    "serve_object",
-]
+__all__ = ["OBJECTS_PREFIX", "ObjectFolder", "serve_object"]
 
-OBJECTS_PREFIX = "/objects/"
-PROOF_HEADER = "x-bullpen-proof"
-NAME = re.compile(r"[0-9a-f]{64}")
 MAX_PROOF_HEADER = 4096
-
-
-def proof_post(nick: str, sha256: str, size: int) -> dict[str, Any]:
-    """The post a PUT proves (signed like any post, never stored in the room)."""
-    return {
-        "from": nick,
-        "to": "@hub",
-        "type": "system",
-        "body": f"PUT {OBJECTS_PREFIX}{sha256}",
-        "data": {"sha256": sha256, "bytes": size},
-    }
 
 
 class Forbidden(PostRejected):
@@ -79,7 +59,7 @@ class NotFound(PostRejected):
 
 def _name(path: str) -> str:
     name = path[len(OBJECTS_PREFIX) :]
-    if not NAME.fullmatch(name):
+    if not is_name(name):
         raise BadPost(
             f"{path[:120]!r} names no object: an object's name is the SHA-256 of its bytes, "
             "64 lowercase hex digits (/objects/<sha256>)"

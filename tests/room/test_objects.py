@@ -14,6 +14,7 @@ import pytest
 
 from agents.objects import objects_for
 from room import strictjson
+from room.objectnames import PROOF_HEADER, proof_post
 from room.objects import (
     Asker,
     HubObjects,
@@ -23,7 +24,6 @@ from room.objects import (
     ObjectTooBig,
     sha256_of,
 )
-from room.objectstore import PROOF_HEADER, proof_post
 from tests.support import HTTP, Society
 from trust.proof import SecretSigner
 

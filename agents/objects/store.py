@@ -35,12 +35,11 @@ def objects_for(home: Home, nick: str, step: str) -> ObjectStore:
     config = home.society
     asker = Asker(nick, step, here())
     if config.room.engine == "jetstream":
-        from agents.cli.stream import stream_settings
         from room.jetstream.objects import StreamObjects
+        from room.jetstream.stream import StreamSettings
 
-        return StreamObjects(
-            stream_settings(home), config.objects.bucket, asker, config.objects.max_bytes
-        )
+        settings = StreamSettings.from_options(config.room.engine_options(home.path))
+        return StreamObjects(settings, config.objects.bucket, asker, config.objects.max_bytes)
     return HubObjects(
         config.hub.strict_url(),
         asker,
