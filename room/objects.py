@@ -157,15 +157,15 @@ class HubObjects(ObjectStore):
         max_bytes: int,
         *,
         signer: Signer | None,
-        read_token: bytes | None,
+        token: bytes | None,
         timeout: float = 60.0,
     ) -> None:
         super().__init__(asker, max_bytes)
         self.url = url.rstrip("/")
         self.where = f"the hub at {self.url}"
         headers = {}
-        if read_token:
-            headers["authorization"] = f"Bearer {read_token.decode().strip()}"
+        if token:
+            headers["authorization"] = f"Bearer {token.decode().strip()}"
         self._signer = signer
         self._http = httpx.AsyncClient(
             base_url=self.url,

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from agents.git.apart import Apart, apart_git
 from agents.git.safe import git, git_at
 from agents.objects import here, objects_for
-from room.errors import StepFailed
+from room.errors import BullpenError, StepFailed
 from room.objects import is_name
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ async def try_hand_on(
     it), not a failure here."""
     try:
         return await hand_on(home, nick, step, repo), None
-    except StepFailed as exc:
+    except BullpenError as exc:  # the store out of reach, a token file missing, git failing
         return None, exc.message
 
 

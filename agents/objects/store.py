@@ -5,9 +5,10 @@
         data = await store.get(sha)        # checked against the name, or ObjectError
 
 A JSONL room: the hub keeps the objects (PUT with the nick's proof, GET
-with the read token: room/objectstore.py). A JetStream room: NATS's own
-Object Store, `[objects] bucket` (room/jetstream/objects.py). Either way the
-bound is `[objects] max_bytes`, and an error names the object, the step, the
+with the read token: room/objectstore.py; a nick set `relaxed` uses the
+relaxed listener and its token for both, as it does to post). A JetStream
+room: NATS's own Object Store, `[objects] bucket` (room/jetstream/objects.py).
+Either way the bound is `[objects] max_bytes`, and an error names the object, the step, the
 nick and this host. `here()` is the host name every hand-on records, so a
 failure on another host can say where the object came from.
 """
@@ -40,10 +41,21 @@ def objects_for(home: Home, nick: str, step: str) -> ObjectStore:
 
         settings = StreamSettings.from_options(config.room.engine_options(home.path))
         return StreamObjects(settings, config.objects.bucket, asker, config.objects.max_bytes)
+    nick_config = config.nicks.get(nick)
+    relaxed_url = config.hub.relaxed_endpoint()
+    if nick_config is not None and nick_config.relaxed and relaxed_url:
+        # a nick that speaks through the relaxed listener: its token, no proof (as its posts)
+        return HubObjects(
+            relaxed_url,
+            asker,
+            config.objects.max_bytes,
+            signer=None,
+            token=home.relaxed_token(),
+        )
     return HubObjects(
         config.hub.strict_url(),
         asker,
         config.objects.max_bytes,
         signer=home.signer_for(nick),
-        read_token=home.read_token(),
+        token=home.read_token(),
     )

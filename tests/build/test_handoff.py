@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
+import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from agents.build.artifact import bring_back
 from agents.build.config import ROOT_ENV
 from agents.build.handoff import HandOffRefused, hand_on, receive
 from agents.objects import objects_for
@@ -136,5 +139,31 @@ def test_a_bundle_altered_in_the_store_or_holding_a_link_out_is_refused(tmp_path
                 return await store.get(hand["sha256"])
 
         assert asyncio.run(honest())  # the store itself is fine
+    finally:
+        society.stop_all()
+
+
+def test_bullpen_build_fails_loud_when_the_green_artifact_cannot_be_had(tmp_path: Path) -> None:
+    builds = tmp_path / "builds"
+    society = Society(tmp_path / "home")
+    try:
+        set_build(society.root, root=str(builds), alias=str(tmp_path / "sandbox"))
+        society.start_hub()
+        elsewhere = str(tmp_path / "other-host" / "grind-x")  # not under this host's root
+        never = {"sha256": "ab" * 32, "bytes": 10, "commit": "cd" * 20, "nick": "py",
+                 "host": "gpu-1", "step": "grind"}  # fmt: skip
+        said = io.StringIO()
+        report = {"green": True, "clone": elsewhere, "artifact": never}
+        assert asyncio.run(bring_back(society.home, report, said)) == 1
+        text = said.getvalue()
+        assert text.startswith("[ARTIFACT FAILED") and "(step artifact)" in text
+        assert "@operator" in text and socket.gethostname() in text and "gpu-1" in text
+        assert "no such object" in text
+        assert not builds.exists() or list(builds.glob("artifact-*")) == []
+
+        said = io.StringIO()  # no artifact named, and the clone is not here
+        report = {"green": True, "clone": elsewhere, "artifact_problem": "the store was down"}
+        assert asyncio.run(bring_back(society.home, report, said)) == 1
+        assert "the store was down" in said.getvalue() and "not under this host" in said.getvalue()
     finally:
         society.stop_all()

@@ -24,7 +24,7 @@ from room.objects import (
     ObjectTooBig,
     sha256_of,
 )
-from tests.support import HTTP, Society
+from tests.support import HTTP, Society, add_nick
 from trust.proof import SecretSigner
 
 BOUND = 64 * 1024
@@ -35,6 +35,7 @@ def hubbed(tmp_path: Path) -> Any:
     society = Society(tmp_path / "home")
     society_file = society.root / "society.toml"
     society_file.write_text(society_file.read_text() + f"\n[objects]\nmax_bytes = {BOUND}\n")
+    add_nick(society.root, "scout", relaxed=True)  # privileged, speaks through the relaxed listener
     society.start_hub()
     yield society
     society.stop_all()
@@ -104,7 +105,7 @@ def test_over_the_bound_is_413_and_nothing_is_stored(hubbed: Society) -> None:
         Asker("operator", "test", "here"),
         10 * BOUND,
         signer=home.signer_for("operator"),
-        read_token=home.read_token(),
+        token=home.read_token(),
     )
 
     async def put() -> str:
@@ -171,3 +172,18 @@ def test_the_schema_describes_the_objects_endpoints(hubbed: Society) -> None:
     schema = HTTP.get(f"{hubbed.strict_url}/openapi.json").json()
     path = schema["paths"]["/objects/{sha256}"]
     assert set(path) >= {"get", "put"} and "413" in path["put"]["responses"]
+
+
+def test_a_relaxed_nick_stores_and_reads_through_the_relaxed_listener(hubbed: Society) -> None:
+    data = b"handed on by a nick without the secret"
+
+    async def go() -> tuple[str, bytes]:
+        async with objects_for(hubbed.home, "scout", "spec") as store:
+            assert isinstance(store, HubObjects) and store.url == hubbed.relaxed_url
+            name = await store.put(data)
+            return name, await store.get(name)
+
+    name, back = asyncio.run(go())
+    assert back == data and _stored(hubbed) == [name]
+    # without the relaxed token, the relaxed listener tells nothing
+    assert HTTP.get(f"{hubbed.relaxed_url}/objects/{name}").status_code == 401
