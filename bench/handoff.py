@@ -26,36 +26,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.build.helpers import PY_FIX, PY_SPEC, coder_seat, set_build, ticket  # noqa: E402
-from tests.support import Society, run_cli, wait_for  # noqa: E402
-
-NICKS = ("foreman", "sandbox", "testdesigner", "py")
+from tests.build.helpers import PY_FIX, PY_SPEC, calc_ticket, fixing_society  # noqa: E402
+from tests.support import Society, run_cli  # noqa: E402
 
 
 def builds(count: int) -> list[float]:
     """Wall times of `count` one-host builds (seconds), after one warm-up build."""
     with tempfile.TemporaryDirectory(prefix="bench-handoff-") as folder:
         base = Path(folder)
-        root, solution = base / "builds", base / "fix"
-        root.mkdir()
-        solution.mkdir()
-        (solution / "calc.py").write_text(PY_FIX)
-        society = Society(base / "home")
+        root = base / "builds"
+        society = fixing_society(base, root)
         try:
-            set_build(society.root, root=str(root), alias=str(base / "sandbox"),
-                      max_iterations=2, run_timeout_s=60)  # fmt: skip
-            coder_seat(society.root, "fixer", "copy", FAKE_CODER_SOLUTION=str(solution))
-            society.start_hub()
-            procs = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in NICKS]
-            wait_for(lambda: all("lurking" in p.output() for p in procs), 90, "lurkers")
             times = []
             for number in range(count + 1):
-                campaign = root / f"calc{number}"
-                (campaign / "tests").mkdir(parents=True)
-                (campaign / "tests/test_calc.py").write_text(PY_SPEC)
-                path = base / f"ticket{number}.md"
-                path.write_text(ticket(str(campaign), f"{campaign}/tests/test_calc.py",
-                                       tiers="fixer"))  # fmt: skip
+                path = calc_ticket(base, root, f"calc{number}")
                 started = time.perf_counter()
                 done = run_cli(society.root, "build", str(path), "--wait-timeout", "200",
                                timeout=240)  # fmt: skip

@@ -24,11 +24,10 @@ from agents.build.config import ROOT_ENV
 from agents.build.handoff import HandOffRefused, hand_on, receive
 from agents.objects import objects_for
 from room.objects import ObjectAltered
-from tests.build.helpers import PY_FIX, PY_SPEC, coder_seat, set_build, ticket
-from tests.support import Society, run_cli, wait_for
+from tests.build.helpers import PY_FIX, calc_ticket, fixing_society, set_build
+from tests.support import Society, run_cli
 
 pytestmark = pytest.mark.timeout(300)
-NICKS = ("foreman", "sandbox", "testdesigner")
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -39,28 +38,12 @@ def _git(repo: Path, *args: str) -> str:
 def test_a_grinder_with_its_own_empty_root_goes_green_and_the_artifact_comes_back(
     tmp_path: Path,
 ) -> None:
-    builds, grinder_root, solution = tmp_path / "builds", tmp_path / "py-root", tmp_path / "fix"
-    for folder in (builds, grinder_root, solution):
-        folder.mkdir()
-    (solution / "calc.py").write_text(PY_FIX)
-    society = Society(tmp_path / "home")
+    builds, grinder_root = tmp_path / "builds", tmp_path / "py-root"
+    grinder_root.mkdir()
+    society = fixing_society(tmp_path, builds, {"py": {ROOT_ENV: str(grinder_root)}})
     try:
-        set_build(society.root, root=str(builds), alias=str(tmp_path / "sandbox"),
-                  max_iterations=2, run_timeout_s=60)  # fmt: skip
-        coder_seat(society.root, "fixer", "copy", FAKE_CODER_SOLUTION=str(solution))
-        society.start_hub()
-        procs = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in NICKS]
-        procs.append(society.spawn("lurk-py", "lurk", "py", env={ROOT_ENV: str(grinder_root)}))
-        wait_for(
-            lambda: all("lurking" in p.output() or not p.alive() for p in procs), 90, "lurkers"
-        )
-        assert all(p.alive() for p in procs), "\n".join(p.output() for p in procs)
-
         folder = builds / "calc"
-        (folder / "tests").mkdir(parents=True)
-        (folder / "tests/test_calc.py").write_text(PY_SPEC)
-        path = tmp_path / "ticket.md"
-        path.write_text(ticket(str(folder), f"{folder}/tests/test_calc.py", tiers="fixer"))
+        path = calc_ticket(tmp_path, builds, "calc")
         done = run_cli(society.root, "build", str(path), "--wait-timeout", "200", timeout=240)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "BUILD GREEN" in done.stdout

@@ -35,7 +35,8 @@ def hubbed(tmp_path: Path) -> Any:
     society = Society(tmp_path / "home")
     society_file = society.root / "society.toml"
     society_file.write_text(society_file.read_text() + f"\n[objects]\nmax_bytes = {BOUND}\n")
-    add_nick(society.root, "scout", relaxed=True)  # privileged, speaks through the relaxed listener
+    # privileged, and speaks through the relaxed listener
+    add_nick(society.root, "scout", relaxed=True, handler="agents.examples:echo")
     society.start_hub()
     yield society
     society.stop_all()
