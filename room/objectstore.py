@@ -37,6 +37,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
 from room.errors import BadPost, PostRejected, Unauthorized
+from room.limits import DiskLow
 from room.objectnames import OBJECTS_PREFIX, PROOF_HEADER, is_name, proof_post
 from trust.gate import Gate
 
@@ -73,6 +74,9 @@ class ObjectFolder:
 
     root: Path
     max_bytes: int
+    # the room's low-water mark ([hub] min_free_disk_bytes): an object never takes the disk
+    # under it, so objects cannot eat the space the room's posts are kept for
+    reserve: int = 0
 
     def path_of(self, name: str) -> Path:
         return self.root / name
@@ -88,6 +92,21 @@ class ObjectFolder:
             "bundle of the commits that matter), or raise the bound on every host",
             status=413,
         )
+
+    def check_room(self, size: int) -> None:
+        """Refuse (507) an object that would leave the disk under the reserve."""
+        try:
+            st = os.statvfs(self.root if self.root.exists() else self.root.parent)
+        except OSError:
+            return
+        free = st.f_bavail * st.f_frsize
+        if free - size < self.reserve:
+            mib = 1024 * 1024
+            raise DiskLow(
+                f"the disk under the objects has {free // mib} MiB free; storing {size} bytes "
+                f"would leave less than the hub's low-water mark of {self.reserve // mib} MiB "
+                "([hub] min_free_disk_bytes), kept for the room's posts; nothing was stored"
+            )
 
     async def receive(self, name: str, request: Request) -> int:
         """Stream the body into the folder under `name`; its size. Nothing is left behind
@@ -178,6 +197,7 @@ async def _put(hub: ObjectHub, folder: ObjectFolder, request: Request, relaxed: 
             f"@{nick} is not verified: only a privileged nick proving itself (trust.toml "
             "[privileged]) may store objects; nothing was stored"
         )
+    folder.check_room(declared)
     size = await folder.receive(name, request)
     if size != declared:
         folder.path_of(name).unlink(missing_ok=True)

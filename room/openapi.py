@@ -206,6 +206,7 @@ def _objects_path() -> dict[str, Any]:
         "403": _json(_ERROR, "the poster is not verified: only privileged nicks store objects"),
         "404": _json(_ERROR, "no such object (or this hub keeps none: a JetStream room)"),
         "413": _json(_ERROR, "the object is over [objects] max_bytes; nothing was stored"),
+        "507": _json(_ERROR, "storing it would take the disk under [hub] min_free_disk_bytes"),
     }
     return {
         "/objects/{sha256}": {

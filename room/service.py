@@ -346,7 +346,9 @@ async def run_hub(settings: HubSettings) -> int:
     hub = Hub(room_log, gate, limits)
     hub.tlog = tlog
     if settings.objects is not None and settings.engine == "jsonl":  # JetStream: NATS keeps them
-        hub.objects = ObjectFolder(settings.objects, settings.objects_max_bytes)
+        hub.objects = ObjectFolder(
+            settings.objects, settings.objects_max_bytes, settings.limits.min_free_disk_bytes
+        )
     try:
         await _sign(tlog.sign)  # a note for the room as it opened, before anyone asks for one
         await serve(hub, listeners, on_ready=ready)

@@ -24,7 +24,7 @@ from room.objects import (
     ObjectTooBig,
     sha256_of,
 )
-from tests.support import HTTP, Society, add_nick
+from tests.support import HTTP, Society, add_nick, set_hub
 from trust.proof import SecretSigner
 
 BOUND = 64 * 1024
@@ -188,3 +188,20 @@ def test_a_relaxed_nick_stores_and_reads_through_the_relaxed_listener(hubbed: So
     assert back == data and _stored(hubbed) == [name]
     # without the relaxed token, the relaxed listener tells nothing
     assert HTTP.get(f"{hubbed.relaxed_url}/objects/{name}").status_code == 401
+
+
+def test_an_object_never_takes_the_disk_under_the_rooms_low_water_mark(tmp_path: Path) -> None:
+    society = Society(tmp_path / "home")
+    try:
+        set_hub(society.root, min_free_disk_bytes=1 << 60)  # more than any disk has free
+        society.start_hub()
+
+        async def put() -> str:
+            async with objects_for(society.home, "operator", "spec") as store:
+                return await store.put(b"a bundle")
+
+        with pytest.raises(ObjectRefused, match=r"507.*min_free_disk_bytes"):
+            asyncio.run(put())
+        assert _stored(society) == []
+    finally:
+        society.stop_all()
