@@ -6,6 +6,7 @@ import asyncio
 import re
 import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -184,14 +185,20 @@ requestAnimationFrame(frame);
 """
 
 
-def fixing_society(base: Path, root: Path, env: dict[str, dict[str, str]] | None = None) -> Society:
+def fixing_society(
+    base: Path,
+    root: Path,
+    env: dict[str, dict[str, str]] | None = None,
+    make: Callable[[Path], Society] = Society,
+) -> Society:
     """A home whose builds live under `root`, whose `fixer` code seat writes PY_FIX in one
-    iteration; its hub and the build's lurkers started (`env`: a nick's own environment)."""
+    iteration; its hub and the build's lurkers started (`env`: a nick's own environment;
+    `make`: the Society's kind, e.g. one on JetStream)."""
     solution = base / "fix"
     solution.mkdir(exist_ok=True)
     (solution / "calc.py").write_text(PY_FIX)
     root.mkdir(exist_ok=True)
-    society = Society(base / "home")
+    society = make(base / "home")
     set_build(society.root, root=str(root), alias=str(base / "sandbox"), max_iterations=2,
               run_timeout_s=60)  # fmt: skip
     coder_seat(society.root, "fixer", "copy", FAKE_CODER_SOLUTION=str(solution))

@@ -16,7 +16,9 @@ import io
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import nats
 import pytest
 
 from agents.build.artifact import bring_back
@@ -25,7 +27,7 @@ from agents.build.handoff import HandOffRefused, hand_on, receive
 from agents.objects import objects_for
 from room.objects import ObjectAltered
 from tests.build.helpers import PY_FIX, calc_ticket, fixing_society, set_build
-from tests.support import Society, run_cli
+from tests.support import Society, StreamSociety, run_cli
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -35,12 +37,42 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.decode().strip()
 
 
+def _stored(society: Society, name: str) -> bytes:
+    """The object's bytes as the engine holds them, read past bullpen's client."""
+    if not isinstance(society, StreamSociety):
+        return (society.root / "objects" / name).read_bytes()
+
+    async def read() -> bytes:
+        nc = await nats.connect(society.servers)
+        try:
+            bucket = await nc.jetstream().object_store(society.home.society.objects.bucket)
+            return bytes((await bucket.get(name)).data or b"")
+        finally:
+            await nc.close()
+
+    return asyncio.run(read())
+
+
+@pytest.mark.parametrize("engine", ["jsonl", "jetstream"])
 def test_a_grinder_with_its_own_empty_root_goes_green_and_the_artifact_comes_back(
-    tmp_path: Path,
+    tmp_path: Path, engine: str, request: pytest.FixtureRequest
 ) -> None:
     builds, grinder_root = tmp_path / "builds", tmp_path / "py-root"
     grinder_root.mkdir()
-    society = fixing_society(tmp_path, builds, {"py": {ROOT_ENV: str(grinder_root)}})
+    make: Any = Society
+    if engine == "jetstream":  # the bundles go through NATS's own Object Store
+        server = request.getfixturevalue("nats_server")
+
+        def make(root: Path) -> Society:
+            made = StreamSociety(root, server.urls, server.replicas)
+            bucket = f"objects-{made.stream.lower()}"  # a bucket of the test's own
+            society_file = made.root / "society.toml"
+            society_file.write_text(
+                society_file.read_text() + f'\n[objects]\nbucket = "{bucket}"\n'
+            )
+            return made
+
+    society = fixing_society(tmp_path, builds, {"py": {ROOT_ENV: str(grinder_root)}}, make)
     try:
         folder = builds / "calc"
         path = calc_ticket(tmp_path, builds, "calc")
@@ -56,9 +88,8 @@ def test_a_grinder_with_its_own_empty_root_goes_green_and_the_artifact_comes_bac
         }
         spec, grind = replies["testdesigner"], replies["grind-result"]
         handoff, artifact = spec["handoff"], grind["artifact"]
-        objects = society.root / "objects"
         for handed in (handoff, artifact):  # each named in the room, stored under its hash
-            stored = (objects / handed["sha256"]).read_bytes()
+            stored = _stored(society, handed["sha256"])
             assert hashlib.sha256(stored).hexdigest() == handed["sha256"]
             assert len(stored) == handed["bytes"]
         assert handoff["commit"] == spec["baseline"] and handoff["nick"] == "testdesigner"
