@@ -44,6 +44,9 @@ def resolve(explicit: str | os.PathLike[str] | None = None) -> Path:
 @dataclass
 class Home:
     root: Path
+    # whether steps acting for this home may store objects in the room's engine
+    # (agents/objects): a replay's private copy reads them, and stores none
+    stores_objects = True
     _society_sha256: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod

@@ -86,6 +86,7 @@ class ObjectStore:
     def __init__(self, asker: Asker, max_bytes: int) -> None:
         self.asker = asker
         self.max_bytes = max_bytes
+        self.read_only: str | None = None  # why this store may not be written, if it may not
 
     async def __aenter__(self) -> ObjectStore:
         return self
@@ -109,6 +110,8 @@ class ObjectStore:
 
     async def put(self, data: bytes) -> str:
         name = sha256_of(data)
+        if self.read_only:
+            raise self._fail(ObjectRefused, name, f"not stored: {self.read_only}")
         if len(data) > self.max_bytes:
             raise self.too_big(name, len(data))
         await self._store(name, data)

@@ -32,7 +32,15 @@ def here() -> str:
 
 
 def objects_for(home: Home, nick: str, step: str) -> ObjectStore:
-    """The store `nick` reaches from this home, for `step` (named in every error)."""
+    """The store `nick` reaches from this home, for `step` (named in every error); read-only
+    for a home whose steps store nothing (a replay's private copy)."""
+    store = _store(home, nick, step)
+    if not home.stores_objects:
+        store.read_only = "a replayed step hands nothing on"
+    return store
+
+
+def _store(home: Home, nick: str, step: str) -> ObjectStore:
     config = home.society
     asker = Asker(nick, step, here())
     if config.room.engine == "jetstream":

@@ -205,3 +205,21 @@ def test_an_object_never_takes_the_disk_under_the_rooms_low_water_mark(tmp_path:
         assert _stored(society) == []
     finally:
         society.stop_all()
+
+
+def test_a_replays_home_reads_objects_and_stores_none(hubbed: Society) -> None:
+    from agents.home import Home
+
+    class Replaying(Home):
+        stores_objects = False  # as agents/replay/shadow.py's ShadowHome
+
+    async def go() -> None:
+        async with objects_for(hubbed.home, "operator", "spec") as live:
+            name = await live.put(b"recorded in the run")
+        async with objects_for(Replaying(hubbed.root), "operator", "spec") as replay:
+            assert await replay.get(name) == b"recorded in the run"
+            with pytest.raises(ObjectRefused, match="replayed step hands nothing on"):
+                await replay.put(b"made by the replay")
+
+    asyncio.run(go())
+    assert _stored(hubbed) == [sha256_of(b"recorded in the run")]
