@@ -209,7 +209,10 @@ async def serve_object(hub: ObjectHub, request: Request, relaxed: bool) -> Respo
     """PUT or GET /objects/{sha256} (the listener has checked the relaxed token already)."""
     folder = hub.objects
     if folder is None:
-        raise NotFound("this hub keeps no objects")
+        raise NotFound(
+            "this hub keeps no objects: on a JetStream room they are in NATS's Object Store "
+            "([objects] bucket), which steps reach with the room's NATS settings"
+        )
     if request.method == "PUT":
         return await _put(hub, folder, request, relaxed)
     if request.method != "GET":
