@@ -4,6 +4,8 @@
     GET  /read         lines after a seq, filtered, optionally long-polling
                        (strict: `Authorization: Bearer <read token>`)
     GET  /health       liveness and the room's head
+    PUT  /objects/{sha256}, GET /objects/{sha256}
+                       what steps hand each other across hosts (room/objectstore.py)
     GET  /openapi.json the schema of the above
 
 Both listeners share one log and one gate; they differ only in the gate's
@@ -19,6 +21,7 @@ import signal
 import socket
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import structlog
@@ -33,6 +36,7 @@ from room.errors import BadRequest, BullpenError, DurabilityError, PostRejected
 from room.limits import HubLimits, Limits
 from room.log import Filter, RoomLog
 from room.message import check_nick
+from room.objectstore import OBJECTS_PREFIX, ObjectFolder, serve_object
 from room.openapi import MAX_AFTER, MAX_READ_SENDERS
 from room.params import int_param as _int_param
 from room.readbody import FIRST_PAGE_LINES, ReadAnswer
@@ -66,6 +70,7 @@ class Hub:
         self.gate = gate
         self.limits = limits  # room/limits.py: None bounds nothing (in-process tests)
         self.tlog: TransparencyLog | None = None  # the Merkle tree and its checkpoints
+        self.objects: ObjectFolder | None = None  # PUT/GET /objects/{sha256}, when kept here
         self.stopping = asyncio.Event()  # ends every long-poll at once on shutdown
 
     async def _wait_for_lines(self, after: int, timeout: float) -> bool:
@@ -118,6 +123,8 @@ class ListenerApp:
             if self.relaxed:  # the token first: without it, not even the routes are told
                 self.hub.gate.check_bearer(request.headers.get("authorization"))
             refuse_query_secrets(self.hub.gate, scope["query_string"])
+            if route is None and scope["path"].startswith(OBJECTS_PREFIX):  # it checks tokens
+                route = (scope["method"], partial(serve_object, self.hub, relaxed=self.relaxed))
             if route is None:
                 raise HTTPException(404)
             if scope["method"] != route[0]:
