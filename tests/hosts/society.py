@@ -95,16 +95,21 @@ class HostHome:
         logs.mkdir(exist_ok=True)
         return self.host.spawn(logs / f"{name}.log", *self.argv(*args))
 
-    def up(self, nicks: tuple[str, ...]) -> Proc:
-        """`bullpen up` on this host: its hub and these nicks' lurkers, waited on."""
+    def up(self, nicks: tuple[str, ...], *, wait: bool = True) -> Proc:
+        """`bullpen up` on this host: its hub and these nicks' lurkers (waited on, unless
+        `wait` is false: then `until_up` waits)."""
         up = self.spawn("up", "up", *(("--nicks", ",".join(nicks)) if nicks else ()))
+        if wait:
+            self.until_up(up)
+        return up
+
+    def until_up(self, up: Proc) -> None:
         wait_for(
             lambda: "lurkers up" in up.output() or not up.alive(),
             90,
             f"bullpen up on host {self.host.name}",
         )
         assert up.alive(), up.output()
-        return up
 
     def hub(self) -> Proc:
         """This host's hub alone, waited on until it answers."""
@@ -192,6 +197,13 @@ class Spread:
             return all(node.healthy() for node in self.nats.values())
 
         wait_for(ready, 30, "the NATS cluster across the hosts to report healthy")
+
+    def up(self, nicks: dict[str, tuple[str, ...]]) -> None:
+        """`bullpen up` on each named host with its nicks, all started before any is waited
+        on (the hubs of an R3 stream start side by side, as hosts boot)."""
+        started = {name: self.homes[name].up(on_it, wait=False) for name, on_it in nicks.items()}
+        for name, up in started.items():
+            self.homes[name].until_up(up)
 
     def home(self, name: str) -> HostHome:
         return self.homes[name]

@@ -29,8 +29,7 @@ DEEP_CUT = "- voice-logs/2024-04-lime-mortar.md (row_2)"  # the demo's, as on on
 
 
 def started(spread: Spread, on_a: tuple[str, ...], on_b: tuple[str, ...]) -> None:
-    spread.home("a").up(on_a)
-    spread.home("b").up(on_b)
+    spread.up({"a": on_a, "b": on_b})
     spread.home("c").hub()
 
 
