@@ -18,6 +18,7 @@ called from the fixture's finalizer, also when a test fails.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import shutil
@@ -30,6 +31,7 @@ from tests.support import Proc, wait_for
 
 PREFIX = "bp"  # every namespace and link the harness makes starts with it (cleanup finds them)
 TOOLS = ("ip", "unshare", "nsenter", "mount")
+SUBNET_LOCK = Path("/tmp/bph-subnets.lock")
 
 
 class NamespacesUnavailable(RuntimeError):
@@ -197,13 +199,20 @@ class Net:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.tag = secrets.token_hex(2)
-        self.subnet = _free_subnet()
         self.bridge = f"{PREFIX}{self.tag}br"
         self.shared = Path(f"/tmp/{PREFIX}h-{self.tag}")  # mount points: same path on each host
         self.hosts: list[Host] = []
-        _ip("link", "add", self.bridge, "type", "bridge", "forward_delay", "0")
-        _ip("addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
-        _ip("link", "set", self.bridge, "up")
+        # One test at a time picks a subnet and takes it (pytest-xdist runs two side by side).
+        with open(SUBNET_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.subnet = _free_subnet()
+            _ip("link", "add", self.bridge, "type", "bridge", "forward_delay", "0")
+            try:
+                _ip("addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
+                _ip("link", "set", self.bridge, "up")
+            except NamespacesUnavailable:
+                self.close()
+                raise
 
     def seen_at(self, name: str) -> Path:
         """The path at which every host sees its own `name` (the test: `Host.own(name)`)."""

@@ -99,22 +99,37 @@ class HostHome:
         """`bullpen up` on this host: its hub and these nicks' lurkers (waited on, unless
         `wait` is false: then `until_up` waits)."""
         up = self.spawn("up", "up", *(("--nicks", ",".join(nicks)) if nicks else ()))
-        if wait:
-            self.until_up(up)
+        return self.until_up(up, nicks) if wait else up
+
+    def until_up(self, up: Proc, nicks: tuple[str, ...], tries: int = 3) -> Proc:
+        """Wait for `up` to say "lurkers up". A hub that exits 1 at its start (NATS did not
+        answer in time: transient, docs/scaling.md) is started again, as systemd would."""
+        for attempt in range(1, tries + 1):
+            wait_for(
+                lambda up=up: "lurkers up" in up.own_output() or not up.alive(),
+                90,
+                f"bullpen up on host {self.host.name}",
+            )
+            transient = "the hub did not start (it exited with status 1)" in up.own_output()
+            if up.alive() or not transient or attempt == tries:
+                break
+            up.stop()
+            up = self.up(nicks, wait=False)
+        assert up.alive(), up.output()
         return up
 
-    def until_up(self, up: Proc) -> None:
-        wait_for(
-            lambda: "lurkers up" in up.output() or not up.alive(),
-            90,
-            f"bullpen up on host {self.host.name}",
-        )
-        assert up.alive(), up.output()
-
-    def hub(self) -> Proc:
-        """This host's hub alone, waited on until it answers."""
-        hub = self.spawn("hub", "hub")
-        wait_for(lambda: self.healthy() or not hub.alive(), 60, f"the hub on host {self.host.name}")
+    def hub(self, tries: int = 3) -> Proc:
+        """This host's hub alone, waited on until it answers (started again if it exits 1 at
+        its start, as `until_up` does)."""
+        for attempt in range(1, tries + 1):
+            hub = self.spawn("hub", "hub")
+            wait_for(
+                lambda hub=hub: self.healthy() or not hub.alive(),
+                60,
+                f"the hub on host {self.host.name}",
+            )
+            if hub.alive() or attempt == tries:
+                break
         assert hub.alive(), hub.output()
         return hub
 
@@ -197,13 +212,25 @@ class Spread:
             return all(node.healthy() for node in self.nats.values())
 
         wait_for(ready, 30, "the NATS cluster across the hosts to report healthy")
+        wait_for(self._meta_leader, 60, "the NATS cluster to elect its JetStream meta leader")
+
+    def _meta_leader(self) -> bool:
+        """Whether every node names one JetStream meta leader (streams can be made then)."""
+        leaders = set()
+        for node in self.nats.values():
+            try:
+                jsz = HTTP.get(f"http://{node.address}:{MONITOR_PORT}/jsz", timeout=2).json()
+            except (httpx.HTTPError, ValueError):
+                return False
+            leaders.add((jsz.get("meta_cluster") or {}).get("leader"))
+        return len(leaders) == 1 and None not in leaders and "" not in leaders
 
     def up(self, nicks: dict[str, tuple[str, ...]]) -> None:
         """`bullpen up` on each named host with its nicks, all started before any is waited
         on (the hubs of an R3 stream start side by side, as hosts boot)."""
         started = {name: self.homes[name].up(on_it, wait=False) for name, on_it in nicks.items()}
         for name, up in started.items():
-            self.homes[name].until_up(up)
+            self.homes[name].until_up(up, nicks[name])
 
     def home(self, name: str) -> HostHome:
         return self.homes[name]

@@ -25,7 +25,7 @@ from tests.hosts.netns import Host
 from tests.hosts.society import HostHome, Spread
 from tests.support import wait_for
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.long]
 
 BUCKET = "bullpen-objects"  # [objects] bucket's default
 
