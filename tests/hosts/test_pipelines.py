@@ -78,7 +78,7 @@ def share_run_folders(spread: Spread) -> Path:
     return common
 
 
-def test_a_backpass_with_steps_on_two_hosts_commits_on_the_memory_host(spread: Spread) -> None:
+def test_a_backpass_with_steps_on_two_hosts_analyses_every_trace(spread: Spread) -> None:
     """The backpass's steps hand each other files under its runs folder (runs/<thread>/…):
     that folder is shared by the hosts here. Without it, host a's ledger step cannot read the
     items.json host b's quote check wrote, and the run fails at step 4 saying so (`cannot
@@ -88,8 +88,9 @@ def test_a_backpass_with_steps_on_two_hosts_commits_on_the_memory_host(spread: S
     a, b = spread.home("a"), spread.home("b")
     done = a.cli("backpass", timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
-    analysed = re.search(r"^analysed\s+(\d+)", done.stdout, re.M)
-    assert analysed and int(analysed.group(1)) > 0, done.stdout
+    counts = dict(re.findall(r"^(traces found|analysed|failed)\s+(\d+)$", done.stdout, re.M))
+    assert counts["traces found"] == counts["analysed"] != "0", done.stdout
+    assert counts["failed"] == "0", done.stdout
     for nick in BACKPASS_B:
         assert handled_by(b, nick), nick
     assert list(common.glob("backpass-*/items.json"))  # written on b, read on a
