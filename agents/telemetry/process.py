@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agents.telemetry.tree import SpanRecord, run_spans
+from agents.web.runs import FOREMAN
 from room.traceids import child_span_id, parse_traceparent, step_span_id
 
 if TYPE_CHECKING:
@@ -48,12 +49,14 @@ def handled_span(
     carried = parse_traceparent(data.get("traceparent"))
     if carried is None or not message.thread or message.type != "ask":
         return None
-    step = step_span_id(message.thread, message.seq)
+    # A foreman's ask is a step, whose span its seq names; any other (the run's ticket, an
+    # ask of the operator's own) hangs under the span its traceparent names.
+    parent = step_span_id(message.thread, message.seq) if message.from_ == FOREMAN else carried[1]
     return SpanRecord(
         f"handle {nick}",
         carried[0],
-        child_span_id(step, f"handle {nick}"),
-        step,
+        child_span_id(parent, f"handle {nick} {message.seq}"),
+        parent,
         start_ns,
         max(start_ns, time.time_ns()),
         error=error,
@@ -89,12 +92,13 @@ class ForemanSpans:
         report ends the run's span now)."""
         lines = [_line(m) for m in messages]
         stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        for post in posts:
+        last = max((m.seq for m in messages), default=0)
+        for post in posts:  # not in the room yet: its seq and id are the hub's to give
             if post.type == "reply" and (post.data or {}).get("final"):
                 lines.append(
-                    {"from": self.nick, "to": post.to, "type": "reply", "body": post.body,
-                     "data": post.data, "thread": thread, "ts": stamp, "verified": True,
-                     "in_reply_to": post.in_reply_to}
+                    {"seq": last + 1, "id": "final-report", "from": self.nick, "to": post.to,
+                     "type": "reply", "body": post.body, "data": post.data, "thread": thread,
+                     "ts": stamp, "verified": True, "in_reply_to": post.in_reply_to}
                 )  # fmt: skip
         spans = run_spans(lines, [], self.trusted, content=self.content, screen=self.screen)
         sent = self.sent.setdefault(thread, set())
