@@ -16,7 +16,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -63,7 +63,26 @@ class LiveExporter:
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        from agents.telemetry.export import ExportFailed, export_spans  # the SDK, here only
+        from agents.telemetry.export import ExportFailed, OtlpSender  # the SDK, here only
+
+        try:  # loaded now, as the process starts, not under its first spans
+            sender = OtlpSender(self.url, self.service_name)
+        except ExportFailed as exc:
+            log.warning("telemetry.off", error=exc.message)
+            self._drain()
+            return
+        try:
+            self._send(sender)
+        finally:
+            sender.close()
+
+    def _drain(self) -> None:
+        """With no SDK nothing can be sent: count what is queued as dropped, until told to stop."""
+        while self._queue.get() is not None:
+            self.dropped += 1
+
+    def _send(self, sender: Any) -> None:
+        from agents.telemetry.export import ExportFailed
 
         stopping = False
         while not stopping:
@@ -81,7 +100,7 @@ class LiveExporter:
             if not batch:
                 continue
             try:
-                self.sent += export_spans(batch, self.url, self.service_name)
+                self.sent += sender.send(batch)
             except ExportFailed as exc:
                 self.dropped += len(batch)
                 if time.monotonic() - self._warned > 60:

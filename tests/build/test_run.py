@@ -443,3 +443,44 @@ def test_a_builds_trace_has_its_grind_iterations_and_fenced_test_runs(house: Hou
     assert iteration["start_ns"] <= test_run["start_ns"] <= test_run["end_ns"]
     assert test_run["end_ns"] == iteration["end_ns"]
     assert test_run["attributes"]["bullpen.test.passing"] == 2
+
+
+def test_a_live_build_exports_its_grind_iterations_from_the_grinder(house: House) -> None:
+    """With export on in the grinder's process, each iteration and its fenced test run leave
+    the grinder as spans as it announces them: in the trace the ticket's traceparent names,
+    under the grind's step, with the ids `bullpen trace` gives them (issue 36)."""
+    from room.traceids import step_span_id, trace_id
+    from tests.telemetry.sink import OtlpSink
+
+    sink = OtlpSink()
+    society = house.society
+    house.procs["py"].stop()
+    house.procs["py"] = society.start_lurker("py", env={"OTEL_EXPORTER_OTLP_ENDPOINT": sink.url})
+    try:
+        folder = house.campaign("pylive", {"tests/test_calc.py": PY_SPEC})
+        done = house.build(ticket(str(folder), f"{folder}/tests/test_calc.py", tiers="pyfix"))
+        assert done.returncode == 0, done.stdout + done.stderr
+        lines = house.thread_of(done)
+        thread = lines[0]["thread"]
+        (grind,) = [m for m in lines if m["type"] == "ask" and m["to"] == "@py"]
+        assert grind["data"]["traceparent"] == lines[0]["data"]["traceparent"]
+        names = {"grind iteration 1", "fenced test run", "handle py"}
+        wait_for(lambda: names <= {s["name"] for s in sink.held()}, 30, "the grinder's spans")
+    finally:
+        house.procs["py"].stop()  # its queue is sent as it stops
+        house.procs["py"] = society.start_lurker("py")
+        sink.close()
+    spans = {s["name"]: s for s in sink.held()}
+    assert {s["attributes"]["bullpen.process"] for s in sink.held()} == {"lurker py"}
+    assert {s["trace_id"] for s in sink.held()} == {trace_id(thread)}
+    step = step_span_id(thread, grind["seq"])
+    iteration, test_run = spans["grind iteration 1"], spans["fenced test run"]
+    assert iteration["parent_id"] == step and spans["handle py"]["parent_id"] == step
+    assert test_run["parent_id"] == iteration["span_id"]
+    announced = {m["seq"]: m for m in lines}[iteration["attributes"]["bullpen.room.seq"]]
+    assert announced["data"]["kind"] == "grind-iteration" and announced["from"] == "py"
+    assert test_run["attributes"]["bullpen.test.passing"] == 2
+    traced = json.loads(run_cli(society.root, "trace", thread, "--json", timeout=60).stdout)
+    rebuilt = {s["name"]: s["span_id"] for s in traced}
+    assert rebuilt["grind iteration 1"] == iteration["span_id"]
+    assert rebuilt["fenced test run"] == test_run["span_id"]
