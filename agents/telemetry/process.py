@@ -86,10 +86,16 @@ class ForemanSpans:
         self.exporter, self.nick, self.trusted = exporter, nick, trusted
         self.content, self.screen = content, screen
         self.sent: dict[str, set[str]] = {}  # thread → span ids sent from this process
+        self.lengths: dict[str, int] = {}  # thread → how many of its lines were looked at
 
     def see(self, thread: str, messages: list[Message], posts: list[OutPost]) -> None:
         """The thread as the foreman decided on it, and what it is about to post (its final
         report ends the run's span now)."""
+        ending = any(p.type == "reply" and (p.data or {}).get("final") for p in posts)
+        seen, self.lengths[thread] = self.lengths.get(thread, 0), len(messages)
+        fresh = messages[seen:] if seen <= len(messages) else messages  # else: read anew
+        if not ending and not any(m.type == "reply" for m in fresh):
+            return  # no step ended since the last look: nothing new to send
         lines = [_line(m) for m in messages]
         stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         last = max((m.seq for m in messages), default=0)
@@ -111,4 +117,6 @@ class ForemanSpans:
                 sent.add(span.span_id)
                 self.exporter.submit(span)
         while len(self.sent) > THREADS:  # the oldest runs' memory goes first
-            self.sent.pop(next(iter(self.sent)))
+            oldest = next(iter(self.sent))
+            self.sent.pop(oldest)
+            self.lengths.pop(oldest, None)
