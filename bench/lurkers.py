@@ -75,12 +75,14 @@ def measure_latency(
     marks_file: Path,
     timeout: float,
     phase: random.Random | None = None,
+    extra: dict[str, object] | None = None,
 ) -> tuple[list[float], list[float]]:
     """(from the ack's arrival, from the post's sending) to the handler's start, in seconds.
 
     With `phase`, each post waits a random 0-1 s first, so it reaches a once-a-second poller at
     a random point of its cycle (without it, the next post would always follow the poller's
-    read at once, and wait nearly a whole second: an unfair baseline).
+    read at once, and wait nearly a whole second: an unfair baseline). `extra`: fields added
+    to each post (a thread and data, as a run's step asks carry: bench/telemetry.py).
     """
     latencies, from_send = [], []
     with httpx.Client(base_url=society.strict_url, timeout=10) as client:
@@ -89,6 +91,7 @@ def measure_latency(
                 time.sleep(phase.random())  # a random phase against the poller's cycle
             nick = targets[n % len(targets)]
             payload = {"from": "operator", "to": f"@{nick}", "type": "ask", "body": f"wake {n}"}
+            payload.update(extra or {})
             payload.update(signer.prove(Post.model_validate(payload)))
             body = json.dumps(payload)
             sent = time.time()

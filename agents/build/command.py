@@ -36,6 +36,7 @@ from agents.build.config import BuildConfig
 from agents.build.ticket import MAX_TICKET_BYTES, TicketError, parse_ticket
 from agents.build.ticket import title as ticket_title
 from agents.intake.bounded import read_text
+from agents.runticket import ticket_context
 from agents.runtime.cancel import EXIT_CANCELLED
 from agents.runtime.finaljson import final_json
 from agents.runtime.ping import config_drift
@@ -43,6 +44,7 @@ from agents.runtime.waiting import Heartbeat, follow_run, require_listening
 from room.errors import BullpenError
 
 if TYPE_CHECKING:
+    from agents.gateway.runbudgets import RunBudget
     from agents.home import Home
 
 __all__ = [
@@ -126,6 +128,7 @@ async def build(
     out: TextIO | None = None,
     err: TextIO | None = None,
     as_json: bool = False,
+    budget: RunBudget | None = None,
 ) -> int:
     """Run one build through the foreman; the exit code (see the module docstring)."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -146,7 +149,8 @@ async def build(
             )
         stored = await client.say(
             f"@{FOREMAN}", f"build: {ticket_title(ticket)}", type="ask",
-            data={"pipeline": "build", "ticket": ticket}, thread=thread,
+            data={"pipeline": "build", "ticket": ticket, **ticket_context(thread, budget)},
+            thread=thread,
         )  # fmt: skip
         err.write(f"build {thread} asked of @{FOREMAN} (seq {stored.get('seq')})\n")
         err.flush()

@@ -39,6 +39,7 @@ from agents.roots import OutsideRoot, Roots
 from agents.runtime.step import JudgmentRequest, Reply, StepContext
 from room.errors import ConfigError, SeatError, SecretFound, StepFailed
 from room.message import Message
+from room.traceids import parse_traceparent, step_span_id
 
 __all__ = ["design_spec", "grind_spec", "prepare_dir"]
 
@@ -220,9 +221,10 @@ def _announcer(ctx: StepContext, message: Message):  # type: ignore[no-untyped-d
             payload.pop("problem", None)
             payload["files_changed"] = []
         async with ctx.home.client(ctx.nick) as client:
-            await client.say(
+            stored = await client.say(
                 f"@{message.from_}", body, type="reply", data=payload, thread=message.thread
             )
+        iteration_spans(message, stored)
 
     return announce
 
@@ -256,6 +258,22 @@ async def _grind_dir(
             f"{dest} exists but is not the build dir at {baseline[:12]}; move it away and ask again"
         )
     return await receive(ctx.home, ctx.nick, "grind", hand, dest)
+
+
+def iteration_spans(ask: Message, stored: dict[str, Any]) -> None:
+    """The iteration's span and its fenced test run's, exported live under the grind's step
+    when this process exports traces (the ask carries the run's trace context)."""
+    from agents.telemetry import live
+
+    exporter = live.installed()
+    carried = parse_traceparent((ask.data or {}).get("traceparent"))
+    if exporter is None or carried is None or not ask.thread:
+        return
+    from agents.telemetry.tree import iteration_records
+
+    step = step_span_id(ask.thread, ask.seq)
+    for span in iteration_records(stored, ask.thread, carried[0], step):
+        exporter.submit(span)
 
 
 async def grind_spec(message: Message, ctx: StepContext) -> Reply:

@@ -16,6 +16,7 @@ from typing import Any
 
 from agents.cli.auditing import records_beside
 from agents.home import Home
+from agents.web.cost import near_limit
 from agents.web.runs import RunView, build_runs
 from agents.wording import did_you_mean
 from room.client import read_file
@@ -164,13 +165,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([run.summary() for run in runs], ensure_ascii=False))
         return EXIT_OK
-    if not runs:
+    if runs:
+        print(_table(runs))
+    else:
         print(
             "no run matches"
             if args.state or args.kind
             else "no run in the room yet" + (NEVER_STARTED if _never_started(home) else ""),
             file=sys.stderr,
         )
-        return EXIT_OK
-    print(_table(runs))
+    near = near_limit(home)  # the gateway's budgets at 80% or more (agents/web/cost.py)
+    if near:
+        print("\nbudgets near their limit:\n" + "\n".join(f"  {line}" for line in near))
     return EXIT_OK

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from agents.cli.argtypes import Formatter, _home_option, _seconds, _wait_timeout
 
@@ -13,6 +14,27 @@ Add = Callable[[str, str, str], argparse.ArgumentParser]
 # A run's states, as agents/web/runs.py names them (its page and `bullpen runs` agree).
 RUN_STATES = ("open", "waiting", "done", "failed", "cancelled")
 FINAL_JSON = "print the final result as one JSON object {thread, exit, report, data}"
+
+
+def _budget(text: str) -> Any:
+    """--budget's type: a RunBudget (agents/gateway/runbudgets.py); refused: exit 2."""
+    from agents.gateway.runbudgets import parse_budget  # only when a run command parses it
+
+    try:
+        return parse_budget(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _budget_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--budget",
+        type=_budget,
+        metavar="LIMITS",
+        help="this run's own budget at the gateway, e.g. tokens=20000,calls=40,cost=0.5: the "
+        "run stops, saying so in the room, at the first call that would pass it (the lower "
+        "of it and [budgets] holds)",
+    )
 
 
 def add_run_commands(add: Add) -> None:
@@ -36,6 +58,7 @@ def add_run_commands(add: Add) -> None:
     p.add_argument("--yes", action="store_true", help="confirm the Dig Report as it is")
     p.add_argument("--json", action="store_true", help=FINAL_JSON)
     _wait_timeout(p, 900.0, "each turn (the Dig Report, then the brief)", old="--timeout")
+    _budget_option(p)
     turn = p.add_subparsers(
         dest="action",
         metavar="[confirm THREAD]",
@@ -97,6 +120,7 @@ def add_run_commands(add: Add) -> None:
         "(default: $BULLPEN_SYNTHESIS_SEAT, else the synthesis role's own seat)",
     )
     p.add_argument("--json", action="store_true", help=FINAL_JSON)
+    _budget_option(p)
 
     p = add(
         "build",
@@ -106,6 +130,7 @@ def add_run_commands(add: Add) -> None:
     p.add_argument("ticket", help="the ticket file (config/build-ticket.md is an example)")
     _wait_timeout(p, 4 * 3600.0, "the final report")
     p.add_argument("--json", action="store_true", help=FINAL_JSON)
+    _budget_option(p)
 
     p = add(
         "runs",

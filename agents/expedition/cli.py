@@ -118,5 +118,6 @@ def cmd_expedition(args: argparse.Namespace) -> int:
             yes=args.yes,
             timeout=timeout,
             as_json=getattr(args, "json", False),
+            budget=getattr(args, "budget", None),
         )
     )

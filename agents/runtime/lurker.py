@@ -35,6 +35,7 @@ from agents.runtime.services import StepServices
 from agents.runtime.step import Reply, StepContext
 from agents.runtime.stepcancel import CancellableSteps
 from agents.runtime.wake import is_ping, orchestrator_problem, refusal, wake_set
+from agents.telemetry import live
 from room import logs
 from room.client import RoomClient, read_file
 from room.durable import durable_end
@@ -74,6 +75,7 @@ class Lurker:
         self._lock = lock if lock is not None else nicklock.take(home.home_state_dir(nick), nick)
         self.wake = wake_set(self.config.wake_replies or home.wake_replies_flagged(nick))
         self.trusted = home.trust.trusted
+        self.telemetry = live.install(home, f"lurker {nick}")  # None: [telemetry] is off
         # Its module is loaded on the first wake unless it works before one (handlers.eager).
         self.handler = handlers.load(self.config, wakes_on_replies="reply" in self.wake)
         problem = orchestrator_problem(nick, self.handler.needs_replies(), self.wake)
@@ -113,15 +115,12 @@ class Lurker:
             self._lessons = LessonReader(self.home, self.nick)
         return self._lessons
 
-    # -- the loop ----------------------------------------------------------
-
-    def stop(self) -> None:
+    def stop(self) -> None:  # the loop, from here on
         self._stop.set()
 
     def _source_name(self) -> str:
-        if self.home.society.room.engine != "jsonl":
-            return "stream"
-        return "file" if self.reads_file() else "hub"
+        stream = self.home.society.room.engine != "jsonl"
+        return "stream" if stream else ("file" if self.reads_file() else "hub")
 
     def reads_file(self) -> bool:
         """Read the room file here? Never when the room is a stream: a file left beside it
@@ -173,8 +172,7 @@ class Lurker:
         if self.reads_file() and self.home.room_path.exists():
             mine, _ = read_file(self.home.room_path, after, None, Filter(sender=self.nick))
         else:
-            mine = []
-            cursor = after
+            mine, cursor = [], after
             while True:
                 lines, last = await self.client.read(cursor, 1000, sender=self.nick)
                 mine += lines
@@ -220,6 +218,7 @@ class Lurker:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self.client.aclose()
+            await live.closed(self.telemetry)  # what is queued goes out before it ends
             self.log.info("stopped", cursor=self._safe().seq)
 
     async def _retrying(self, action: Any) -> Any:
@@ -329,7 +328,7 @@ class Lurker:
         stopping = False
         try:
             log.info("woken", type=message.type, thread=message.thread)
-            started = time.monotonic()
+            started, started_ns = time.monotonic(), time.time_ns()
             if is_ping(message):
                 outcome: Outcome = Reply(
                     "pong", {"pong": True, "nick": self.nick, **pong_identity(self.home)}
@@ -344,6 +343,7 @@ class Lurker:
                 outcome = wake_lessons.named(outcome, told)
             handled_ms = round((time.monotonic() - started) * 1000, 2)
             await self._deliver(message, outcome)
+            live.woke(self.telemetry, message, self.nick, started_ns, outcome)  # its span
             log.info(
                 "handled",
                 outcome=type(outcome).__name__.lower(),
