@@ -52,6 +52,8 @@ class CaseResult:
     wall_s: float = 0.0
     thread: str | None = None
     note: str = ""
+    step: str | None = None  # a step case: the step it asks (stepcases.py)
+    skipped: str | None = None  # why the seat could not be asked (neither passed nor failed)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
