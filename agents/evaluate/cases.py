@@ -132,6 +132,11 @@ class Loaded(BaseModel):
         copy_tree(self.path(value, field), target, what=self.copier, skip=skip)
         return target
 
+    def in_round(self, number: int) -> Loaded:
+        """The case as round `number` of `--rounds` runs it: its copies (kb, traces, build
+        dir) under a name of their own, so no round copies over another's."""
+        return self if number == 1 else self.model_copy(update={"name": f"{self.name}-r{number}"})
+
     @property
     def copier(self) -> str:
         return f"bullpen eval (case {self.name})"

@@ -29,6 +29,7 @@ from room.log import Filter
 from room.message import Message
 
 CASE_TIMEOUT_S = 900.0
+NO_PLUGINS = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 SETTLE_S = 300.0  # a step's own time budget ends any call still running well before this
 _THREAD = re.compile(r"\b(exp-[0-9a-f]+|(?:build|backpass)-\d{4}-\d{2}-\d{2}-[0-9a-f]+)\b")
 
@@ -205,10 +206,18 @@ def _ticket(society: EvalSociety, loaded: Loaded, case: BuildCase) -> Path:
     return ticket
 
 
-def hidden_tests(artifact: Path, tests: Path, eval_home: Path) -> Any:
+def hidden_tests(
+    artifact: Path,
+    tests: Path,
+    eval_home: Path,
+    plugins: bool = True,
+    limit_s: float = CASE_TIMEOUT_S,
+) -> Any:
     """pytest on the hidden tests behind the build's own fence (agents/build/fence.py): the
     artifact is model-written code, so it runs with a clean environment, resource limits,
-    and (where bubblewrap works) read-only everywhere but the artifact, homes hidden, offline."""
+    and (where bubblewrap works) read-only everywhere but the artifact, homes hidden, offline.
+    `plugins=False`: no installed pytest plugin is loaded (a step case's one-file spec needs
+    none, and loading every plugin of a large environment took a minute of a loaded machine)."""
     import asyncio
 
     from agents.build.fence import FenceLimits, choose, clean_env, run_fenced
@@ -220,8 +229,8 @@ def hidden_tests(artifact: Path, tests: Path, eval_home: Path) -> Any:
                 argv,
                 cwd=artifact,
                 writable=[artifact, Path(scratch)],
-                env=clean_env(Path(scratch), {}),
-                limits=FenceLimits(timeout_s=CASE_TIMEOUT_S),
+                env=clean_env(Path(scratch), {} if plugins else {NO_PLUGINS: "1"}),
+                limits=FenceLimits(timeout_s=limit_s),
                 fence=choose("auto"),
                 hidden=[eval_home],
             )

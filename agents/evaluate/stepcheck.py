@@ -306,7 +306,10 @@ def _spec_run(society: EvalSociety, repo: Path, spec: str, green: bool) -> str |
 
     if not (repo / spec).is_file():
         return f"no spec at {spec}"
-    ran = hidden_tests(repo, repo / spec, society.root)
+    from agents.build.config import BuildConfig
+
+    limit = BuildConfig.of(society.home).run_timeout_s  # one test run of a grind
+    ran = hidden_tests(repo, repo / spec, society.root, plugins=False, limit_s=limit)
     tail = " | ".join(ran.output.strip().splitlines()[-2:])[-200:]
     if green and ran.returncode != 0:
         return f"the spec fails after the answer: {tail}"

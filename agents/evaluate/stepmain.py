@@ -1,6 +1,6 @@
 """The step cases of one seat assignment, asked in a process of the eval home's own.
 
-`bullpen eval` starts `python -m agents.evaluate.stepmain ROOT SEAT CASE…` with the eval
+`bullpen eval` starts `python -m agents.evaluate.stepmain ROOT SEAT ROUND CASE…` with the eval
 home's environment (BULLPEN_LESSONS included) and its stderr in the home's
 logs/eval-steps.log, so every model call a seat makes logs its `seat.http` line there and
 is counted as a lurker's is. It prints one JSON line per case (a CaseResult) as each
@@ -29,9 +29,12 @@ LOG = "eval-steps.log"
 NO_SEAT = "-"
 
 
-def _one(society: EvalSociety, folder: Path, seat: str | None, lessons: bool) -> CaseResult:
+def _one(
+    society: EvalSociety, folder: Path, seat: str | None, lessons: bool, number: int
+) -> CaseResult:
     loaded = load_case(folder)
     result = CaseResult(loaded.name, "step")
+    loaded = loaded.in_round(number)
     assert isinstance(loaded.case, StepCase)
     result.step = loaded.case.step
     started = time.monotonic()
@@ -51,21 +54,25 @@ def main(argv: list[str]) -> int:
     from room import logs
 
     logs.configure(json=True)
-    root, seat, folders = Path(argv[0]), (None if argv[1] == NO_SEAT else argv[1]), argv[2:]
+    root, seat = Path(argv[0]), (None if argv[1] == NO_SEAT else argv[1])
+    number, folders = int(argv[2]), argv[3:]
     lessons = os.environ.get(LESSONS_SWITCH, "on").strip().lower() != "off"
     society = EvalSociety(root, dict(os.environ))
     for folder in folders:
-        result = _one(society, Path(folder), seat, lessons)
+        result = _one(society, Path(folder), seat, lessons, number)
         print(json.dumps(result.to_dict(), ensure_ascii=False), flush=True)
     return 0
 
 
-def run_steps(society: EvalSociety, cases: list[Loaded], seat: str | None) -> Iterator[CaseResult]:
-    """Every step case, asked in one child process of the eval home, as each is judged."""
+def run_steps(
+    society: EvalSociety, cases: list[Loaded], seat: str | None, number: int = 1
+) -> Iterator[CaseResult]:
+    """Every step case (of round `number`), asked in one child process of the eval home, as
+    each is judged."""
     if not cases:
         return
     argv = [sys.executable, "-m", "agents.evaluate.stepmain", str(society.root)]
-    argv += [seat or NO_SEAT, *(str(loaded.folder) for loaded in cases)]
+    argv += [seat or NO_SEAT, str(number), *(str(loaded.folder) for loaded in cases)]
     (society.root / "logs").mkdir(exist_ok=True)
     with (
         open(society.root / "logs" / LOG, "ab") as log,
