@@ -62,10 +62,16 @@ def memory_repos(society: EvalSociety) -> None:
 
 
 def _transcript(result: CaseResult) -> str:
-    verdict = "passed" if result.passed else "failed " + ", ".join(result.failed_gates)
-    lines = [f"# Step case {result.case}: the {result.step} step", "", f"- It {verdict}."]
-    if result.note:
-        lines.append(f"- What went wrong: {result.note}")
+    """A step case as a session a backpass can read: what was asked and how it was judged,
+    in sentences its analysis can quote."""
+    lines = [f"# Step case {result.case}: the {result.step} step", ""]
+    if result.passed:
+        lines.append(f"- The {result.step} step's answer passed every validator of its case.")
+    else:
+        failed = ", ".join(result.failed_gates)
+        lines.append(f"- The {result.step} step's answer failed these validators: {failed}.")
+        if result.note:
+            lines.append(f"- Why it failed: {result.note}")
     return "\n".join(lines) + "\n"
 
 
