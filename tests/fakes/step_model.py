@@ -6,8 +6,9 @@ that understands the format but not the work would:
 
   score      every id of the batch (the prompt's "in this order: …") scored 0
   scotoma    no deep cut
-  synthesis  one public bullet: the first open ledger line of the prompt, citing its id
-             (so a backpass run on this seat keeps a lesson every nick is then handed)
+  synthesis  one public bullet: the first open ledger line of the prompt seen in two
+             sessions or more (the first line when none is), citing its id, so a backpass
+             run on this seat keeps a lesson every nick is then handed
 
 Each call is logged as one JSON line (step, prompt) to FAKE_STEP_LOG when it is set.
 """
@@ -19,7 +20,7 @@ import os
 import re
 import sys
 
-LEDGER_LINE = re.compile(r"^(L-[0-9a-f]{8})  \[[a-z]+\] (.*?)  \(\d+ sessions?\)$", re.M)
+LEDGER_LINE = re.compile(r"^(L-[0-9a-f]{8})  \[[a-z]+\] (.*?)  \((\d+) sessions?\)$", re.M)
 
 
 def answer(step: str, prompt: str) -> dict[str, object]:
@@ -30,7 +31,9 @@ def answer(step: str, prompt: str) -> dict[str, object]:
     if step == "scotoma":
         return {"deep_cuts": []}
     if step == "synthesis":
-        found = LEDGER_LINE.search(prompt)
+        lines = list(LEDGER_LINE.finditer(prompt))
+        found = next((line for line in lines if int(line.group(3)) >= 2), None)
+        found = found or next(iter(lines), None)
         if found is None:
             return {"edits": [], "summary": "the ledger holds no open line"}
         edit = {

@@ -180,10 +180,12 @@ def test_rounds_with_the_built_in_seat_stay_at_every_case_it_can_answer(tmp_path
 @pytest.mark.timeout(900)
 def test_a_lesson_kept_in_round_one_is_handed_to_the_steps_of_round_two(tmp_path: Path) -> None:
     """The synthesis seat is a fake that proposes a public bullet: round 1 hands no lesson
-    (a fresh memory), its backpass keeps one, and round 2's steps are handed it."""
+    (a fresh memory), its backpass keeps one (the two score cases' transcripts say the same
+    sentence: a line seen in two sessions, as a new lesson needs), and round 2's steps are
+    handed it."""
     society = Society(tmp_path / "home")
     set_seat(society.root, "synthesis", cmd_table(FAKES / "step_model.py", {}))
-    suite = copy_cases(tmp_path / "suite", "sample-patience", "step-score-waiting")
+    suite = copy_cases(tmp_path / "suite", "step-score-waiting", "step-score-thrift")
     done = run_cli(society.root, "eval", str(suite), "--rounds", "2", "--json", timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     first, second = json.loads(done.stdout)["seats"]
