@@ -29,7 +29,6 @@ from room.log import Filter
 from room.message import Message
 
 CASE_TIMEOUT_S = 900.0
-NO_PLUGINS = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 SETTLE_S = 300.0  # a step's own time budget ends any call still running well before this
 _THREAD = re.compile(r"\b(exp-[0-9a-f]+|(?:build|backpass)-\d{4}-\d{2}-\d{2}-[0-9a-f]+)\b")
 
@@ -210,17 +209,17 @@ def hidden_tests(
     artifact: Path,
     tests: Path,
     eval_home: Path,
-    plugins: bool = True,
     limit_s: float = CASE_TIMEOUT_S,
 ) -> Any:
     """pytest on the hidden tests behind the build's own fence (agents/build/fence.py): the
     artifact is model-written code, so it runs with a clean environment, resource limits,
     and (where bubblewrap works) read-only everywhere but the artifact, homes hidden, offline.
-    `plugins=False`: no installed pytest plugin is loaded (a step case's one-file spec needs
-    none, and loading every plugin of a large environment took a minute of a loaded machine)."""
+    Its environment is the build's python runner's (agents/build/routing.py): no installed
+    pytest plugin loads itself unasked. `limit_s`: how long the run may take."""
     import asyncio
 
     from agents.build.fence import FenceLimits, choose, clean_env, run_fenced
+    from agents.build.routing import by_name
 
     with tempfile.TemporaryDirectory(prefix="bullpen-eval-tests-") as scratch:
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)]
@@ -229,7 +228,7 @@ def hidden_tests(
                 argv,
                 cwd=artifact,
                 writable=[artifact, Path(scratch)],
-                env=clean_env(Path(scratch), {} if plugins else {NO_PLUGINS: "1"}),
+                env=clean_env(Path(scratch), dict(by_name("python").env)),
                 limits=FenceLimits(timeout_s=limit_s),
                 fence=choose("auto"),
                 hidden=[eval_home],

@@ -230,7 +230,9 @@ def _synthesis(society: EvalSociety, loaded: Loaded, given: Any, expect: Any) ->
     return Asked("synthesis", request, schema, check)
 
 
-def _build(society: EvalSociety, loaded: Loaded, given: Any, expect: Any, scratch: Path) -> Asked:
+def _build(
+    society: EvalSociety, loaded: Loaded, given: Any, expect: Any, scratch: Path, seat: str | None
+) -> Asked:
     from agents.build.config import BuildConfig
     from agents.build.edits import CodeAnswer, EditRefused, apply_answer
     from agents.build.prompts import CodeContext, code_prompt, testdesign_prompt
@@ -255,14 +257,22 @@ def _build(society: EvalSociety, loaded: Loaded, given: Any, expect: Any, scratc
         prompt = code_prompt(job, context)
         step = "code"
     from agents.build.codeseat import CODE_TOKENS
+    from agents.build.editschema import code_answer_for
 
-    request = JudgmentRequest(step, prompt, max_tokens=CODE_TOKENS)
+    schema: type[CodeAnswer] = CodeAnswer
+    budget = CODE_TOKENS
+    if step == "code":  # as the grind's turn asks it (agents/build/codeseat.py): a schema
+        table = society.home.society.seats.get(seat or "") or {}  # sized to the budget
+        budget = min(CODE_TOKENS, int(table.get("max_tokens") or CODE_TOKENS))
+        editable = {path: text for path, text in view.files.items() if path != spec}
+        schema = code_answer_for(editable, budget)
+    request = JudgmentRequest(step, prompt, max_tokens=budget)
     before = {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()}
 
     def check(answer: dict[str, Any]) -> dict[str, str]:
         failed: dict[str, str] = {}
         try:
-            written = apply_answer(repo, CodeAnswer.model_validate(answer), set(view.files), {spec})
+            written = apply_answer(repo, schema.model_validate(answer), set(view.files), {spec})
         except (EditRefused, BullpenError) as exc:
             return {"applies": str(getattr(exc, "message", exc))[:300]}
         if step == "testdesign" and spec not in written:
@@ -292,7 +302,7 @@ def _build(society: EvalSociety, loaded: Loaded, given: Any, expect: Any, scratc
                 failed["green" if step == "code" else "red"] = why
         return failed
 
-    return Asked(step, request, CodeAnswer, check)
+    return Asked(step, request, schema, check)
 
 
 PYTEST_FAILED = 1  # pytest's exit when tests ran and some failed: a spec collected and red
@@ -309,7 +319,7 @@ def _spec_run(society: EvalSociety, repo: Path, spec: str, green: bool) -> str |
     from agents.build.config import BuildConfig
 
     limit = BuildConfig.of(society.home).run_timeout_s  # one test run of a grind
-    ran = hidden_tests(repo, repo / spec, society.root, plugins=False, limit_s=limit)
+    ran = hidden_tests(repo, repo / spec, society.root, limit_s=limit)
     tail = " | ".join(ran.output.strip().splitlines()[-2:])[-200:]
     if green and ran.returncode != 0:
         return f"the spec fails after the answer: {tail}"
@@ -322,13 +332,14 @@ _PREPARE = {"terms": _terms, "score": _score, "scotoma": _scotoma,
             "analysis": _analysis, "synthesis": _synthesis}  # fmt: skip
 
 
-def prepare(society: EvalSociety, loaded: Loaded, scratch: Path) -> Asked:
-    """The case's request and its check, in `society`'s home (files copied under `scratch`)."""
+def prepare(society: EvalSociety, loaded: Loaded, scratch: Path, seat: str | None) -> Asked:
+    """The case's request and its check, in `society`'s home (files copied under `scratch`);
+    `seat`: the seat a build step is asked of (its request is sized to the seat's cap)."""
     case = loaded.case
     assert isinstance(case, sc.StepCase)
     given, expect = case.parsed()
     if case.pipeline == "build":
-        return _build(society, loaded, given, expect, scratch)
+        return _build(society, loaded, given, expect, scratch, seat)
     return _PREPARE[case.step](society, loaded, given, expect)
 
 

@@ -87,14 +87,14 @@ def run_step(
     result.step = case.step
     home = society.home
     with tempfile.TemporaryDirectory(prefix="bullpen-eval-step-") as scratch:
-        asked = stepcheck.prepare(society, loaded, Path(scratch))
-        role, route = asked.role, None
+        route = None
         if case.pipeline == "build":
             route, why = _code_seat(home, seat, case.step)
             if route is None:
                 result.skipped = why
                 return
-            role = route
+        asked = stepcheck.prepare(society, loaded, Path(scratch), route)
+        role = route or asked.role
         recall = f"{case.step} " + json.dumps(case.input, ensure_ascii=False)[:RECALL_CHARS]
         judge, told = _judge(home, NICK[case.step], lessons, recall)
         result.lessons += len(told)
