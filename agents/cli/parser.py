@@ -438,6 +438,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--keep", action="store_true", help="keep each seat's home, to replay its threads"
     )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the suite N times (1-5), a backpass over each round's traces between, so "
+        "the next round wakes with the lessons it kept",
+    )
 
     p = add(
         "demo",

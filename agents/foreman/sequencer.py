@@ -26,6 +26,7 @@ from agents.foreman.pipeline import KEY, Action, Ask, Report, Run
 from agents.foreman.registry import PipelineRegistry
 from agents.foreman.seen import Seen, SeenThreads
 from agents.runtime import cancel
+from agents.runtime.budget import step_budget
 from agents.runtime.outcome import Failure, Outbox, OutPost
 from agents.runtime.step import StepContext
 from agents.runtime.wake import is_ping
@@ -286,7 +287,8 @@ class Foreman:
             limit = data.get("overdue_s")
             if not isinstance(limit, int | float):
                 nick_config = ctx.home.society.nicks.get(nick)
-                limit = (nick_config.timeout_s if nick_config else 120.0) + OVERDUE_GRACE_S
+                budget = step_budget(ctx.home.society, nick_config) if nick_config else 120.0
+                limit = budget + OVERDUE_GRACE_S  # the lurker's own (agents/runtime/budget.py)
             waited = now - _epoch(ask.ts)
             if waited > limit:
                 body = f"[STEP TIMEOUT — @{nick} did not reply in {int(limit)} s]"

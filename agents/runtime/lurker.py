@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agents.home import Home
-from agents.runtime import handlers, nicklock
+from agents.runtime import budget, handlers, nicklock
 from agents.runtime.cancel import is_cancel
 from agents.runtime.cursor import Cursor
 from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost, screened
@@ -68,7 +68,7 @@ class Lurker:
             )
         self.home = home
         self.nick = nick
-        self.config = society.nicks[nick]
+        self.config = budget.with_budget(society, society.nicks[nick])  # seats' time budgets
         self.state = home.state_dir(nick)
         self.state.mkdir(parents=True, exist_ok=True)
         # `lock`: the nick's lock, already taken by a lone lurker's idle loop (lean.py).
