@@ -88,7 +88,12 @@ def _wait_timeout(
     )
     if old is not None:
         parser.add_argument(
-            old, dest="wait_timeout", type=_seconds, action=_RenamedOption, help=argparse.SUPPRESS
+            old,
+            dest="wait_timeout",
+            type=_seconds,
+            action=_RenamedOption,
+            metavar="SECONDS",
+            help="the old name of --wait-timeout (still taken, with a warning)",
         )
 
 
