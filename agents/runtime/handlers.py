@@ -126,6 +126,12 @@ class PythonStep(Handler):
     def needs_replies(self) -> bool:
         return bool(getattr(self._func, "wakes_on_replies", False)) if self.loaded else False
 
+    def preflight_check(self) -> Callable[[dict[str, Any], StepContext], dict[str, Any]] | None:
+        """The step's pre-flight check (agents.runtime.preflight.with_preflight), its module
+        loaded first if it was not: looking at it is not a wake, nothing is prepared."""
+        check = getattr(self.func, "preflight", None)
+        return check if callable(check) else None
+
     def prepare(self, ctx: StepContext) -> None:
         if not self.loaded:
             return  # done on the first wake, once the module is loaded

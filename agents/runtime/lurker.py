@@ -30,12 +30,12 @@ from agents.runtime import handlers, nicklock
 from agents.runtime.cancel import is_cancel
 from agents.runtime.cursor import Cursor
 from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost, screened
-from agents.runtime.ping import pong_identity
+from agents.runtime.preflight import answered_itself
 from agents.runtime.refused import Refusal, Refusals, is_refusal, lurker_client
 from agents.runtime.services import StepServices
-from agents.runtime.step import Reply, StepContext
+from agents.runtime.step import StepContext
 from agents.runtime.stepcancel import CancellableSteps
-from agents.runtime.wake import is_ping, orchestrator_problem, refusal, wake_set
+from agents.runtime.wake import orchestrator_problem, refusal, wake_set
 from room import logs
 from room.client import RoomClient, read_file
 from room.durable import durable_end
@@ -330,10 +330,9 @@ class Lurker:
         try:
             log.info("woken", type=message.type, thread=message.thread)
             started = time.monotonic()
-            if is_ping(message):
-                outcome: Outcome = Reply(
-                    "pong", {"pong": True, "nick": self.nick, **pong_identity(self.home)}
-                )
+            itself = await answered_itself(message, self.ctx, self.handler, self.client)
+            if itself is not None:  # a ping or a pre-flight: no handler runs
+                outcome: Outcome = itself
             else:
                 from agents.runtime import lessons as wake_lessons  # on the first wake
 

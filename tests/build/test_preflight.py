@@ -1,0 +1,240 @@
+"""Placement checked first: `bullpen build`'s pre-flight and the wrong-host failure.
+
+Real hub, foreman and step lurkers, real git, pytest and bubblewrap. A "host" whose view
+differs is made the way a split deployment differs: a lurker started with a PATH lacking
+`go`, or a grinder started in its own mount namespace (bwrap) where the build root is a
+different, empty folder. On one machine both sides carry the same host name, so the tests
+compare the wording with what the room says (the pongs and the sandbox's reply).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.build.helpers import PY_FIX, PY_SPEC, coder_seat, run_build, set_build, ticket
+from tests.support import Proc, Society, bullpen_argv, run_cli, wait_for
+from tests.test_placement import keep_only, pongs
+
+GO_SPEC_NAME = "calc_test.go"
+STEP_NICKS = ("foreman", "sandbox", "testdesigner", "py")
+
+
+@dataclass
+class Home:
+    society: Society
+    base: Path
+    builds: Path
+
+    def campaign(self, slug: str, name: str, text: str) -> Path:
+        folder = self.builds / slug
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+        return folder
+
+    def build(self, text: str, wait: float = 120) -> subprocess.CompletedProcess[str]:
+        path = self.base / f"ticket-{len(list(self.base.glob('ticket-*')))}.md"
+        path.write_text(text)
+        return run_cli(
+            self.society.root, "build", str(path), "--wait-timeout", str(wait), timeout=wait + 60
+        )
+
+    def build_asks(self) -> list[dict[str, Any]]:
+        """Every ask of a build run posted to the foreman."""
+        return [
+            m
+            for m in self.society.lines()
+            if m["to"] == "@foreman" and (m.get("data") or {}).get("pipeline") == "build"
+        ]
+
+    def preflight_lines(self, thread_prefix: str = "preflight-") -> list[dict[str, Any]]:
+        return [m for m in self.society.lines() if str(m.get("thread")).startswith(thread_prefix)]
+
+
+def _home(base: Path, nicks: tuple[str, ...]) -> Home:
+    society = Society(base / "home")
+    keep_only(society.root, nicks)  # a live check pings these alone
+    builds = base / "builds"
+    builds.mkdir()
+    solution = base / "solution"
+    solution.mkdir()
+    (solution / "calc.py").write_text(PY_FIX)
+    set_build(
+        society.root, root=str(builds), alias=str(base / "sandbox"), stall_after=2,
+        max_iterations=2, run_timeout_s=60,
+    )  # fmt: skip
+    coder_seat(society.root, "pyfix", "copy", FAKE_CODER_SOLUTION=str(solution))
+    society.start_hub()
+    return Home(society, base, builds)
+
+
+def _path_without_go(base: Path) -> str:
+    """A PATH holding git, gofmt and bwrap but not go: a host where Go is not installed."""
+    tools = base / "bin-without-go"
+    tools.mkdir()
+    for tool in ("git", "gofmt", "bwrap", "sh"):
+        found = shutil.which(tool)
+        assert found is not None, tool
+        (tools / tool).symlink_to(found)
+    assert shutil.which("go", path=str(tools)) is None
+    return str(tools)
+
+
+def _start(society: Society, nicks: tuple[str, ...], procs: list[Proc]) -> None:
+    wait_for(lambda: all("lurking" in p.output() or not p.alive() for p in procs), 90, "lurkers")
+    assert all(p.alive() for p in procs), "\n".join(p.output() for p in procs)
+
+
+@pytest.fixture(scope="module")
+def one_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
+    """Every build nick on this host as usual, but @godev, whose PATH lacks go."""
+    base = tmp_path_factory.mktemp("preflight")
+    home = _home(base, (*STEP_NICKS, "godev"))
+    society = home.society
+    procs = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in STEP_NICKS]
+    procs.append(society.spawn("lurk-godev", "lurk", "godev", env={"PATH": _path_without_go(base)}))
+    try:
+        _start(society, (*STEP_NICKS, "godev"), procs)
+        yield home
+    finally:
+        society.stop_all()
+
+
+def test_the_preflight_passes_on_one_host_and_the_build_goes_green(one_host: Home) -> None:
+    """`bullpen build` asks @sandbox, @testdesigner and @py before it posts: each answers
+    itself, verified, naming this host and no problem; the command says what each sees
+    and only then posts the ticket, which goes green."""
+    folder = one_host.campaign("pycalc", "tests/test_calc.py", PY_SPEC)
+    before = len(one_host.preflight_lines())
+    done = one_host.build(ticket(str(folder), f"{folder}/tests/test_calc.py", tiers="pyfix"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "BUILD GREEN" in done.stdout
+    host = socket.gethostname()
+    assert "pre-flight: asking @sandbox, @testdesigner, @py where they run" in done.stderr
+    for nick in ("sandbox", "testdesigner", "py"):
+        said = re.search(rf"^pre-flight ok: @{nick} on host (\S+), build root (\S+),", done.stderr,
+                         re.M)  # fmt: skip
+        assert said is not None, done.stderr
+        assert said[1] == host and said[2] == str(one_host.builds.resolve())
+    assert "REPO not a git repository yet" in done.stderr  # the sandbox scaffolds it after
+    lines = one_host.preflight_lines()[before:]
+    asks = [m for m in lines if m["type"] == "ask"]
+    answers = [m for m in lines if m["type"] == "reply"]
+    assert sorted(m["to"] for m in asks) == ["@py", "@sandbox", "@testdesigner"]
+    assert all(m["data"]["preflight"]["repo"] == str(folder) for m in asks)
+    assert sorted(m["from"] for m in answers) == ["py", "sandbox", "testdesigner"]
+    for answer in answers:
+        data = answer["data"]
+        assert answer["verified"] is True and answer["to"] == "@operator"
+        assert data["host"] == host and data["problems"] == [] and data["checked"] is True
+        assert data["tools"]["git"] is not None
+    grinder = next(m["data"] for m in answers if m["from"] == "py")
+    assert grinder["role"] == "grind" and grinder["found"] is True and grinder["commit"] is None
+    build_ask = one_host.build_asks()[-1]
+    assert build_ask["seq"] > max(m["seq"] for m in answers)  # posted only after the answers
+
+
+def test_the_preflight_refuses_a_grinder_whose_host_lacks_go(one_host: Home) -> None:
+    """@godev's PATH lacks go: `bullpen build` of a Go spec stops before posting, naming the
+    nick, its host, what is missing and the fix; @testdesigner, which has go, is not named;
+    the foreman is asked nothing."""
+    folder = one_host.campaign("gocalc", GO_SPEC_NAME, "package calc\n")
+    asks = len(one_host.build_asks())
+    done = one_host.build(ticket(str(folder), f"{folder}/{GO_SPEC_NAME}", grinder="@godev"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    host = socket.gethostname()
+    err = done.stderr
+    assert "pre-flight: asking @sandbox, @testdesigner, @godev" in err
+    assert "pre-flight FAILED" in err and "Nothing was posted to the foreman" in err
+    problem = next(line for line in err.splitlines() if line.startswith("  - @godev"))
+    assert problem.startswith(f"  - @godev on host {host}: go is not found on its PATH")
+    assert f"Fix: install it on host {host} (e.g. apt install golang-go)" in problem
+    assert "bullpen-lurker@godev" in problem
+    assert not [line for line in err.splitlines() if line.startswith("  - @testdesigner")]
+    assert "Traceback" not in err
+    assert len(one_host.build_asks()) == asks
+    answer = next(
+        m for m in reversed(one_host.preflight_lines()) if m["from"] == "godev"
+    )  # the room holds its answer: the tools it found, go not among them
+    assert answer["verified"] and answer["data"]["tools"]["go"] is None
+    assert answer["data"]["tools"]["gofmt"] is not None
+
+
+@pytest.fixture
+def split(tmp_path: Path) -> Iterator[Home]:
+    """@py in its own mount namespace, where the build root is another, empty folder."""
+    if shutil.which("bwrap") is None:
+        pytest.fail("bubblewrap (bwrap) is needed: apt install bubblewrap")
+    home = _home(tmp_path, STEP_NICKS)
+    society = home.society
+    procs = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in STEP_NICKS[:3]]
+    elsewhere = tmp_path / "another-host-root"
+    elsewhere.mkdir()
+    logs = society.root / "test-logs"
+    argv = ["bwrap", "--dev-bind", "/", "/", "--bind", str(elsewhere), str(home.builds),
+            *bullpen_argv(society.root, "lurk", "py")]  # fmt: skip
+    grinder = Proc(argv, logs / "lurk-py.log")
+    society.procs.append(grinder)
+    procs.append(grinder)
+    try:
+        _start(society, STEP_NICKS, procs)
+        yield home
+    finally:
+        society.stop_all()
+
+
+def test_a_split_grinder_is_refused_by_the_preflight_and_flagged_by_trust_check(
+    split: Home,
+) -> None:
+    """@py sees another folder at the build root: `bullpen build` names both nicks and
+    hosts and posts nothing; `bullpen trust check --live` flags the split."""
+    folder = split.campaign("calc", "tests/test_calc.py", PY_SPEC)
+    done = split.build(ticket(str(folder), f"{folder}/tests/test_calc.py", tiers="pyfix"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    host = socket.gethostname()
+    root = str(split.builds.resolve())
+    said = (
+        f"@py on host {host} does not see the build root {root} that @sandbox sees on host "
+        f"{host}: another folder (both hosts are named {host}"
+    )
+    assert said in done.stderr and "Nothing was posted to the foreman" in done.stderr
+    assert "@testdesigner on host" not in done.stderr
+    assert split.build_asks() == []
+    checked = run_cli(split.society.root, "trust", "check", "--live")
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert f"problem: build nicks split with no shared store: {said}" in checked.stdout
+
+
+def test_a_wrong_host_grind_names_both_sides_of_the_boundary(split: Home) -> None:
+    """Posted to the foreman without the pre-flight (as an older `bullpen build` would): the
+    sandbox makes the build dir on its host, the grinder cannot see it, and its failure
+    names which nick on which host could not see what, and which nick on which host made
+    it, as the room says; it no longer tells the operator to create the folder."""
+    folder = split.campaign("calc", "tests/test_calc.py", PY_SPEC)
+    text = ticket(str(folder), f"{folder}/tests/test_calc.py", tiers="pyfix")
+    body, data, thread = run_build(split.society, text, 120)
+    assert data["green"] is False and "GRIND FAILED" in body, body
+    lines = [m for m in split.society.lines() if m.get("thread") == thread]
+    made = next(m for m in lines if m["from"] == "sandbox" and m["type"] == "reply")
+    failed = next(m for m in lines if m["from"] == "py" and m["type"] == "reply")
+    maker_host = made["data"]["host"]
+    py_host = pongs(split.society, ("py",))["py"]["data"]["host"]  # as its pong names it
+    real = os.path.realpath(folder)
+    reason = failed["data"]["reason"]
+    assert reason.startswith(
+        f"HOST BOUNDARY: @py on host {py_host} cannot see the build dir {real} (REPO {folder}): "
+        f"it was made by @sandbox on host {maker_host} (baseline {made['data']['baseline'][:12]})"
+    ), reason
+    assert "Do not create it here" in reason and "mkdir -p" not in reason
+    assert "Placement checked first" in reason
+    assert "HOST BOUNDARY: @py on host" in body  # the operator's report carries it
+    assert (folder / ".git").is_dir()  # the build dir the sandbox made, on its side
