@@ -23,9 +23,8 @@ __all__ = ["made_by", "maker", "not_the_baseline", "not_visible"]
 _NICK = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 FIX = (
     "Run @{nick} where @{maker} runs, or give both hosts one shared build root ({root}). "
-    "`bullpen build` checks this before it posts a ticket (the pre-flight: `bullpen docs "
-    'scaling`, "Placement checked first"); between hosts, files travel through the '
-    'object store (docs/scaling.md, "Files travel through the store")'
+    "`bullpen build` checks this before it posts a ticket: see `bullpen docs scaling`, "
+    '"Placement checked first", and "Files travel through the store" for the object store'
 )
 
 

@@ -153,9 +153,9 @@ def _judge(home: Home, placement: Placement, nicks: Iterable[str], timeout: floa
 
 def seen(nick: str, answer: dict[str, Any]) -> str:
     """One line of what a nick said it sees, for the operator."""
-    parts = [f"@{nick} on host {where(answer)}"]
-    if "root" in answer:
-        parts.append(f"build root {_text(answer['root'], 200)}")
+    parts = [f"@{nick} on host {where(answer)}"]  # no "build " before the thread's line:
+    if "root" in answer:  # scripts read the thread from the first "build <thread>" on stderr
+        parts.append(f"root {_text(answer['root'], 200)}")
     if answer.get("found"):
         commit = answer.get("commit")
         state = f"at commit {_text(commit, 12)}" if commit else "not a git repository yet"

@@ -121,11 +121,12 @@ def test_the_preflight_passes_on_one_host_and_the_build_goes_green(one_host: Hom
     host = socket.gethostname()
     assert "pre-flight: asking @sandbox, @testdesigner, @py where they run" in done.stderr
     for nick in ("sandbox", "testdesigner", "py"):
-        said = re.search(rf"^pre-flight ok: @{nick} on host (\S+), build root (\S+),", done.stderr,
-                         re.M)  # fmt: skip
+        said = re.search(rf"^pre-flight ok: @{nick} on host (\S+), root (\S+),", done.stderr, re.M)
         assert said is not None, done.stderr
         assert said[1] == host and said[2] == str(one_host.builds.resolve())
     assert "REPO not a git repository yet" in done.stderr  # the sandbox scaffolds it after
+    # the run's thread is still the first "build <thread>" said (scripts read it so)
+    assert done.stderr.split("build ", 1)[1].split()[0].startswith("build-")
     lines = one_host.preflight_lines()[before:]
     asks = [m for m in lines if m["type"] == "ask"]
     answers = [m for m in lines if m["type"] == "reply"]
