@@ -21,7 +21,16 @@ from typing import Any
 
 import pytest
 
-from tests.build.helpers import PY_FIX, PY_SPEC, coder_seat, run_build, set_build, ticket
+from tests.build.helpers import (
+    PY_FIX,
+    PY_SPEC,
+    build_command,
+    coder_seat,
+    lay_down,
+    run_build,
+    set_build,
+    ticket,
+)
 from tests.support import Proc, Society, bullpen_argv, run_cli, wait_for
 from tests.test_placement import keep_only, pongs
 
@@ -36,17 +45,10 @@ class Home:
     builds: Path
 
     def campaign(self, slug: str, name: str, text: str) -> Path:
-        folder = self.builds / slug
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_text(text)
-        return folder
+        return lay_down(self.builds, slug, {name: text})
 
     def build(self, text: str, wait: float = 120) -> subprocess.CompletedProcess[str]:
-        path = self.base / f"ticket-{len(list(self.base.glob('ticket-*')))}.md"
-        path.write_text(text)
-        return run_cli(
-            self.society.root, "build", str(path), "--wait-timeout", str(wait), timeout=wait + 60
-        )
+        return build_command(self.society, self.base, text, wait)
 
     def build_asks(self) -> list[dict[str, Any]]:
         """Every ask of a build run posted to the foreman."""
