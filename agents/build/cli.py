@@ -7,6 +7,7 @@ import asyncio
 import math
 
 from agents.build.command import build, read_ticket
+from agents.build.placement import PREFLIGHT_S
 from agents.home import Home
 from room.errors import UsageError
 
@@ -18,5 +19,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         raise UsageError("--wait-timeout must be a positive number of seconds")
     ticket = read_ticket(args.ticket)
     return asyncio.run(
-        build(home, ticket, wait_timeout=args.wait_timeout, as_json=getattr(args, "json", False))
+        build(
+            home,
+            ticket,
+            wait_timeout=args.wait_timeout,
+            as_json=getattr(args, "json", False),
+            preflight_timeout=getattr(args, "preflight_timeout", PREFLIGHT_S),
+        )
     )

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.build.config import BuildConfig
-from agents.build.placement import preflight
+from agents.build.placement import PREFLIGHT_S, preflight
 from agents.build.ticket import MAX_TICKET_BYTES, TicketError, parse_ticket
 from agents.build.ticket import title as ticket_title
 from agents.intake.bounded import read_text
@@ -129,6 +129,7 @@ async def build(
     out: TextIO | None = None,
     err: TextIO | None = None,
     as_json: bool = False,
+    preflight_timeout: float = PREFLIGHT_S,
 ) -> int:
     """Run one build through the foreman; the exit code (see the module docstring)."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -147,7 +148,8 @@ async def build(
                 f"with, not the one on disk, so it must be restarted first. {drift}. Nothing "
                 "was posted; run bullpen build again after the restart"
             )
-        await preflight(home, client, parse_ticket(ticket, BuildConfig.of(home)), err)
+        parsed = parse_ticket(ticket, BuildConfig.of(home))
+        await preflight(home, client, parsed, err, preflight_timeout)
         stored = await client.say(
             f"@{FOREMAN}", f"build: {ticket_title(ticket)}", type="ask",
             data={"pipeline": "build", "ticket": ticket}, thread=thread,

@@ -97,8 +97,8 @@ def apart(home: Home, answers: dict[str, dict[str, Any]], maker: str = MAKER) ->
     """The nicks whose build root is not the folder `maker` sees, each said with both
     hosts; [] when files travel through a store, or `maker` did not answer."""
     made = answers.get(maker)
-    if made is None or files_travel(home) or "place" not in made:
-        return []
+    if made is None or files_travel(home) or made.get("place") is None:
+        return []  # (a maker with no build root has said so among its own problems)
     said = []
     for nick, answer in answers.items():
         if nick == maker or "place" not in answer or same_place(answer, made):

@@ -109,6 +109,12 @@ def add_run_commands(add: Add) -> None:
     p.add_argument(
         "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
     )
+    p.add_argument(
+        "--preflight-timeout",
+        type=_seconds,
+        default=30.0,
+        help="how long the run's nicks may take to answer the pre-flight, in seconds",
+    )
     p.add_argument("--json", action="store_true", help=FINAL_JSON)
 
     p = add(

@@ -80,7 +80,7 @@ async def answered_itself(
              "fix": "check [hub] in society.toml on this host and that the hub runs"}
         )  # fmt: skip
     try:
-        check = handler.preflight_check()
+        check = handler.preflight_check(ctx)
         if check is None:
             data["checked"] = False
             return Reply(f"pre-flight: {ctx.nick} on {identity['host']}: no check", data)

@@ -62,13 +62,14 @@ def lay_down(builds: Path, slug: str, files: dict[str, str]) -> Path:
 
 
 def build_command(
-    society: Society, base: Path, text: str, wait: float
+    society: Society, base: Path, text: str, wait: float, *options: str
 ) -> subprocess.CompletedProcess[str]:
-    """`bullpen build TICKET.md --wait-timeout WAIT`, the ticket written to a new file in
-    `base`, as an operator runs it."""
+    """`bullpen build TICKET.md --wait-timeout WAIT [options]`, the ticket written to a new
+    file in `base`, as an operator runs it."""
     path = base / f"ticket-{len(list(base.glob('ticket-*')))}.md"
     path.write_text(text)
-    return run_cli(society.root, "build", str(path), "--wait-timeout", str(wait), timeout=wait + 60)
+    argv = ("build", str(path), "--wait-timeout", str(wait), *options)
+    return run_cli(society.root, *argv, timeout=wait + 60)
 
 
 def start_lurkers(society: Society, nicks: tuple[str, ...]) -> None:

@@ -47,8 +47,10 @@ class Home:
     def campaign(self, slug: str, name: str, text: str) -> Path:
         return lay_down(self.builds, slug, {name: text})
 
-    def build(self, text: str, wait: float = 120) -> subprocess.CompletedProcess[str]:
-        return build_command(self.society, self.base, text, wait)
+    def build(
+        self, text: str, wait: float = 120, *options: str
+    ) -> subprocess.CompletedProcess[str]:
+        return build_command(self.society, self.base, text, wait, *options)
 
     def build_asks(self) -> list[dict[str, Any]]:
         """Every ask of a build run posted to the foreman."""
@@ -170,6 +172,40 @@ def test_the_preflight_refuses_a_grinder_whose_host_lacks_go(one_host: Home) -> 
     )  # the room holds its answer: the tools it found, go not among them
     assert answer["verified"] and answer["data"]["tools"]["go"] is None
     assert answer["data"]["tools"]["gofmt"] is not None
+
+
+def test_the_preflight_says_what_it_waits_for_and_refuses_a_nick_that_never_answers(
+    one_host: Home,
+) -> None:
+    """@jsdev runs nowhere: while the pre-flight waits, a line says on whom; at the end it
+    refuses, saying how to start the nick, and the foreman is asked nothing."""
+    folder = one_host.campaign("jscalc", "calc.test.js", "const test = require('node:test');\n")
+    asks = len(one_host.build_asks())
+    text = ticket(str(folder), f"{folder}/calc.test.js", grinder="@jsdev")
+    done = one_host.build(text, 60, "--preflight-timeout", "7")
+    assert done.returncode == 1, done.stdout + done.stderr
+    err = done.stderr
+    assert re.search(r"^… pre-flight: still waiting on @jsdev \(\d+ s\)$", err, re.M), err
+    assert "waiting on @sandbox" not in err and "waiting on @testdesigner" not in err
+    assert "  - @jsdev did not answer the pre-flight within 7 s (no verified answer)" in err
+    assert "systemctl --user start bullpen-lurker@jsdev" in err
+    assert "Nothing was posted to the foreman" in err
+    assert len(one_host.build_asks()) == asks
+
+
+def test_the_preflight_refuses_a_repo_the_sandbox_cannot_see(one_host: Home) -> None:
+    """REPO does not exist where @sandbox runs: refused before posting, by the step's own
+    rule, named with the sandbox's host and how to make the folder there."""
+    folder = one_host.builds / "never-made"
+    asks = len(one_host.build_asks())
+    done = one_host.build(ticket(str(folder), f"{folder}/tests/test_calc.py", tiers="pyfix"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    host = socket.gethostname()
+    assert (
+        f"  - @sandbox on host {host}: REPO {folder} ({folder.resolve()}) is not a folder on "
+        f"host {host}: DIR NOT FOUND. Create it on this host (mkdir -p"
+    ) in done.stderr, done.stderr
+    assert len(one_host.build_asks()) == asks and not folder.exists()
 
 
 @pytest.fixture
