@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import socket
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from room.openapi import MAX_AFTER, MAX_READ_SENDERS
 from room.params import int_param as _int_param
 from room.readbody import FIRST_PAGE_LINES, ReadAnswer
 from room.say import refuse_query_secrets, serve_say
+from room.stopsignals import StopSignals
 from room.tlog import TransparencyLog
 from room.tlogapi import TlogEndpoints
 from room.version import __version__
@@ -281,6 +281,7 @@ class Serving:
     on_stop: list[Callable[[], Any]] = field(default_factory=list)
     servers: list[_Server] = field(default_factory=list)
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
+    signals: StopSignals = field(default_factory=StopSignals)  # exit 130 after Ctrl-C
 
     def stop(self) -> None:
         for callback in self.on_stop:
@@ -307,8 +308,7 @@ async def serve_asgi(
     """
     serving = serving or Serving()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, serving.stop)
+    serving.signals.install(loop, serving.stop)
     tasks = []
     limits = limits or HubLimits()
     if guards is None:
@@ -346,14 +346,14 @@ async def serve_asgi(
     )
     serving.stop()
     await asyncio.gather(*tasks, return_exceptions=True)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.remove_signal_handler(sig)
+    serving.signals.remove(loop)
 
 
 async def serve(
     hub: Hub, listeners: list[Listener], on_ready: Callable[[], Any] | None = None
-) -> None:
-    """Serve every listener until SIGTERM/SIGINT or `hub.log` fails; then return."""
+) -> Serving:
+    """Serve every listener until SIGTERM/SIGINT or `hub.log` fails; then return how it
+    was stopped."""
     serving = Serving(on_stop=[hub.stopping.set])  # ends every long-poll at once
     previous_fatal = hub.log.on_fatal
 
@@ -374,3 +374,4 @@ async def serve(
         guards.append(watch)
     apps = [(hub.app(listener.relaxed), listener.sock) for listener in listeners]
     await serve_asgi(apps, on_ready, serving, limits, guards)
+    return serving

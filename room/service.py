@@ -343,7 +343,7 @@ async def run_hub(settings: HubSettings) -> int:
     hub.tlog = tlog
     try:
         await _sign(tlog.sign)  # a note for the room as it opened, before anyone asks for one
-        await serve(hub, listeners, on_ready=ready)
+        serving = await serve(hub, listeners, on_ready=ready)
     finally:
         ticker.cancel()
         await room_log.close()
@@ -362,7 +362,7 @@ async def run_hub(settings: HubSettings) -> int:
         _say(f"bullpen hub: {message}")
         return EXIT_DISK
     log.info("hub stopped", seq=room_log.head.seq)
-    return EXIT_OK
+    return serving.signals.exit_code(EXIT_OK)
 
 
 async def _sign(sign: Callable[[], Awaitable[object]]) -> None:

@@ -18,6 +18,7 @@ from agents.cli.argtypes import (
     _home_option,
     _port,
     _seconds,
+    _wait_timeout,
 )
 from agents.cli.runs_parser import add_run_commands
 from room.version import __version__
@@ -403,9 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--offline", action="store_true", help="answer model calls from the gateway's recording"
     )
-    p.add_argument(
-        "--wait", type=_seconds, default=600.0, help="with --fork: how long to follow the new run"
-    )
+    _wait_timeout(p, 600.0, "the forked run (with --fork)", old="--wait")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = add(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from agents.cli.argtypes import Formatter, _home_option, _seconds
+from agents.cli.argtypes import Formatter, _home_option, _seconds, _wait_timeout
 
 Add = Callable[[str, str, str], argparse.ArgumentParser]
 # A run's states, as agents/web/runs.py names them (its page and `bullpen runs` agree).
@@ -35,7 +35,7 @@ def add_run_commands(add: Add) -> None:
     p.add_argument("--blaze", help="a blaze file (role: guidance) whose claims seed the search")
     p.add_argument("--yes", action="store_true", help="confirm the Dig Report as it is")
     p.add_argument("--json", action="store_true", help=FINAL_JSON)
-    p.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for each turn")
+    _wait_timeout(p, 900.0, "each turn (the Dig Report, then the brief)", old="--timeout")
     turn = p.add_subparsers(
         dest="action",
         metavar="[confirm THREAD]",
@@ -64,7 +64,7 @@ def add_run_commands(add: Add) -> None:
         help="a lived file of the knowledge base to anchor the voice (checked with the "
         "briefer's gates before anything is posted; also answers a MISSING brief)",
     )
-    c.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for the brief")
+    _wait_timeout(c, 900.0, "the brief", old="--timeout")
     c.add_argument("--json", action="store_true", help=FINAL_JSON)
 
     p = add(
@@ -83,9 +83,7 @@ def add_run_commands(add: Add) -> None:
     )
     p.add_argument("--concurrency", type=int, help="analyses in flight at once (default 4)")
     p.add_argument("--timeout", type=_seconds, help="hard limit in seconds on one trace's analysis")
-    p.add_argument(
-        "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
-    )
+    _wait_timeout(p, 4 * 3600.0, "the final report")
     p.add_argument(
         "--bulk",
         metavar="SEAT",
@@ -106,9 +104,7 @@ def add_run_commands(add: Add) -> None:
         "run a test-first build from a ticket (bullpen docs build)",
     )
     p.add_argument("ticket", help="the ticket file (config/build-ticket.md is an example)")
-    p.add_argument(
-        "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
-    )
+    _wait_timeout(p, 4 * 3600.0, "the final report")
     p.add_argument(
         "--preflight-timeout",
         type=_seconds,
@@ -148,7 +144,5 @@ def add_run_commands(add: Add) -> None:
     )
     p.add_argument("thread", help="the run's thread, as its command printed it (exp-…, build-…)")
     p.add_argument("--reason", default="", help="why, for the room and the report")
-    p.add_argument(
-        "--wait", type=_seconds, default=30.0, help="how long to wait for the foreman's report"
-    )
+    _wait_timeout(p, 30.0, "the foreman's CANCELLED report", old="--wait")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON object")

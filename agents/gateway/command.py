@@ -146,7 +146,7 @@ async def run_gateway(home: Home) -> int:
         _say(f"bullpen gateway: {ledger.failed.message}")
         return EXIT_DISK
     log.info("gateway stopped")
-    return EXIT_OK
+    return serving.signals.exit_code(EXIT_OK)
 
 
 def serve(home: Home) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -43,6 +42,7 @@ from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
 from room.log import Filter
 from room.message import Message
 from room.reader import RoomFile
+from room.stopsignals import StopSignals
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
 from room.version import __version__
 
@@ -185,8 +185,8 @@ class Lurker:
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop)
+        signals = StopSignals()  # SIGTERM (systemd) ends with 0, Ctrl-C with 130
+        signals.install(loop, self.stop)
         ticker = None
         try:
             with contextlib.suppress(HubUnavailable):
@@ -207,7 +207,7 @@ class Lurker:
             if tick is not None:
                 ticker = asyncio.create_task(self._tick_loop(tick))
             await self._follow(start)
-            return EXIT_OK
+            return signals.exit_code(EXIT_OK)
         except CursorAhead as exc:
             # Exit 78: restarting cannot help until a person restores the room or the cursor.
             self.log.error("room is shorter than the cursor; stopping", error=exc.message)

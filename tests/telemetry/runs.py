@@ -15,7 +15,7 @@ from tests.gateway.helpers import GatewayHome, start_printing_port
 from tests.support import Proc, Society, run_cli, set_seat, start_up
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
-TITLE = ("--title", "Waiting Is Part of the Work", "--keyword", "patience", "--timeout", "300")
+TITLE = ("--title", "Waiting Is Part of the Work", "--keyword", "patience", "--wait-timeout", "300")
 JUDGED = ("termgen", "score", "scotoma")
 
 
