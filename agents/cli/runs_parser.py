@@ -109,7 +109,8 @@ def add_run_commands(add: Add) -> None:
         "--preflight-timeout",
         type=_seconds,
         default=30.0,
-        help="how long the run's nicks may take to answer the pre-flight, in seconds",
+        metavar="SECONDS",
+        help="how long the run's nicks may take to answer the pre-flight",
     )
     p.add_argument("--json", action="store_true", help=FINAL_JSON)
 
