@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from agents.build.preflight import place, same_place
 from tests.build.helpers import (
     PY_FIX,
     PY_SPEC,
@@ -146,6 +147,44 @@ def test_the_preflight_passes_on_one_host_and_the_build_goes_green(one_host: Hom
     assert grinder["role"] == "grind" and grinder["found"] is True and grinder["commit"] is None
     build_ask = one_host.build_asks()[-1]
     assert build_ask["seq"] > max(m["seq"] for m in answers)  # posted only after the answers
+
+
+def test_trust_check_does_not_flag_build_nicks_that_share_the_root(one_host: Home) -> None:
+    """Every build nick sees @sandbox's build root: the live check asks them (their answers
+    are in the room) and flags no split."""
+    before = len(one_host.preflight_lines("trust-check-"))
+    done = run_cli(one_host.society.root, "trust", "check", "--live")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "split" not in done.stdout
+    answers = [
+        m for m in one_host.preflight_lines("trust-check-")[before:] if m["type"] == "reply"
+        and (m.get("data") or {}).get("preflight")
+    ]  # fmt: skip
+    assert sorted(m["from"] for m in answers) == ["godev", "py", "sandbox", "testdesigner"]
+    assert {m["data"]["root"] for m in answers} == {str(one_host.builds.resolve())}
+
+
+class TestSamePlace:
+    """Two nicks' views of a folder are one folder, or two."""
+
+    def test_on_one_kernel_device_and_inode_decide(self, tmp_path: Path) -> None:
+        """Same boot: the same inode is one folder, another folder is two, whatever the
+        paths."""
+        one, other = tmp_path / "a", tmp_path / "b"
+        one.mkdir()
+        other.mkdir()
+        view = {"boot_id": "b1", "place": place(str(one))}
+        assert same_place(view, {"boot_id": "b1", "place": place(str(one))})
+        assert not same_place(view, {"boot_id": "b1", "place": place(str(other))})
+        assert not same_place(view, {"boot_id": "b1", "place": None})
+
+    def test_across_machines_inode_and_mtime_must_both_agree(self) -> None:
+        """Another boot: a shared filesystem keeps inode and mtime; a local folder of the
+        same inode number but another mtime is another folder."""
+        here = {"boot_id": "b1", "place": {"dev": 1, "ino": 42, "mtime_ns": 7}}
+        shared = {"boot_id": "b2", "place": {"dev": 9, "ino": 42, "mtime_ns": 7}}
+        local = {"boot_id": "b2", "place": {"dev": 1, "ino": 42, "mtime_ns": 8}}
+        assert same_place(here, shared) and not same_place(here, local)
 
 
 def test_the_preflight_refuses_a_grinder_whose_host_lacks_go(one_host: Home) -> None:
