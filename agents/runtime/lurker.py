@@ -29,7 +29,7 @@ from agents.runtime import handlers, nicklock
 from agents.runtime.cancel import is_cancel
 from agents.runtime.cursor import Cursor
 from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost, screened
-from agents.runtime.preflight import answered_itself
+from agents.runtime.preflight import answered_itself, answers_itself
 from agents.runtime.refused import Refusal, Refusals, is_refusal, lurker_client
 from agents.runtime.services import StepServices
 from agents.runtime.step import StepContext
@@ -112,8 +112,6 @@ class Lurker:
 
             self._lessons = LessonReader(self.home, self.nick)
         return self._lessons
-
-    # -- the loop ----------------------------------------------------------
 
     def stop(self) -> None:
         self._stop.set()
@@ -310,11 +308,14 @@ class Lurker:
             self._last = position
             return
         # Only once it is pending may the cursor pass it: a handler finishing while this
-        # one waits for a slot must not save a cursor that skips it.
-        await self._slots.acquire()
+        # one waits for a slot must not save a cursor that skips it. A ping or a pre-flight
+        # takes no slot: it is answered at once, never queued behind a busy step.
+        light = answers_itself(message)
+        if not light:
+            await self._slots.acquire()
         self._pending[message.seq] = position
         self._last = position
-        task = asyncio.create_task(self._handle(message, position))
+        task = asyncio.create_task(self._handle(message, position, light))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -324,7 +325,7 @@ class Lurker:
             return self._last
         return Position(min(self._pending) - 1)
 
-    async def _handle(self, message: Message, position: Position) -> None:
+    async def _handle(self, message: Message, position: Position, light: bool) -> None:
         log = self.log.bind(seq=message.seq, id=message.id, sender=message.from_)
         stopping = False
         try:
@@ -357,7 +358,8 @@ class Lurker:
         finally:
             if not stopping:  # stopped unanswered: it stays before the cursor, for a restart
                 self._pending.pop(message.seq, None)
-            self._slots.release()
+            if not light:
+                self._slots.release()
         self.cursor.save(self._safe())
 
     async def _deliver(self, message: Message, outcome: Outcome) -> None:

@@ -48,6 +48,11 @@ def is_preflight(message: Message) -> bool:
     )
 
 
+def answers_itself(message: Message) -> bool:
+    """A ping or a pre-flight: answered by the lurker, at once, whatever its step is doing."""
+    return is_ping(message) or is_preflight(message)
+
+
 def with_preflight(check: Check) -> Callable[[StepT], StepT]:
     """Give a step its pre-flight check: `check(request, ctx)` returns the step's view, with
     `problems`, a list of {"what", "fix"} (empty: the step could do its work here)."""

@@ -9,6 +9,7 @@ compare the wording with what the room says (the pongs and the sandbox's reply).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -22,6 +23,8 @@ from typing import Any
 import pytest
 
 from agents.build.preflight import place, same_place
+from agents.runtime.ping import Pings, ask_each
+from agents.runtime.preflight import KEY
 from tests.build.helpers import (
     PY_FIX,
     PY_SPEC,
@@ -78,6 +81,8 @@ def _home(base: Path, nicks: tuple[str, ...]) -> Home:
         max_iterations=2, run_timeout_s=60,
     )  # fmt: skip
     coder_seat(society.root, "pyfix", "copy", FAKE_CODER_SOLUTION=str(solution))
+    coder_seat(society.root, "slowfix", "copy", FAKE_CODER_SLEEP="8",
+               FAKE_CODER_SOLUTION=str(solution))  # fmt: skip
     society.start_hub()
     return Home(society, base, builds)
 
@@ -147,6 +152,41 @@ def test_the_preflight_passes_on_one_host_and_the_build_goes_green(one_host: Hom
     assert grinder["role"] == "grind" and grinder["found"] is True and grinder["commit"] is None
     build_ask = one_host.build_asks()[-1]
     assert build_ask["seq"] > max(m["seq"] for m in answers)  # posted only after the answers
+
+
+def test_a_busy_grinder_answers_a_preflight_at_once(one_host: Home) -> None:
+    """While @py grinds (its code seat takes 8 s), a pre-flight asked of it is answered
+    within 4 s: a ping or a pre-flight takes no slot of the step, so a second build is not
+    refused for a grinder that is only busy."""
+    folder = one_host.campaign("slow", "tests/test_calc.py", PY_SPEC)
+    path = one_host.base / "ticket-slow.md"
+    path.write_text(ticket(str(folder), f"{folder}/tests/test_calc.py", tiers="slowfix"))
+    root = one_host.society.root
+    argv = bullpen_argv(root, "build", str(path), "--wait-timeout", "120")
+    running = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        grind = wait_for(
+            lambda: next((m for m in one_host.society.lines() if m["to"] == "@py"
+                          and (m.get("data") or {}).get("repo") == str(folder)
+                          and m["data"].get("step") == 4), None),
+            90, "the grind ask",
+        )  # fmt: skip
+
+        async def ask() -> Pings:
+            home = one_host.society.home
+            request = {KEY: {"pipeline": "build", "language": "python", "repo": str(folder)}}
+            async with home.client(home.society.operator) as client:
+                return await ask_each(client, ["py"], "pre-flight", request, 4.0,
+                                      label="preflight", verified_only=True)  # fmt: skip
+
+        answered = asyncio.run(ask())
+        final = [m for m in one_host.society.lines() if m.get("thread") == grind["thread"]
+                 and (m.get("data") or {}).get("final")]  # fmt: skip
+        assert "py" in answered.pongs and answered.pongs["py"]["data"]["problems"] == []
+        assert final == []  # the grind was still going when it answered
+    finally:
+        out, err = running.communicate(timeout=150)
+    assert running.returncode == 0, out + err
 
 
 def test_trust_check_does_not_flag_build_nicks_that_share_the_root(one_host: Home) -> None:
