@@ -80,17 +80,19 @@ def same_place(one: dict[str, Any], other: dict[str, Any]) -> bool:
     return (a.get("ino"), a.get("mtime_ns")) == (b.get("ino"), b.get("mtime_ns"))
 
 
-def _root_view(config: BuildConfig, host: str) -> tuple[dict[str, Any], list[dict[str, str]]]:
+def _root_view(
+    config: BuildConfig, host: str, role: str, nick: str
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
     root = os.path.realpath(config.root)
     view = {"root": root, "place": place(root)}
     if not os.path.isdir(root):
-        return view, [
-            _problem(
-                f"the build root {config.root} is not a folder on host {host}",
-                f"create it there (mkdir -p {config.root}), or set [build] root to a folder "
-                "this host shares with @sandbox",
+        fix = f"create it there (mkdir -p {config.root})"
+        if role != "prepare":  # an empty folder here would not hold @sandbox's build dirs
+            fix = (
+                f"run @{nick} where @sandbox runs, or mount the build root @sandbox uses at "
+                f"{config.root} on {host}"
             )
-        ]
+        return view, [_problem(f"the build root {config.root} is not a folder on host {host}", fix)]
     if not os.access(root, os.W_OK | os.X_OK):
         return view, [
             _problem(
@@ -200,7 +202,7 @@ def check(role: str, request: dict[str, Any], ctx: StepContext) -> dict[str, Any
         config = BuildConfig.of(ctx.home)
     except BullpenError as exc:
         return {"role": role, "problems": [_problem(exc.message, "fix society.toml on " + host)]}
-    view, problems = _root_view(config, host)
+    view, problems = _root_view(config, host, role, ctx.nick)
     view["role"] = role
     name = request.get("language")
     if name is None:  # where it runs and which build root it sees: `trust check --live`
