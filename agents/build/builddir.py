@@ -18,6 +18,7 @@ import ast
 import os
 import re
 import secrets
+import socket
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,11 +33,26 @@ from agents.git.safe import git
 from agents.roots import Roots
 from room.errors import StepFailed
 
-__all__ = ["Prepared", "clone", "infer_targets", "point_alias", "prepare", "resolve_repo"]
+__all__ = [
+    "DirNotFound",
+    "Prepared",
+    "clone",
+    "count_files",
+    "infer_targets",
+    "is_repo",
+    "point_alias",
+    "prepare",
+    "resolve_repo",
+]
 
 
 def _text(repo: Path, *args: str) -> str:
     return git(repo, *args)[1].decode("utf-8", "replace").strip()
+
+
+class DirNotFound(StepFailed):
+    """REPO is not a folder on this host: made nowhere yet, or made on another host
+    (agents/build/boundary.py says which, when the step knows who made it)."""
 
 
 def resolve_repo(config: BuildConfig, repo: str) -> Path:
@@ -61,10 +77,12 @@ def resolve_repo(config: BuildConfig, repo: str) -> Path:
             f"its own folder, e.g. {root}/my-campaign"
         )
     if not real.is_dir():
-        raise StepFailed(
-            f"REPO {repo} ({real}) is not a folder: DIR NOT FOUND. Create it on this machine "
-            f"(mkdir -p {root}/<slug>) and point the alias at it (ln -sfn {root}/<slug> "
-            f"{config.alias})"
+        raise DirNotFound(
+            f"REPO {repo} ({real}) is not a folder on host {socket.gethostname()}: DIR NOT "
+            f"FOUND. Create it on this host (mkdir -p {root}/<slug>) and point the alias at it "
+            f"(ln -sfn {root}/<slug> {config.alias})",
+            repo=repo,
+            real=str(real),
         )
     return real
 
@@ -85,12 +103,12 @@ def point_alias(config: BuildConfig, real: Path) -> None:
     os.replace(temp, alias)
 
 
-def _is_repo(folder: Path) -> bool:
+def is_repo(folder: Path) -> bool:
     code, out, _ = git(folder, "rev-parse", "--show-toplevel", check=False)
     return code == 0 and Path(out.decode().strip()).resolve() == folder
 
 
-def _count_files(folder: Path, limit: int) -> int:
+def count_files(folder: Path, limit: int) -> int:
     count = 0
     for _, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if d != ".git"]
@@ -170,7 +188,7 @@ def prepare(
     targets: list[str],
 ) -> Prepared:
     """Check and scaffold the build dir; the baseline commit it names is the diff boundary."""
-    if _is_repo(real):
+    if is_repo(real):
         code, _, _ = git(real, "rev-parse", "--verify", "HEAD", check=False)
         if code != 0:
             raise StepFailed(
@@ -185,10 +203,8 @@ def prepare(
                 f"{len(dirty.splitlines()) - 1} more): commit or stash them first, or the diff "
                 "boundary of the grind would be wrong"
             )
-        return Prepared(
-            real, _text(real, "rev-parse", "HEAD"), False, [], _count_files(real, 10**9)
-        )
-    files = _count_files(real, config.max_files)
+        return Prepared(real, _text(real, "rev-parse", "HEAD"), False, [], count_files(real, 10**9))
+    files = count_files(real, config.max_files)
     if files > config.max_files:
         raise StepFailed(
             f"the build dir {real} holds more than {config.max_files} files and is not a git "

@@ -7,6 +7,7 @@ import asyncio
 import math
 
 from agents.build.command import build, read_ticket
+from agents.build.placement import PREFLIGHT_S
 from agents.home import Home
 from room.errors import UsageError
 
@@ -24,5 +25,6 @@ def cmd_build(args: argparse.Namespace) -> int:
             wait_timeout=args.wait_timeout,
             as_json=getattr(args, "json", False),
             budget=getattr(args, "budget", None),
+            preflight_timeout=getattr(args, "preflight_timeout", PREFLIGHT_S),
         )
     )

@@ -11,12 +11,16 @@ the room's object store and its hash checked (agents/build/artifact.py): stderr 
 Before it posts, the foreman must answer a ping (agents/runtime/waiting.py), and its pong
 must name the society.toml on disk: a foreman started before the file was edited would
 check the ticket against the old one (a seat added since is its INVALID TICKET), so the
-command stops and says to restart it, posting nothing. While it waits, a line every 30 s says which step runs and for how long; Ctrl-C asks whether to
-cancel the run or detach from it.
+command stops and says to restart it, posting nothing. Then the pre-flight
+(agents/build/placement.py) asks @sandbox, @testdesigner and the spec's grinder where they
+run and whether they can do their step there (the build root, REPO, the spec's
+toolchain); a problem stops the command, naming the nick, its host, what is missing and
+the fix, with nothing posted to the foreman. While it waits, a line every 30 s says which
+step runs and for how long; Ctrl-C asks whether to cancel the run or detach from it.
 
 Exit codes: 0 green; 1 red, or a step failed; 2 the ticket is invalid (the
 foreman's INVALID TICKET), or the ticket file cannot be read; 1 also when the foreman
-does not answer or runs an older society.toml (nothing posted); 5 the run was
+does not answer or runs an older society.toml, or the pre-flight fails (nothing posted); 5 the run was
 cancelled (`bullpen cancel`); 75 no final report within --wait-timeout (the run
 may still be going; its thread is printed); 130 Ctrl-C (the run cancelled, or
 left going).
@@ -33,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.build.artifact import bring_back
 from agents.build.config import BuildConfig
+from agents.build.placement import PREFLIGHT_S, preflight
 from agents.build.ticket import MAX_TICKET_BYTES, TicketError, parse_ticket
 from agents.build.ticket import title as ticket_title
 from agents.intake.bounded import read_text
@@ -129,6 +134,7 @@ async def build(
     err: TextIO | None = None,
     as_json: bool = False,
     budget: RunBudget | None = None,
+    preflight_timeout: float = PREFLIGHT_S,
 ) -> int:
     """Run one build through the foreman; the exit code (see the module docstring)."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -147,6 +153,8 @@ async def build(
                 f"with, not the one on disk, so it must be restarted first. {drift}. Nothing "
                 "was posted; run bullpen build again after the restart"
             )
+        parsed = parse_ticket(ticket, BuildConfig.of(home))
+        await preflight(home, client, parsed, err, preflight_timeout)
         stored = await client.say(
             f"@{FOREMAN}", f"build: {ticket_title(ticket)}", type="ask",
             data={"pipeline": "build", "ticket": ticket, **ticket_context(thread, budget)},

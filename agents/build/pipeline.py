@@ -22,6 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agents.build.boundary import made_by
 from agents.build.config import BuildConfig
 from agents.build.report import failed_report, grind_report, report_data
 from agents.build.ticket import TicketError, UnknownSeats, parse_ticket, system_reason
@@ -133,7 +134,12 @@ class Build:
         prepared = self._step(run, actions, "prepare", NICKS["prepare"], base, ticket.repo)
         if prepared is None:
             return actions
-        built = {**base, "build_dir": prepared["build_dir"], "baseline": prepared["baseline"]}
+        built = {
+            **base,
+            "build_dir": prepared["build_dir"],
+            "baseline": prepared["baseline"],
+            "made_by": made_by(NICKS["prepare"], prepared),  # its host: a wrong-host failure
+        }
         spec_ask = {
             **built,
             "problem": s["PROBLEM"],

@@ -16,17 +16,20 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from agents.build.builddir import clone, point_alias, prepare, resolve_repo
+from agents.build.boundary import maker, not_the_baseline, not_visible
+from agents.build.builddir import DirNotFound, clone, point_alias, prepare, resolve_repo
 from agents.build.codeseat import CODE_TOKENS, code_seat_kind
 from agents.build.config import BuildConfig
 from agents.build.edits import CodeAnswer, EditRefused, apply_answer
 from agents.build.fence import choose
 from agents.build.grind import GrindJob, grind, ladder
 from agents.build.handoff import handed, receive, sees, try_hand_on
+from agents.build.preflight import for_role
 from agents.build.prompts import step_memory, testdesign_prompt
 from agents.build.repomap import view_repo
 from agents.build.routing import Language, by_name, route
@@ -36,6 +39,7 @@ from agents.git.safe import git
 from agents.objects import here
 from agents.privateplaces import fence_hidden
 from agents.roots import OutsideRoot, Roots
+from agents.runtime.preflight import with_preflight
 from agents.runtime.step import JudgmentRequest, Reply, StepContext
 from room.errors import ConfigError, SeatError, SecretFound, StepFailed
 from room.message import Message
@@ -66,19 +70,29 @@ def _language(data: dict[str, Any]) -> Language:
     return language
 
 
-def _build_dir(config: BuildConfig, data: dict[str, Any]) -> Path:
-    real = resolve_repo(config, str(data.get("build_dir") or data["repo"]))
+def _build_dir(config: BuildConfig, data: dict[str, Any], nick: str) -> Path:
+    repo = str(data.get("build_dir") or data["repo"])
+    try:
+        real = resolve_repo(config, repo)
+    except DirNotFound as exc:
+        made = maker(data)  # made on another host, the room says: name both sides
+        if made is None:
+            raise
+        raise StepFailed(
+            not_visible(nick, str(data["repo"]), exc.details["real"], made, config.root)
+        ) from None
     relative = Path(str(data["spec_relative"]))
     if relative.is_absolute() or ".." in relative.parts:
         raise StepFailed(f"the spec path {relative} must lie inside the build dir")
     return real
 
 
+@with_preflight(for_role["prepare"])
 def prepare_dir(message: Message, ctx: StepContext) -> Reply:
     """Step 2: REPO under the root, the alias pointed at it, scaffolded, baseline named."""
     config, data = _config(ctx), _data(message)
     language = _language(data)
-    real = _build_dir(config, data)
+    real = _build_dir(config, data, ctx.nick)
     point_alias(config, real)
     done = prepare(
         config, real, language, str(data["spec_relative"]), list(data.get("targets") or [])
@@ -95,6 +109,7 @@ def prepare_dir(message: Message, ctx: StepContext) -> Reply:
             "scaffolded": done.scaffolded,
             "stubs": done.stubs,
             "files": done.files,
+            "host": socket.gethostname(),  # where it was made: a later step names it
         },
     )
 
@@ -149,12 +164,13 @@ async def _write_spec(
     git(real, "commit", "-q", "-m", f"spec: {spec} (by the {seat} seat)", identity=True)
 
 
+@with_preflight(for_role["spec"])
 async def design_spec(message: Message, ctx: StepContext) -> Reply:
     """Step 3: the spec at the test path (the operator's, or the testdesign seat's), checked
     to be collected by its runner and red against the stub; green or uncollectable is flagged."""
     config, data = _config(ctx), _data(message)
     language = _language(data)
-    real = _build_dir(config, data)
+    real = _build_dir(config, data, ctx.nick)
     spec = str(data["spec_relative"])
     written_by = "operator"
     if not (real / spec).is_file():
@@ -197,11 +213,21 @@ async def design_spec(message: Message, ctx: StepContext) -> Reply:
             "baseline": baseline,
             "handoff": handoff,
             **({"handoff_problem": unhanded} if unhanded else {}),
+            "host": socket.gethostname(),
             # the ids the testdesign seat's prompt carried (ctx.judge adds them); none when
             # the operator wrote the spec and no model was asked
             "lessons": [lesson.id for lesson in ctx.lessons] if written_by != "operator" else [],
         },
     )
+
+
+def _descends(real: Path, head: str, made: dict[str, str]) -> bool:
+    """Whether the folder's commit comes after its maker's baseline: the same build dir,
+    moved on (a spec committed), not another folder by the same name."""
+    if not head:
+        return False
+    code, _, _ = git(real, "merge-base", "--is-ancestor", made["baseline"], head, check=False)
+    return code == 0
 
 
 def _tail(run: SpecRun) -> str:
@@ -229,6 +255,20 @@ def _announcer(ctx: StepContext, message: Message):  # type: ignore[no-untyped-d
     return announce
 
 
+def _not_at_baseline(
+    nick: str, config: BuildConfig, data: dict[str, Any], real: Path, baseline: str
+) -> str:
+    """Why the build dir `real` on this host is not the one to grind: another folder than
+    the one @sandbox made on its host (the boundary named), or moved since its baseline."""
+    code, out, _ = git(real, "rev-parse", "--verify", "HEAD", check=False)
+    head = out.decode().strip() if code == 0 else ""
+    made = maker(data)
+    if made is not None and made["baseline"] and not _descends(real, head, made):
+        seen = f"at commit {head[:12]}" if head else "not a git repository with a commit"
+        return not_the_baseline(nick, str(real), seen, made, config.root)
+    return f"the build dir {real} moved since its baseline {baseline[:12]}"
+
+
 async def _grind_dir(
     ctx: StepContext, config: BuildConfig, data: dict[str, Any], baseline: str
 ) -> Path:
@@ -237,12 +277,12 @@ async def _grind_dir(
     fetched, checked by hash and unpacked under this host's build root."""
     hand = handed(data.get("handoff"))
     try:
-        real: Path | None = _build_dir(config, data)
-        problem = f"the build dir {real} moved since its baseline {baseline[:12]}"
-        if real is not None and sees(real, baseline):
+        real = _build_dir(config, data, ctx.nick)
+        if sees(real, baseline):
             return real
+        problem = _not_at_baseline(ctx.nick, config, data, real, baseline)
     except StepFailed as exc:
-        real, problem = None, exc.message
+        problem = exc.message
     if hand is None or hand["commit"] != baseline:
         why = data.get("handoff_problem") or "it handed on no bundle"
         raise StepFailed(
@@ -276,6 +316,7 @@ def iteration_spans(ask: Message, stored: dict[str, Any]) -> None:
         exporter.submit(span)
 
 
+@with_preflight(for_role["grind"])
 async def grind_spec(message: Message, ctx: StepContext) -> Reply:
     """Step 4: clone, run, and climb the tier ladder until green; the clone is the artifact."""
     config, data = _config(ctx), _data(message)

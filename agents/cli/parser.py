@@ -336,7 +336,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="promote: prove with the nick's own key (made when missing), not the shared secret",
     )
-    p.add_argument("--static", action="store_true", help="check: skip the live ping round trips")
+    live = p.add_mutually_exclusive_group()
+    live.add_argument("--static", action="store_true", help="check: skip the live ping round trips")
+    live.add_argument(
+        "--live",
+        action="store_true",
+        help="check: ping every lurker (the default; --static skips it)",
+    )
     p.add_argument("--json", action="store_true", help="check: print the verdict as JSON")
     p.add_argument("--timeout", type=_seconds, default=15.0, help="seconds to wait for each pong")
 

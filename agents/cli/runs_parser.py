@@ -129,6 +129,13 @@ def add_run_commands(add: Add) -> None:
     )
     p.add_argument("ticket", help="the ticket file (config/build-ticket.md is an example)")
     _wait_timeout(p, 4 * 3600.0, "the final report")
+    p.add_argument(
+        "--preflight-timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long the run's nicks may take to answer the pre-flight",
+    )
     p.add_argument("--json", action="store_true", help=FINAL_JSON)
     _budget_option(p)
 

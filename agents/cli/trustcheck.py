@@ -13,7 +13,9 @@ live check asks the hub's /health once, then posts a ping ask from the
 operator to every lurker and reads back each reply's `to` (must be
 @operator) and `verified` (must be true), the host it runs on (the society is
 shown per host) and the society.toml it loaded: a lurker started before the
-file was edited is flagged "restart needed".
+file was edited is flagged "restart needed". The build nicks that answered are then
+asked which build root they see (a pre-flight, agents/build/placement.py): one that does
+not see @sandbox's is flagged, split across hosts with no shared store.
 """
 
 from __future__ import annotations
@@ -441,6 +443,11 @@ def cmd_trust(args: argparse.Namespace) -> int:
         cause = asyncio.run(live_check(home, rows, args.timeout, versions))
         if cause is not None:
             general.append(cause)
+        else:  # the build nicks' placement: one build root, or files cannot travel
+            from agents.build.placement import split_across
+
+            answered = [row.nick for row in rows if row.live == "pong ✓"]
+            general += asyncio.run(split_across(home, answered, args.timeout))
     failed = [r for r in rows if not r.ok]
     if getattr(args, "json", False):  # the same verdict and exit code, for a script
         print(json.dumps(verdict_json(rows, general), ensure_ascii=False))

@@ -32,7 +32,7 @@ import structlog
 from agents.runtime.outcome import Failure, Handler, Outcome, as_outcome
 from agents.runtime.procgroup import kill_group
 from agents.runtime.step import Reply, Step, StepContext
-from room.errors import BullpenError, ConfigError
+from room.errors import BullpenError, ConfigError, StepFailed
 from room.message import Message
 
 if TYPE_CHECKING:
@@ -130,6 +130,18 @@ class PythonStep(Handler):
 
     def needs_replies(self) -> bool:
         return bool(getattr(self._func, "wakes_on_replies", False)) if self.loaded else False
+
+    def preflight_check(
+        self, ctx: StepContext
+    ) -> Callable[[dict[str, Any], StepContext], dict[str, Any]] | None:
+        """The step's pre-flight check (agents.runtime.preflight.with_preflight), its module
+        loaded first, as a first wake loads it, if it was not; StepFailed if it cannot be."""
+        if not self.loaded:
+            problem = self._first_load(ctx)
+            if problem is not None:
+                raise StepFailed(problem.reason)
+        check = getattr(self.func, "preflight", None)
+        return check if callable(check) else None
 
     def prepare(self, ctx: StepContext) -> None:
         if not self.loaded:

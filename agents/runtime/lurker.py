@@ -29,12 +29,13 @@ from agents.runtime import budget, handlers, nicklock
 from agents.runtime.cancel import is_cancel
 from agents.runtime.cursor import Cursor
 from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost, screened
-from agents.runtime.ping import pong_identity
+from agents.runtime.preflight import answered_itself, answers_itself
 from agents.runtime.refused import Refusal, Refusals, is_refusal, lurker_client
 from agents.runtime.services import StepServices
-from agents.runtime.step import Reply, StepContext
+from agents.runtime.sources import lines_for
+from agents.runtime.step import StepContext
 from agents.runtime.stepcancel import CancellableSteps
-from agents.runtime.wake import is_ping, orchestrator_problem, refusal, wake_set
+from agents.runtime.wake import orchestrator_problem, refusal, wake_set
 from agents.telemetry import live
 from room import logs
 from room.client import RoomClient, read_file
@@ -44,7 +45,7 @@ from room.log import Filter
 from room.message import Message
 from room.reader import RoomFile
 from room.stopsignals import StopSignals
-from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
+from room.tail import Position, WatchUnavailable
 from room.version import __version__
 
 if TYPE_CHECKING:
@@ -243,29 +244,12 @@ class Lurker:
     async def _follow(self, start: Position) -> None:
         use_file = self.reads_file()
         while not self._stop.is_set():
-            source: AsyncIterator[tuple[Message, Position]]
-            if self.home.society.room.engine == "jetstream":
-                from room.jetstream.follow import StreamFollower
-                from room.jetstream.stream import StreamSettings
-
-                room = self.home.society.room
-                source = StreamFollower(  # its durable consumer is the cursor (docs/scaling.md)
-                    StreamSettings.from_options(room.engine_options(self.home.path)),
-                    self.nick,
-                    self._safe(),
-                    progress=lambda: self._safe().seq,
-                    on_resume=self._collect_answered,
-                    ack_wait_s=max(60.0, 2 * self.config.timeout_s + 30),
-                ).follow()
-            elif use_file:
-                source = FileFollower(
-                    self.home.room_path,
-                    self._safe(),
-                    safety_s=self.home.society.lurker.safety_reread_s,
-                    to=f"@{self.nick}",
-                ).follow()
-            else:
-                source = HubFollower(self.client, self._safe(), to=f"@{self.nick}").follow()
+            source = lines_for(
+                self.home, self.nick, self.client, self._safe(), use_file,
+                progress=lambda: self._safe().seq, on_resume=self._collect_answered,
+                # a line comes again only when its handler cannot still be running
+                ack_wait_s=max(60.0, 2 * self.config.timeout_s + 30),
+            )  # fmt: skip
             consume = asyncio.create_task(self._consume(source))
             stopped = asyncio.create_task(self._stop.wait())
             await asyncio.wait([consume, stopped], return_when=asyncio.FIRST_COMPLETED)
@@ -309,11 +293,14 @@ class Lurker:
             self._last = position
             return
         # Only once it is pending may the cursor pass it: a handler finishing while this
-        # one waits for a slot must not save a cursor that skips it.
-        await self._slots.acquire()
+        # one waits for a slot must not save a cursor that skips it. A ping or a pre-flight
+        # takes no slot: it is answered at once, never queued behind a busy step.
+        light = answers_itself(message)
+        if not light:
+            await self._slots.acquire()
         self._pending[message.seq] = position
         self._last = position
-        task = asyncio.create_task(self._handle(message, position))
+        task = asyncio.create_task(self._handle(message, position, light))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -323,16 +310,15 @@ class Lurker:
             return self._last
         return Position(min(self._pending) - 1)
 
-    async def _handle(self, message: Message, position: Position) -> None:
+    async def _handle(self, message: Message, position: Position, light: bool) -> None:
         log = self.log.bind(seq=message.seq, id=message.id, sender=message.from_)
         stopping = False
         try:
             log.info("woken", type=message.type, thread=message.thread)
             started, started_ns = time.monotonic(), time.time_ns()
-            if is_ping(message):
-                outcome: Outcome = Reply(
-                    "pong", {"pong": True, "nick": self.nick, **pong_identity(self.home)}
-                )
+            itself = await answered_itself(message, self.ctx, self.handler, self.client)
+            if itself is not None:  # a ping or a pre-flight: no handler runs
+                outcome: Outcome = itself
             else:
                 from agents.runtime import lessons as wake_lessons  # on the first wake
 
@@ -358,7 +344,8 @@ class Lurker:
         finally:
             if not stopping:  # stopped unanswered: it stays before the cursor, for a restart
                 self._pending.pop(message.seq, None)
-            self._slots.release()
+            if not light:
+                self._slots.release()
         self.cursor.save(self._safe())
 
     async def _deliver(self, message: Message, outcome: Outcome) -> None:

@@ -86,5 +86,12 @@ class Handler:
         """True for a handler that sequences other nicks and waits for their replies."""
         return False
 
+    def preflight_check(
+        self, ctx: StepContext
+    ) -> Callable[[dict[str, Any], StepContext], dict[str, Any]] | None:
+        """What the handler's step would need here, checked without running it (a pre-flight,
+        agents/runtime/preflight.py); None when it has no such check."""
+        return None
+
     def prepare(self, ctx: StepContext) -> None:
         """Load what the handler needs before its first wake (the foreman: its pipelines)."""

@@ -17,7 +17,7 @@ import functools
 import secrets
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from room.client import RoomClient
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
+WAITING_S = 5.0  # how often a wait on missing replies says so
 
 
 @functools.cache
@@ -101,13 +102,35 @@ async def ping(
     A reply counts for a nick only when it answers that nick's own ask and comes from
     that nick: a line anyone else posts in the thread proves nothing.
     """
+    return await ask_each(client, nicks, "ping", {"ping": True}, timeout, label=label)
+
+
+async def ask_each(
+    client: RoomClient,
+    nicks: Iterable[str],
+    body: str,
+    data: dict[str, Any] | Callable[[str], dict[str, Any]],
+    timeout: float,
+    *,
+    label: str,
+    verified_only: bool = False,
+    waiting: Callable[[list[str], float], None] | None = None,
+) -> Pings:
+    """Ask every nick one question its lurker answers itself (a ping, a pre-flight), in one
+    thread, and wait up to `timeout` s for their replies. `data` may be made per nick;
+    `verified_only` counts a reply only when the hub proved its poster; `waiting(silent,
+    seconds)` is called about every WAITING_S while replies are missing, to say so."""
     result = Pings(thread=f"{label}-{secrets.token_hex(4)}")
     asked: dict[str, str] = {}  # ask id -> nick
     after = None
     for nick in nicks:
         try:
             stored = await client.say(
-                f"@{nick}", "ping", type="ask", data={"ping": True}, thread=result.thread
+                f"@{nick}",
+                body,
+                type="ask",
+                data=data(nick) if callable(data) else data,
+                thread=result.thread,
             )
         except BullpenError as exc:
             result.unsent[nick] = exc
@@ -115,16 +138,26 @@ async def ping(
         asked[str(stored.get("id"))] = nick
         seq = int(stored.get("seq", 0))
         after = seq - 1 if after is None else min(after, seq - 1)
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
+    said = started
     cursor = after or 0
     while asked and time.monotonic() < deadline:
-        left = max(0.1, deadline - time.monotonic())
-        lines, cursor = await client.read(cursor, 1000, thread=result.thread, wait=min(left, 5.0))
+        now = time.monotonic()
+        if waiting is not None and now - said >= WAITING_S:
+            waiting(sorted(asked.values()), now - started)
+            said = now
+        left = max(0.1, deadline - now)
+        wait = min(left, WAITING_S if waiting is not None else 5.0)
+        lines, cursor = await client.read(cursor, 1000, thread=result.thread, wait=wait)
         for line in lines:
             asker = str(line.get("in_reply_to") or "")
             pinged = asked.get(asker)
-            if pinged is not None and line.get("from") == pinged:
-                del asked[asker]
-                result.pongs[pinged] = line
+            if pinged is None or line.get("from") != pinged:
+                continue
+            if verified_only and line.get("verified") is not True:
+                continue
+            del asked[asker]
+            result.pongs[pinged] = line
     result.silent = list(asked.values())
     return result

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support import Society, set_seat, wait_for
+from tests.support import Society, run_cli, set_seat, wait_for
 
 FAKE_CODER = Path(__file__).resolve().parent.parent / "fakes" / "fake_coder.py"
 CLOSING = "Dispatch, then END YOUR TURN."
@@ -50,6 +51,26 @@ def coder_seat(
         f'kind = "cmd"\ncommand = ["{sys.executable}", "{FAKE_CODER}"]\n'
         f"timeout_s = {timeout_s}\nenv = {{ {pairs} }}\nwritable = [{places}]",
     )
+
+
+def lay_down(builds: Path, slug: str, files: dict[str, str]) -> Path:
+    """A campaign's folder under the build root, holding `files` (path -> text)."""
+    folder = builds / slug
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
+
+
+def build_command(
+    society: Society, base: Path, text: str, wait: float, *options: str
+) -> subprocess.CompletedProcess[str]:
+    """`bullpen build TICKET.md --wait-timeout WAIT [options]`, the ticket written to a new
+    file in `base`, as an operator runs it."""
+    path = base / f"ticket-{len(list(base.glob('ticket-*')))}.md"
+    path.write_text(text)
+    argv = ("build", str(path), "--wait-timeout", str(wait), *options)
+    return run_cli(society.root, *argv, timeout=wait + 60)
 
 
 def start_lurkers(society: Society, nicks: tuple[str, ...]) -> None:

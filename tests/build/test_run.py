@@ -27,7 +27,9 @@ from tests.build.helpers import (
     JS_SPEC,
     PY_FIX,
     PY_SPEC,
+    build_command,
     coder_seat,
+    lay_down,
     set_build,
     ticket,
 )
@@ -47,18 +49,10 @@ class House:
     procs: dict[str, Proc]
 
     def campaign(self, slug: str, files: dict[str, str]) -> Path:
-        folder = self.builds / slug
-        for name, text in files.items():
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_text(text)
-        return folder
+        return lay_down(self.builds, slug, files)
 
     def build(self, text: str, wait: float = 120) -> subprocess.CompletedProcess[str]:
-        path = self.base / f"ticket-{len(list(self.base.glob('ticket-*')))}.md"
-        path.write_text(text)
-        return run_cli(
-            self.society.root, "build", str(path), "--wait-timeout", str(wait), timeout=wait + 30
-        )
+        return build_command(self.society, self.base, text, wait)
 
     def thread_of(self, done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
         return self.thread(done.stderr.split("build ", 1)[1].split()[0])
