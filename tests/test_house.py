@@ -99,6 +99,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
         *_HOME,
         "agents.memory",
         "agents.wording",  # counted words; it imports nothing
+        # a lurker's live spans when [telemetry] is set: live.py imports the rest lazily
+        "agents.telemetry.live",
+        "agents.telemetry",
     ),
     # the model gateway: its own subsystem; nothing below it knows it (a seat is handed its way in)
     # the gateway reads seat tables (EnvVarName); seats never import the gateway
@@ -112,10 +115,12 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.foreman",
         "agents.replay",
         "agents.gateway",
+        "agents.runtime.outcome",  # what a lurker's handled span says of its outcome
     ),
     "agents.foreman": (
         *_HOME,
         "agents.runtime",
+        "agents.telemetry",  # the run's live spans, built from its thread as it goes
     ),
     # objects by SHA-256 through the room's engine (the hub's or NATS's store): below the
     # pipelines that hand build dirs and artifacts across hosts
@@ -142,6 +147,10 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.backpass.config",
         "agents.memory",  # the lessons a grinder is handed reach its code seat's prompt
         "agents.objects",  # the build dir and the green clone, handed across hosts
+        "agents.telemetry",  # each grind iteration's and fenced test run's live span
+        # a run's --budget and trace context in its ticket, in the gateway's own terms
+        "agents.gateway.runbudgets",
+        "agents.gateway.runticket",
     ),
     # the web view reads what the pipelines post and answers the gate through the
     # expedition's own functions; it shows each nick's lessons from shared memory

@@ -40,8 +40,8 @@ from agents.backpass.pipeline import NICKS
 from agents.backpass.relay import announce
 from agents.backpass.seating import choose_seats
 from agents.backpass.traces import StateFileError, check_state
+from agents.gateway.runticket import ticket_context
 from agents.roots import OutsideRoot
-from agents.runticket import ticket_context
 from agents.runtime.cancel import EXIT_CANCELLED
 from agents.runtime.finaljson import final_json
 from agents.runtime.waiting import Heartbeat, follow_run, require_listening

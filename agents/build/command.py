@@ -40,8 +40,8 @@ from agents.build.config import BuildConfig
 from agents.build.placement import PREFLIGHT_S, preflight
 from agents.build.ticket import MAX_TICKET_BYTES, TicketError, parse_ticket
 from agents.build.ticket import title as ticket_title
+from agents.gateway.runticket import ticket_context
 from agents.intake.bounded import read_text
-from agents.runticket import ticket_context
 from agents.runtime.cancel import EXIT_CANCELLED
 from agents.runtime.finaljson import final_json
 from agents.runtime.ping import config_drift

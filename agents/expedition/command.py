@@ -42,8 +42,8 @@ from agents.expedition.pipeline import DIG_REPORT
 from agents.expedition.progress import Progress
 from agents.expedition.prompting import RunEnded, typed_unless_ended
 from agents.foreman.pipeline import KEY
+from agents.gateway.runticket import ticket_context
 from agents.roots import OutsideRoot
-from agents.runticket import ticket_context
 from agents.runtime.cancel import EXIT_CANCELLED
 from agents.runtime.finaljson import final_json
 from agents.runtime.waiting import Heartbeat, follow_run, require_listening

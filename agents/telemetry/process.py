@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.telemetry.tree import SpanRecord, run_spans
 from agents.web.runs import FOREMAN
@@ -31,10 +31,17 @@ from room.traceids import child_span_id, parse_traceparent, step_span_id
 
 if TYPE_CHECKING:
     from agents.runtime.outcome import OutPost
-    from agents.telemetry.live import LiveExporter
     from room.message import Message
 
 __all__ = ["ForemanSpans", "handled_span"]
+
+
+class SpanSink(Protocol):
+    """Where finished spans go: agents/telemetry/live.py's exporter (named by its one
+    method, so this module and live.py, which imports it lazily, make no circle)."""
+
+    def submit(self, span: SpanRecord) -> None: ...
+
 
 ENDED = ("done", "failed", "cancelled")
 THREADS = 1000  # runs whose sent spans the foreman remembers (a restart resends: same ids)
@@ -81,7 +88,7 @@ class ForemanSpans:
     or overdue, and the run's root span with its final report."""
 
     def __init__(
-        self, exporter: LiveExporter, nick: str, trusted: frozenset[str], content: bool, screen: Any
+        self, exporter: SpanSink, nick: str, trusted: frozenset[str], content: bool, screen: Any
     ) -> None:
         self.exporter, self.nick, self.trusted = exporter, nick, trusted
         self.content, self.screen = content, screen

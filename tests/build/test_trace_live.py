@@ -58,7 +58,7 @@ def test_a_runs_trace_survives_a_foreman_restart(house: House) -> None:  # noqa:
     """The foreman exports live and is restarted while the grinder grinds: the new process,
     with nothing but the thread, goes on exporting into the same trace (the context is in the
     room), so the run is one tree: every step under the run's span it ends with."""
-    from agents.runticket import ticket_context
+    from agents.gateway.runticket import ticket_context
     from room.traceids import run_span_id, step_span_id, trace_id
     from tests.telemetry.sink import OtlpSink
 
