@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from agents.build.pipeline import NICKS
 from agents.build.preflight import same_place
 from agents.build.routing import LANGUAGES
-from agents.runtime.ping import ask_each, config_drift
+from agents.runtime.ping import ask_each, config_drift, other_host_society
 from agents.runtime.preflight import KEY
 from room.errors import BullpenError
 
@@ -137,6 +137,9 @@ def _judge(home: Home, placement: Placement, nicks: Iterable[str], timeout: floa
         drift = config_drift(home, nick, {"data": answer})
         if drift is not None:
             placement.problems.append(f"@{nick} on host {where(answer)}: {drift}")
+        note = other_host_society(home, nick, {"data": answer})
+        if note is not None:
+            placement.notes.append(note)
         if answer.get("checked") is False:
             placement.notes.append(
                 f"@{nick} on host {where(answer)} runs no build step here (a command or an "

@@ -80,11 +80,24 @@ def same_place(one: dict[str, Any], other: dict[str, Any]) -> bool:
     return (a.get("ino"), a.get("mtime_ns")) == (b.get("ino"), b.get("mtime_ns"))
 
 
+def _can_make(root: str) -> bool:
+    """Whether this process could make the folder `root`: its nearest existing parent is a
+    folder it may write."""
+    parent = os.path.dirname(root)
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    return bool(parent) and os.path.isdir(parent) and os.access(parent, os.W_OK | os.X_OK)
+
+
 def _root_view(
     config: BuildConfig, host: str, role: str, nick: str
 ) -> tuple[dict[str, Any], list[dict[str, str]]]:
     root = os.path.realpath(config.root)
     view = {"root": root, "place": place(root)}
+    if not os.path.isdir(root) and role == "grind" and _can_make(root):
+        # a grinder's build dir comes to it through the object store when it does not see
+        # @sandbox's: it makes its build root then (agents/build/handoff.py)
+        return view, []
     if not os.path.isdir(root):
         fix = f"create it there (mkdir -p {config.root})"
         if role != "prepare":  # an empty folder here would not hold @sandbox's build dirs

@@ -70,17 +70,37 @@ def config_drift(home: Home, nick: str, pong: dict[str, Any]) -> str | None:
     theirs = data.get("society_sha256")
     if not isinstance(theirs, str) or theirs == home.society_sha256:
         return None
-    host = data.get("host")
-    if isinstance(host, str) and host != socket.gethostname():
-        return (
-            f"restart needed: @{nick} on host {host} runs a society.toml (sha256 {theirs[:12]}) "
-            f"that differs from {home.society_file} here (sha256 {home.society_sha256[:12]}); "
-            f"copy the same society.toml to {host}, then restart it there: {restart_hint(nick)}"
-        )
+    if elsewhere(data):
+        return None  # its own host's file may differ by design: other_host_society says so
     return (
         f"restart needed: society.toml changed since {nick} started (it runs sha256 "
         f"{theirs[:12]}, {home.society_file} is now {home.society_sha256[:12]}); "
         f"{restart_hint(nick)}"
+    )
+
+
+def elsewhere(data: dict[str, Any]) -> bool:
+    """Whether a pong's data names another host than this one."""
+    host = data.get("host")
+    return isinstance(host, str) and host != socket.gethostname()
+
+
+def other_host_society(home: Home, nick: str, pong: dict[str, Any]) -> str | None:
+    """A note when `nick` runs on another host with another society.toml than this one's.
+
+    Not a refusal: with a hub per host (a JetStream room), each host's file names its own
+    hub's address, so the files differ by design; from here nobody can tell that from an
+    edit made there without a restart. The note says what to check.
+    """
+    data = pong.get("data") or {}
+    theirs = data.get("society_sha256")
+    if not isinstance(theirs, str) or theirs == home.society_sha256 or not elsewhere(data):
+        return None
+    return (
+        f"@{nick} on host {data.get('host')} runs a society.toml (sha256 {theirs[:12]}) that "
+        f"differs from {home.society_file} here (sha256 {home.society_sha256[:12]}): fine "
+        "where only that host's own sections differ (its hub's address); if it was edited "
+        f"there since @{nick} started, restart it there: {restart_hint(nick)}"
     )
 
 

@@ -68,8 +68,11 @@ class Home:
         return [m for m in self.society.lines() if str(m.get("thread")).startswith(thread_prefix)]
 
 
-def _home(base: Path, nicks: tuple[str, ...]) -> Home:
+def _home(base: Path, nicks: tuple[str, ...], toml: str = "") -> Home:
     society = Society(base / "home")
+    if toml:  # before anything starts: no process runs an older society.toml
+        path = society.root / "society.toml"
+        path.write_text(path.read_text() + toml)
     keep_only(society.root, nicks)  # a live check pings these alone
     builds = base / "builds"
     builds.mkdir()
@@ -287,22 +290,21 @@ def test_the_preflight_refuses_a_repo_the_sandbox_cannot_see(one_host: Home) -> 
     assert len(one_host.build_asks()) == asks and not folder.exists()
 
 
-@pytest.fixture
-def split(tmp_path: Path) -> Iterator[Home]:
-    """@py in its own mount namespace, where the build root is another, empty folder."""
+def _split(tmp_path: Path, nick: str, toml: str = "") -> Iterator[Home]:
+    """`nick` in its own mount namespace, where the build root is another, empty folder."""
     if shutil.which("bwrap") is None:
         pytest.fail("bubblewrap (bwrap) is needed: apt install bubblewrap")
-    home = _home(tmp_path, STEP_NICKS)
+    home = _home(tmp_path, STEP_NICKS, toml)
     society = home.society
-    procs = [society.spawn(f"lurk-{nick}", "lurk", nick) for nick in STEP_NICKS[:3]]
+    procs = [society.spawn(f"lurk-{n}", "lurk", n) for n in STEP_NICKS if n != nick]
     elsewhere = tmp_path / "another-host-root"
     elsewhere.mkdir()
     logs = society.root / "test-logs"
     argv = ["bwrap", "--dev-bind", "/", "/", "--bind", str(elsewhere), str(home.builds),
-            *bullpen_argv(society.root, "lurk", "py")]  # fmt: skip
-    grinder = Proc(argv, logs / "lurk-py.log")
-    society.procs.append(grinder)
-    procs.append(grinder)
+            *bullpen_argv(society.root, "lurk", nick)]  # fmt: skip
+    apart = Proc(argv, logs / f"lurk-{nick}.log")
+    society.procs.append(apart)
+    procs.append(apart)
     try:
         _start(society, STEP_NICKS, procs)
         yield home
@@ -310,34 +312,68 @@ def split(tmp_path: Path) -> Iterator[Home]:
         society.stop_all()
 
 
-def test_a_split_grinder_is_refused_by_the_preflight_and_flagged_by_trust_check(
-    split: Home,
+@pytest.fixture
+def split(tmp_path: Path) -> Iterator[Home]:
+    """@py apart: its build dir must come to it through the object store."""
+    yield from _split(tmp_path, "py")
+
+
+@pytest.fixture
+def split_designer(tmp_path: Path) -> Iterator[Home]:
+    """@testdesigner apart: it would write the spec into a build dir it cannot see."""
+    yield from _split(tmp_path, "testdesigner")
+
+
+@pytest.fixture
+def split_small_store(tmp_path: Path) -> Iterator[Home]:
+    """@py apart, with objects bounded at 1 KiB: no build dir can be handed on to it."""
+    yield from _split(tmp_path, "py", "\n[objects]\nmax_bytes = 1024\n")
+
+
+def test_a_split_designer_is_refused_by_the_preflight_and_flagged_by_trust_check(
+    split_designer: Home,
 ) -> None:
-    """@py sees another folder at the build root: `bullpen build` names both nicks and
-    hosts and posts nothing; `bullpen trust check --live` flags the split."""
+    """@testdesigner sees another folder at the build root: `bullpen build` names both nicks
+    and hosts and posts nothing; `bullpen trust check --live` flags the split."""
+    split = split_designer
     folder = split.campaign("calc", "tests/test_calc.py", PY_SPEC)
     done = split.build(ticket(str(folder), f"{folder}/tests/test_calc.py", tiers="pyfix"))
     assert done.returncode == 1, done.stdout + done.stderr
     host = socket.gethostname()
     root = str(split.builds.resolve())
     said = (
-        f"@py on host {host} does not see the build root {root} that @sandbox sees on host "
-        f"{host}: another folder (both hosts are named {host}"
+        f"@testdesigner on host {host} does not see the build root {root} that @sandbox sees "
+        f"on host {host}: another folder (both hosts are named {host}"
     )
     assert said in done.stderr and "Nothing was posted to the foreman" in done.stderr
-    assert "@testdesigner on host" not in done.stderr
+    assert "@py on host" not in done.stderr
     assert split.build_asks() == []
     checked = run_cli(split.society.root, "trust", "check", "--live")
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert f"problem: build nicks split with no shared store: {said}" in checked.stdout
 
 
-def test_a_wrong_host_grind_names_both_sides_of_the_boundary(split: Home) -> None:
-    """Posted to the foreman without the pre-flight (as an older `bullpen build` would): the
-    sandbox makes the build dir on its host, the grinder cannot see it, and its failure
-    names which nick on which host could not see what, and which nick on which host made
-    it, as the room says; it no longer tells the operator to create the folder."""
+def test_a_split_grinder_passes_the_preflight_and_its_build_dir_travels(split: Home) -> None:
+    """@py sees another folder at the build root: the pre-flight lets it be (its build dir
+    comes to it as a bundle through the object store), the build goes green, and trust
+    check flags no split."""
     folder = split.campaign("calc", "tests/test_calc.py", PY_SPEC)
+    done = split.build(ticket(str(folder), f"{folder}/tests/test_calc.py", tiers="pyfix"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "BUILD GREEN" in done.stdout
+    checked = run_cli(split.society.root, "trust", "check", "--live")
+    assert "build nicks split" not in checked.stdout, checked.stdout
+
+
+def test_a_wrong_host_grind_names_both_sides_of_the_boundary(split_small_store: Home) -> None:
+    """Posted to the foreman without the pre-flight (as an older `bullpen build` would), with
+    a build dir too big for the object store's bound: the sandbox makes it on its host, the
+    spec step cannot hand it on, the grinder cannot see it, and its failure names which nick
+    on which host could not see what, and which nick on which host made it, as the room
+    says; it no longer tells the operator to create the folder."""
+    split = split_small_store
+    folder = split.campaign("calc", "tests/test_calc.py", PY_SPEC)
+    (folder / "data.bin").write_bytes(os.urandom(8192))  # a bundle past the 1 KiB bound
     text = ticket(str(folder), f"{folder}/tests/test_calc.py", tiers="pyfix")
     body, data, thread = run_build(split.society, text, 120)
     assert data["green"] is False and "GRIND FAILED" in body, body
