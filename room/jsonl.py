@@ -10,8 +10,8 @@
   stops the start and moves nothing.
 - Durable before seen: after each batch the durable mark (room/durable.py)
   says how far the room is fsynced; file followers deliver no further.
-- Side files first: the nonce journal is synced before the batch is even
-  written, so no line whose proof it records can reach the disk before it.
+- One sync per batch: a proof's nonce rides in its line (trust/nonces.py),
+  so nothing beside the room is synced before it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import bisect
 import errno
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -78,7 +78,6 @@ class JsonlLog(RoomLog):
         self,
         path: Path,
         *,
-        before_sync: Sequence[Callable[[], None]] = (),  # synced before every batch
         io: FileIO | None = None,
         checkpoint: Checkpointed | None = None,
         cache_lines: int = DEFAULT_MAX_LINES,
@@ -86,14 +85,13 @@ class JsonlLog(RoomLog):
         thread_index_size: int = 1024,
     ) -> None:
         self.path = path
-        self._before_sync = list(before_sync)
         self._io = io or FileIO()
         self._checkpoint = checkpoint
         self._mark: durable.MarkWriter | None = None
         self._cache: LineCache[_Cached] = LineCache(cache_max_bytes, cache_lines)
         self._threads = ThreadIndex(thread_index_size)
         self._building: dict[str, asyncio.Future[tuple[list[int], int]]] = {}
-        # The writer's own thread (the room's write and fsync, side files first): reads run
+        # The writer's own thread (the room's write and fsync): reads run
         # on the default executor, so no read can queue in front of a write.
         self._write_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="room-writer")
         self._ids = IdClock()
@@ -216,11 +214,6 @@ class JsonlLog(RoomLog):
         return self._closing and not self._queue
 
     def _write_and_sync(self, blob: bytes) -> None:
-        # Side files first (the nonce journal, a no-op when no proof came in): the
-        # kernel may write the room's pages back at any moment after write(), so a
-        # nonce must be on disk before any line whose proof it records is written.
-        for hook in self._before_sync:
-            hook()
         written = self._io.write(self._fd, blob)
         if written != len(blob):
             raise OSError(errno.EIO, f"short write: {written} of {len(blob)} bytes")

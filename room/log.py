@@ -27,6 +27,7 @@ class Draft:
     post: Post
     verified: bool
     via: str | None = None  # how a proofless verified post was admitted (room/message.py)
+    nonce: str | None = None  # a shared-secret proof's nonce: the room remembers it (no journal)
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,8 @@ def build_line(seq: int, ulid: str, ms: int, draft: Draft, prev: str) -> bytes:
     }
     if draft.via is not None:  # only where it matters: most lines stay as they were
         obj["via"] = draft.via
+    if draft.nonce is not None:  # a proved post's nonce, durable with its line (one fsync)
+        obj["nonce"] = draft.nonce
     obj["prev"] = prev
     return strictjson.dumps(obj).encode("utf-8")
 

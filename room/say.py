@@ -100,7 +100,9 @@ async def say(hub: Hub, relaxed: bool, scope: Scope, receive: Receive) -> bytes:
         admit = hub.limits.admit_verified if verified else hub.limits.admit_unverified
         admit(post_request.post.from_, len(raw))
     via = gate.admitted_via(post_request, relaxed, verified)
-    stored = await hub.log.append(Draft(post_request.post, verified, via))
+    proof = post_request.proof
+    nonce = None if proof is None else proof.nonce  # kept in the line: the room remembers it
+    stored = await hub.log.append(Draft(post_request.post, verified, via, nonce))
     tlog = hub.tlog
     if tlog is not None and via is not None and stored.sender in gate.table.public_keys:
         await tlog.cover(stored.seq)  # only the hub's signed word vouches for such a line

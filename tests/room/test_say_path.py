@@ -2,7 +2,7 @@
 
 Through a real hub on loopback: bodies that arrive in pieces or without a
 declared length, the answer's exact bytes and headers, a hang-up mid-body,
-and a signed post's nonce journaled before its line is acknowledged. In
+and a signed post's nonce in its acknowledged line (never its HMAC). In
 process: the ULID and timestamp encoders against their plain definitions,
 and strict JSON's shortcut refusing all it refused before.
 """
@@ -168,20 +168,31 @@ def test_a_hang_up_mid_body_writes_nothing_and_the_hub_serves_on(hubbed: Society
     assert answer.status_code == 200 and answer.json()["body"] == "still here"
 
 
-def test_a_signed_posts_nonce_is_journaled_before_its_line_is_acknowledged(
+def test_a_signed_posts_nonce_is_in_its_acknowledged_line_and_its_hmac_nowhere(
     hubbed: Society,
 ) -> None:
-    """When the hub answers 200 for a proved post, its nonce is already in the journal."""
+    """When the hub answers 200 for a proved post, the line it returns (and the room) holds the
+    proof's nonce, so the room itself remembers it; the HMAC is stored nowhere, and no nonce
+    journal is written beside the room."""
     secret = hubbed.secret()
     for k in range(5):
         payload = {"from": "operator", "to": "@echo", "type": "chat", "body": f"signed {k}"}
         payload.update(SecretSigner(secret).prove(Post.model_validate(payload)))
         answer = HTTP.post(f"{hubbed.strict_url}/say", json=payload, timeout=10)
         assert answer.status_code == 200 and answer.json()["verified"] is True
-        journal = Path(str(hubbed.room) + ".nonces").read_bytes()
-        assert payload["proof"]["nonce"].encode() in journal
+        line = answer.json()
+        assert line["nonce"] == payload["proof"]["nonce"]
+        assert list(line)[-3:] == ["verified", "nonce", "prev"]  # docs/room.md's order
+        room = hubbed.room.read_bytes()
+        assert answer.content in room and payload["proof"]["hmac"].encode() not in room
         again = HTTP.post(f"{hubbed.strict_url}/say", json=payload, timeout=10)
         assert again.status_code == 401 and "already used" in again.json()["message"]
+    assert not Path(str(hubbed.room) + ".nonces").exists()
+    plain = {"from": "plain", "to": "@echo", "type": "chat", "body": "no proof"}
+    assert "nonce" not in HTTP.post(f"{hubbed.strict_url}/say", json=plain, timeout=10).json()
+    forged = {**plain, "nonce": "abcdefgh12"}
+    refused = HTTP.post(f"{hubbed.strict_url}/say", json=forged, timeout=10)
+    assert refused.status_code == 400 and "set by the hub" in refused.json()["message"]
 
 
 def _plain_base32(value: int, length: int) -> str:
