@@ -21,7 +21,7 @@ import bisect
 import errno
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -73,6 +73,32 @@ class _Cached:
         self.verified = stored.verified
 
 
+class _Done:
+    """A queued post's callback, shaped like the future `append` awaits (set once)."""
+
+    __slots__ = ("_callback",)
+
+    def __init__(self, callback: Callable[[Stored | BaseException], None]) -> None:
+        self._callback: Callable[[Stored | BaseException], None] | None = callback
+
+    def done(self) -> bool:
+        return self._callback is None
+
+    def set_result(self, result: Stored | BaseException) -> None:
+        callback, self._callback = self._callback, None
+        if callback is None:
+            return
+        try:
+            callback(result)
+        except Exception:  # an answer that could not be written must not stop the writer
+            log.exception("answering a stored post failed")
+
+    set_exception = set_result
+
+
+_Pending = asyncio.Future[Stored] | _Done
+
+
 class JsonlLog(RoomLog):
     def __init__(
         self,
@@ -95,7 +121,7 @@ class JsonlLog(RoomLog):
         # on the default executor, so no read can queue in front of a write.
         self._write_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="room-writer")
         self._ids = IdClock()
-        self._queue: list[tuple[Draft, asyncio.Future[Stored]]] = []
+        self._queue: list[tuple[Draft, _Pending]] = []
         self._fd = -1
         self._lock_fd = -1
         self._size = 0
@@ -162,6 +188,17 @@ class JsonlLog(RoomLog):
         self._queue.append((draft, future))
         self._kick.set()
         return await future
+
+    def submit(self, draft: Draft, done: Callable[[Stored | BaseException], None]) -> None:
+        """`append` for the direct /say path: `done` is called from the writer, no future."""
+        if self._failed is not None:
+            done(self._failed)
+            return
+        if self._closing or self._kick is None:
+            done(DurabilityError("the room is closing; post again once the hub is back"))
+            return
+        self._queue.append((draft, _Done(done)))
+        self._kick.set()
 
     async def _writer(self) -> None:
         assert self._kick is not None
@@ -244,7 +281,7 @@ class JsonlLog(RoomLog):
             self.on_stored(stored)
         self._wake_readers()
 
-    def _fail(self, exc: BaseException, batch: list[tuple[Draft, asyncio.Future[Stored]]]) -> None:
+    def _fail(self, exc: BaseException, batch: list[tuple[Draft, _Pending]]) -> None:
         try:
             self._io.truncate(self._fd, self._size)
             os.fsync(self._fd)

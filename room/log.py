@@ -13,6 +13,7 @@ import abc
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from room import strictjson
 from room.errors import DurabilityError
@@ -144,6 +145,27 @@ class RoomLog(abc.ABC):
     @abc.abstractmethod
     async def append(self, draft: Draft) -> Stored:
         """Stamp, store durably, and return the line; raise DurabilityError if it could not."""
+
+    def submit(self, draft: Draft, done: Callable[[Stored | BaseException], None]) -> None:
+        """`append` without awaiting it: `done` gets the stored line or the error, once.
+
+        The hub's direct /say path (room/direct.py) answers from `done`; an engine
+        that can hand it to its writer as is (JSONL) saves a task and a future per post.
+        """
+
+        async def run() -> None:
+            try:
+                stored = await self.append(draft)
+            except Exception as exc:
+                done(exc)
+                return
+            done(stored)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._submitted.add(task)
+        task.add_done_callback(self._submitted.discard)
+
+    _submitted: ClassVar[set[asyncio.Task[None]]] = set()  # held until done (weak in the loop)
 
     @abc.abstractmethod
     async def read(self, after: int, limit: int, flt: Filter) -> ReadResult:

@@ -31,6 +31,8 @@ EXPIRE_EVERY = 1024  # reservations between two sweeps of the expired nonces
 
 
 class NonceStore:
+    synchronous = True  # reserve() answers at once (trust/streamnonces.py: a round trip)
+
     def __init__(
         self,
         journal: Path | None,

@@ -42,6 +42,8 @@ class StreamNonces(NonceStore):
     reservations go through `reserve_async`, which `Gate.admit` uses.
     """
 
+    synchronous = False  # every reservation is a round trip: the hub awaits reserve_async
+
     def __init__(self, window_s: int = 120, deadline_s: float = 15.0) -> None:
         super().__init__(None, window_s)
         self._window = window_s

@@ -292,3 +292,118 @@ def test_a_keep_alive_connection_stalling_its_next_request_is_cut_on_time(
     timeout = 1.0 if stall == "head" else 1.5
     assert took is not None, f"the stalled {stall} was never cut"
     assert timeout - 0.2 <= took <= timeout + 3, f"cut after {took:.2f} s, timeout {timeout} s"
+
+
+def _answers(port: int, request: bytes, count: int = 1) -> list[tuple[bytes, bytes]]:
+    """Send `request` (one or several pipelined) on a fresh connection and read `count`
+    answers (a 100 Continue counts as one): each (head without its date line, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        data, answers = b"", []
+        while len(answers) < count:
+            while b"\r\n\r\n" not in data:
+                chunk = sock.recv(65536)
+                assert chunk, f"the hub closed after {len(answers)} answers: {answers}"
+                data += chunk
+            head, _, data = data.partition(b"\r\n\r\n")
+            lines = [line for line in head.split(b"\r\n") if not line.startswith(b"date:")]
+            length = next(
+                (
+                    int(line.split(b":", 1)[1])
+                    for line in lines
+                    if line.startswith(b"content-") and line.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
+            while len(data) < length:
+                chunk = sock.recv(65536)
+                assert chunk, "the hub closed before its answer was whole"
+                data += chunk
+            answers.append((b"\r\n".join(lines), data[:length]))
+            data = data[length:]
+    return answers
+
+
+def _comparable(body: bytes) -> object:
+    """An answer's body with what the hub stamps per line (seq, id, ts, prev) left out."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return body
+    if isinstance(parsed, dict) and "seq" in parsed:
+        return {k: v for k, v in parsed.items() if k not in ("seq", "id", "ts", "prev", "body")}
+    return parsed
+
+
+def test_the_direct_say_path_answers_exactly_as_the_asgi_path(hubbed: Society) -> None:
+    """POST /say is read by the listener's protocol itself (room/direct.py); a percent-encoded
+    `/s%61y` still goes through the ASGI app (room/say.py's serve_say). Every kind of answer
+    (stored, refused by each check, 100 Continue, pipelined, relaxed without its token) has
+    the same status line, headers and body both ways."""
+    from tests.reliability.helpers import http_request
+
+    secret = hubbed.secret()
+    signed = {"from": "operator", "to": "@echo", "type": "chat", "body": "proved"}
+    signed.update(SecretSigner(secret).prove(Post.model_validate(signed)))
+
+    def plain(text: str = "hi", **extra: object) -> bytes:
+        return json.dumps(
+            {"from": "twin", "to": "@echo", "type": "chat", "body": text, **extra}
+        ).encode()
+
+    cases: list[tuple[str, int, str, bytes, dict[str, str], int]] = [
+        # (what, port, query, body, headers, answers expected)
+        ("stored", hubbed.strict_port, "", plain(), {}, 1),
+        ("bad json", hubbed.strict_port, "", b"{nope", {}, 1),
+        ("unknown field", hubbed.strict_port, "", plain(colour="red"), {}, 1),
+        ("hub field", hubbed.strict_port, "", plain(nonce="abcdefgh"), {}, 1),
+        ("secret in body", hubbed.strict_port, "", plain(secret.decode()), {}, 1),
+        ("secret in query", hubbed.strict_port, f"?x={secret.decode()}", plain(), {}, 1),
+        ("privileged, no proof", hubbed.strict_port, "", plain(**{"from": "operator"}), {}, 1),
+        ("replayed proof", hubbed.strict_port, "", json.dumps(signed).encode(), {}, 1),
+        ("expect 100", hubbed.strict_port, "", plain(), {"expect": "100-continue"}, 2),
+        ("relaxed, no token", hubbed.relaxed_port, "", plain(), {}, 1),
+        ("relaxed, bad token", hubbed.relaxed_port, "", plain(), {"authorization": "Bearer x"}, 1),
+        ("closing", hubbed.strict_port, "", plain(), {"connection": "close"}, 1),
+    ]
+    first = HTTP.post(f"{hubbed.strict_url}/say", json=signed, timeout=10)
+    assert first.status_code == 200  # so that the replay below is one
+    statuses = set()
+    for what, port, query, body, headers, count in cases:
+        got = {}
+        for path in ("/say", "/s%61y"):
+            answers = _answers(port, http_request("POST", path + query, body, headers), count)
+            got[path] = [(head, _comparable(answer)) for head, answer in answers]
+        assert got["/say"] == got["/s%61y"], what
+        statuses.add(got["/say"][-1][0].split(b"\r\n")[0])
+    assert statuses >= {
+        b"HTTP/1.1 200 OK",
+        b"HTTP/1.1 400 Bad Request",
+        b"HTTP/1.1 401 Unauthorized",
+    }
+    declared = request_head(MAX_REQUEST_BYTES + 1)  # refused on its head, before any body
+    too_big = [
+        _answers(hubbed.strict_port, declared.replace(b"/say", path, 1))
+        for path in (b"/say", b"/s%61y")
+    ]
+    assert too_big[0] == too_big[1] and too_big[0][0][0].startswith(b"HTTP/1.1 413")
+    # Pipelined: three posts and a read of /health in one send, answered in order.
+    pipelined = b"".join(
+        [
+            http_request("POST", "/say", plain("one")),
+            http_request("POST", "/say", b"{broken"),
+            http_request("GET", "/health"),
+            http_request("POST", "/say", plain("three")),
+        ]
+    )
+    answers = _answers(hubbed.strict_port, pipelined, 4)
+    assert [head.split(b"\r\n")[0] for head, _ in answers] == [
+        b"HTTP/1.1 200 OK",
+        b"HTTP/1.1 400 Bad Request",
+        b"HTTP/1.1 200 OK",
+        b"HTTP/1.1 200 OK",
+    ]
+    assert (
+        json.loads(answers[0][1])["body"] == "one" and json.loads(answers[3][1])["body"] == "three"
+    )
+    assert "seq" in json.loads(answers[2][1])  # /health's answer, between them
