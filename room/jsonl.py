@@ -22,7 +22,6 @@ import errno
 import json
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Store
 from room.message import parse_line
 from room.reader import RoomFile, seq_of
 from room.recovery import MAX_BATCH_BYTES, Checkpointed, recover
+from room.syncthread import SyncThread
 from room.threads import ThreadIndex, pick
 
 __all__ = ["MAX_BATCH_BYTES", "Checkpointed", "JsonlLog", "lock_path"]
@@ -119,7 +119,7 @@ class JsonlLog(RoomLog):
         self._building: dict[str, asyncio.Future[tuple[list[int], int]]] = {}
         # The writer's own thread (the room's write and fsync): reads run
         # on the default executor, so no read can queue in front of a write.
-        self._write_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="room-writer")
+        self._syncer = SyncThread(self._write_and_sync)
         self._ids = IdClock()
         self._queue: list[tuple[Draft, _Pending]] = []
         self._fd = -1
@@ -237,9 +237,7 @@ class JsonlLog(RoomLog):
         batch, self._queue = self._queue[: len(stored)], self._queue[len(stored) :]
         blob = b"".join(s.raw + b"\n" for s in stored)
         try:
-            await asyncio.get_running_loop().run_in_executor(
-                self._write_pool, self._write_and_sync, blob
-            )
+            await self._syncer.run(blob)
             self._publish(self._size + len(blob), Head(seq, prev))
         except Exception as exc:
             self._fail(exc, batch)  # every post of this batch and the queue is refused
@@ -439,7 +437,7 @@ class JsonlLog(RoomLog):
         self._release()
 
     def _release(self) -> None:
-        self._write_pool.shutdown(wait=False)
+        self._syncer.stop()
         if self._reader is not None:
             self._reader.close()
             self._reader = None
