@@ -277,6 +277,14 @@ class WebConfig(_Strict):
         return (self.url or HubConfig._url_for(self.listen)).rstrip("/")
 
 
+class ObjectsConfig(_Strict):
+    """[objects]: what one step hands another across hosts, by SHA-256 (docs/build.md)."""
+
+    max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, le=4 * 1024**3)
+    # The NATS Object Store bucket of a JetStream room (the JSONL hub keeps <home>/objects).
+    bucket: str = Field(default="bullpen-objects", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+
+
 class SocietyConfig(_Strict):
     operator: str = "operator"
     room: RoomConfig = Field(default_factory=RoomConfig)
@@ -286,6 +294,7 @@ class SocietyConfig(_Strict):
     nicks: dict[str, NickConfig] = Field(default_factory=dict)
     seats: dict[str, dict[str, Any]] = Field(default_factory=dict)
     roots: RootsConfig = Field(default_factory=RootsConfig)
+    objects: ObjectsConfig = Field(default_factory=ObjectsConfig)
     # A pipeline's own section is its table, parsed and checked by the pipeline
     # (agents/expedition/config.py, agents/backpass/config.py): this file knows no pipeline.
     expedition: dict[str, Any] = Field(default_factory=dict)

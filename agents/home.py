@@ -7,6 +7,7 @@ room/room.jsonl  the room (its place is configurable)
 state/<nick>/    each lurker's cursor and flags (under systemd: $STATE_DIRECTORY/<nick>)
 secrets/gateway/<nick>.token   a caller's token for the model gateway (0600)
 gateway/ledger.jsonl           one line per model call through the gateway
+objects/<sha256> what steps hand each other across hosts (a JSONL room's hub; 0700/0600)
 home.toml        the bullpen that made the home and each file family's format (agents.formats)
 """
 
@@ -43,6 +44,9 @@ def resolve(explicit: str | os.PathLike[str] | None = None) -> Path:
 @dataclass
 class Home:
     root: Path
+    # whether steps acting for this home may store objects in the room's engine
+    # (agents/objects): a replay's private copy reads them, and stores none
+    stores_objects = True
     _society_sha256: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
@@ -91,6 +95,11 @@ class Home:
         if not self.trust_file.exists():  # a bare folder (a backpass's only): secrets/ alone
             return HomeSecrets(None, self.root / "secrets")
         return HomeSecrets(self.trust, self.root / "secrets")
+
+    @property
+    def objects_dir(self) -> Path:
+        """Where a JSONL room's hub keeps the objects steps hand on (room/objectstore.py)."""
+        return self.root / "objects"
 
     @property
     def room_path(self) -> Path:

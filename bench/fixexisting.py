@@ -9,16 +9,17 @@ for it; the grind (agents/build/grind.py) climbs a ladder of one seat, behind
 the real fence, with real pytest. The seats:
 
   shown     tests/fakes/fake_code_model.py, model "fix": copies the buggy
-            function from the prompt into a search/replace edit
-  sloppy    the same model whose first answer's search text is re-indented
-            (not found), so it must read why from its next prompt
+            function's numbered lines from the prompt into an edit of those lines
+  sloppy    the same model whose first answer's old text is re-indented (not what
+            the lines say), so it must read why from its next prompt
   unshown   "fix" with [build] prompt_tokens at its floor (500): the module is
             left out of the prompt, the model can only guess a whole file,
             which the grind refuses (a file not shown is never overwritten)
   local     the built-in seat, which writes no code
   real      SmolLM2-135M-Instruct on llama.cpp's llama-server, an `openai` seat
             through the home's gateway (tests/realmodel/helpers.py: real_seat),
-            its prompt and answer sized to the server's 4096-token context;
+            its prompt and answer sized to the server's 4096-token context (the
+            answer's schema to its 400-token cap: agents/build/editschema.py);
             only with `--seat real` (build it: eval "$(bash .ci/build-llama-server)")
 
     python bench/fixexisting.py --seat real    # the real model alone: minutes a campaign

@@ -1,7 +1,7 @@
 """Benchmark the hub under a local flood: connections, unread answers, scans of unknown threads.
 
     python bench/flood.py            # full run (a few minutes: it builds a 300 MB room)
-    python bench/flood.py --quick    # smaller counts, for a smoke check
+    python bench/flood.py --quick    # smaller counts and shorter windows: a smoke check
 
 Three measures, each against a real hub process with default settings:
 
@@ -91,7 +91,9 @@ def flooders(
     return procs
 
 
-def connection_flood(base: Path, total: int, rows: list[tuple[str, str, str]]) -> None:
+def connection_flood(
+    base: Path, total: int, rows: list[tuple[str, str, str]], quick: bool = False
+) -> None:
     society = Society(base / "home-conn")
     hub = society.start_hub()
     try:
@@ -106,11 +108,11 @@ def connection_flood(base: Path, total: int, rows: list[tuple[str, str, str]]) -
             ("half", total - 3 * quarter),
         ]
         procs = flooders(society, [*plan, ("trickle", 200)], seconds=600)
-        time.sleep(5)  # let the flood reach its steady churn
+        time.sleep(2 if quick else 5)  # let the flood reach its steady churn
         health = httpx.get(f"{society.strict_url}/health", timeout=30).json()
-        flooded = [cli_say(society, f"flooded {i}") for i in range(5)]
+        flooded = [cli_say(society, f"flooded {i}") for i in range(2 if quick else 5)]
         startup_flooded = cli_startup()
-        probe = asyncio.run(post_latencies(society, 20))
+        probe = asyncio.run(post_latencies(society, 8 if quick else 20))
         rss_now, _ = rss_mib(hub.pid)
         results = [p.communicate(input="", timeout=120)[0].strip() for p in procs]
         rss_peak = rss_mib(hub.pid)[1]
@@ -122,7 +124,7 @@ def connection_flood(base: Path, total: int, rows: list[tuple[str, str, str]]) -
     )
     rows.append(
         (
-            f"`bullpen say` under {total:,} idle/half-open + 200 tricklers (max of 5)",
+            f"`bullpen say` under {total:,} idle/half-open + 200 tricklers (max of {len(flooded)})",
             f"{max(flooded):.2f} s",
             "goal < 5 s",
         )
@@ -202,16 +204,19 @@ async def unread(port: int, n: int, token: str) -> list[asyncio.StreamWriter]:
     return writers
 
 
-def unread_answers(base: Path, readers: int, rows: list[tuple[str, str, str]]) -> None:
+def unread_answers(
+    base: Path, readers: int, rows: list[tuple[str, str, str]], quick: bool = False
+) -> None:
     society = Society(base / "home-unread")
-    big_room(society.room, 2000, 60_000)  # 120 MB: every answer is cut at read_max_bytes
+    # 120 MB (--quick: 9 MB): either way every answer is cut at read_max_bytes (4 MiB).
+    big_room(society.room, 150 if quick else 2000, 60_000)
     hub = society.start_hub()
     try:
         rss_idle = rss_mib(hub.pid)[0]
 
         async def hold() -> float:
             writers = await unread(society.strict_port, readers, society.home.read_token().decode())
-            await asyncio.sleep(5)
+            await asyncio.sleep(2 if quick else 5)
             peak = rss_mib(hub.pid)[0]
             for writer in writers:
                 writer.close()
@@ -261,7 +266,7 @@ async def scans_and_posts(society: Society, readers: int, count: int) -> tuple[l
 
 
 def unknown_threads(
-    base: Path, megabytes: int, readers: int, rows: list[tuple[str, str, str]]
+    base: Path, megabytes: int, readers: int, rows: list[tuple[str, str, str]], posts: int = 40
 ) -> None:
     society = Society(base / "home-scan")
     started = time.perf_counter()
@@ -270,8 +275,8 @@ def unknown_threads(
     size = society.room.stat().st_size
     society.start_hub()
     try:
-        idle = asyncio.run(post_latencies(society, 40))
-        loaded, finished = asyncio.run(scans_and_posts(society, readers, 40))
+        idle = asyncio.run(post_latencies(society, posts))
+        loaded, finished = asyncio.run(scans_and_posts(society, readers, posts))
     finally:
         society.stop_all()
     med_idle, med_loaded = statistics.median(idle), statistics.median(loaded)
@@ -300,9 +305,9 @@ def main() -> int:
     rows: list[tuple[str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="bullpen-flood-") as tmp:
         base = Path(tmp)
-        connection_flood(base, 2000 if args.quick else 20_000, rows)
-        unread_answers(base, 20 if args.quick else 200, rows)
-        unknown_threads(base, 30 if args.quick else 300, 256, rows)
+        connection_flood(base, 2000 if args.quick else 20_000, rows, args.quick)
+        unread_answers(base, 20 if args.quick else 200, rows, args.quick)
+        unknown_threads(base, 10 if args.quick else 300, 256, rows, 15 if args.quick else 40)
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     rows.append((f"load average at the end ({os.cpu_count()} CPUs)", load, ""))
     print_table([("measure", "value", "note"), *rows])

@@ -1,7 +1,7 @@
 """Benchmark the room on JetStream beside the JSONL room, in one run on one machine.
 
     python bench/jetstream.py            # 8 clients x 1000 posts, 300 wakes per room
-    python bench/jetstream.py --quick    # 8 clients x 250 posts, 100 wakes
+    python bench/jetstream.py --quick    # 8 clients x 60 posts, 30 wakes: a smoke check
 
 Three rooms, same script, same run: the JSONL file, a single JetStream node
 and a 3-node R3 cluster on loopback (nats-server from $BULLPEN_NATS_SERVER
@@ -61,7 +61,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    posts, wakes = (250, 100) if args.quick else (1000, 300)
+    posts, wakes = (60, 30) if args.quick else (1000, 300)
     rows: list[tuple[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="bullpen-bench-js-") as tmp:
         base = Path(tmp)

@@ -1,7 +1,7 @@
 """Benchmark lurkers: wake latency, idle CPU and memory, against a naive 1 s poller.
 
     python bench/lurkers.py            # 20 lurkers, 500 posts, 60 s idle window
-    python bench/lurkers.py --quick    # 20 lurkers, 100 posts, 10 s idle window
+    python bench/lurkers.py --quick    # 20 lurkers, 30 posts, 2 s idle windows: a smoke check
 
 Wake latency is measured from the moment the hub's acknowledgment reaches
 the poster to the moment the addressed lurker's handler starts (the handler
@@ -75,12 +75,14 @@ def measure_latency(
     marks_file: Path,
     timeout: float,
     phase: random.Random | None = None,
+    extra: dict[str, object] | None = None,
 ) -> tuple[list[float], list[float]]:
     """(from the ack's arrival, from the post's sending) to the handler's start, in seconds.
 
     With `phase`, each post waits a random 0-1 s first, so it reaches a once-a-second poller at
     a random point of its cycle (without it, the next post would always follow the poller's
-    read at once, and wait nearly a whole second: an unfair baseline).
+    read at once, and wait nearly a whole second: an unfair baseline). `extra`: fields added
+    to each post (a thread and data, as a run's step asks carry: bench/telemetry.py).
     """
     latencies, from_send = [], []
     with httpx.Client(base_url=society.strict_url, timeout=10) as client:
@@ -89,6 +91,7 @@ def measure_latency(
                 time.sleep(phase.random())  # a random phase against the poller's cycle
             nick = targets[n % len(targets)]
             payload = {"from": "operator", "to": f"@{nick}", "type": "ask", "body": f"wake {n}"}
+            payload.update(extra or {})
             payload.update(signer.prove(Post.model_validate(payload)))
             body = json.dumps(payload)
             sent = time.time()
@@ -107,8 +110,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    posts = 100 if args.quick else 500
-    idle_s = 10.0 if args.quick else 60.0
+    # --quick only proves the bench still runs to its table (bench/quick.py, in CI): the
+    # baseline's random phases alone cost about half a second a post.
+    posts, forks, polls = (30, 10, 10) if args.quick else (500, 40, 40)
+    idle_s = 2.0 if args.quick else 60.0
     rows = []
     with tempfile.TemporaryDirectory(prefix="bullpen-bench-") as tmp:
         society = Society(Path(tmp) / "home")
@@ -141,7 +146,7 @@ def main() -> int:
             rows.append(("CPU of all 20 lurkers per post", f"{herd / posts * 1000:.2f} ms"))
             blocking = society.start_lurker("blocking", env=env)
             measure_latency(society, signer, ["blocking"], 5, marks_file, 20)  # warm up
-            forked, _ = measure_latency(society, signer, ["blocking"], 40, marks_file, 20)
+            forked, _ = measure_latency(society, signer, ["blocking"], forks, marks_file, 20)
             forked_ms = [v * 1000 for v in forked]
             rows.append(
                 (
@@ -178,7 +183,7 @@ def main() -> int:
             ]
             try:
                 naive_latency, _ = measure_latency(
-                    society, signer, pollers, 40, naive_marks, 10, phase=random.Random(1)
+                    society, signer, pollers, polls, naive_marks, 10, phase=random.Random(1)
                 )
                 naive_ms = [v * 1000 for v in naive_latency]
                 rows.append(

@@ -1,7 +1,7 @@
 """Benchmark shared memory: recall, save -> searchable, and what lessons add to a wake.
 
     python bench/memory.py            # 100,000 entries, 2,000 recalls, 50 saves, 300 wakes
-    python bench/memory.py --quick    # 20,000 entries, 500 recalls, 20 saves, 100 wakes
+    python bench/memory.py --quick    # 5,000 entries, 200 recalls, 5 saves, 30 wakes of 5 lurkers
 
 The entries (50 namespaces, 20 of them nicks' lessons) are indexed straight
 into SQLite through the index's own code; the save -> searchable latency
@@ -132,9 +132,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    entries, recalls, saves, wakes = (
-        (20_000, 500, 20, 100) if args.quick else (100_000, 2000, 50, 300)
-    )
+    entries, recalls, saves, wakes = (5_000, 200, 5, 30) if args.quick else (100_000, 2000, 50, 300)
     rng = random.Random(16)
     words = vocabulary(rng)
     rows: list[tuple[str, str]] = []
@@ -176,25 +174,26 @@ def main() -> int:
         rows.append(("recall p99 / baseline p99", f"{ratio:.1f}x (goal: recall p99 <= 5 ms)"))
 
         society = Society(Path(tmp) / "home")
-        for nick in NICKS:
+        woken = NICKS[:5] if args.quick else NICKS  # each lurker's start costs a second or so
+        for nick in woken:
             add_nick(society.root, nick, handler="bench.steps:amark")
         marks = Path(tmp) / "marks"
         env = {"BULLPEN_BENCH_MARKS": str(marks), "PYTHONPATH": str(REPO)}
         society.start_hub()
         try:
-            lurkers = [society.start_lurker(nick, env=env) for nick in NICKS]
+            lurkers = [society.start_lurker(nick, env=env) for nick in woken]
             signer = SecretSigner(society.secret())
-            measure_latency(society, signer, NICKS, 20, marks, 10)  # warm up
-            bare, _ = measure_latency(society, signer, NICKS, wakes, marks, 10)
+            measure_latency(society, signer, woken, 20, marks, 10)  # warm up
+            bare, _ = measure_latency(society, signer, woken, wakes, marks, 10)
             live = index_path(society.home)
             shutil.copy(built, live)
             time.sleep(RETRY_S + 0.5)  # a lurker with no index tries again every RETRY_S
-            measure_latency(society, signer, NICKS, 20, marks, 10)
-            told, _ = measure_latency(society, signer, NICKS, wakes, marks, 10)
+            measure_latency(society, signer, woken, 20, marks, 10)
+            told, _ = measure_latency(society, signer, woken, wakes, marks, 10)
             bare_ms = [v * 1000 for v in bare]
             told_ms = [v * 1000 for v in told]
-            rows.append(row("wake, 20 lurkers, no index (no lessons)", bare_ms))
-            rows.append(row(f"wake, 20 lurkers, lessons from {entries:,}", told_ms))
+            rows.append(row(f"wake, {len(woken)} lurkers, no index (no lessons)", bare_ms))
+            rows.append(row(f"wake, {len(woken)} lurkers, lessons from {entries:,}", told_ms))
             added = percentile(told_ms, 0.99) - percentile(bare_ms, 0.99)
             rows.append(("lessons add to a wake, p99", f"{added:+.2f} ms (goal <= 2 ms)"))
             for lurker in lurkers:

@@ -38,6 +38,7 @@ BENCHES = (
     "build",
     "fixexisting",
     "foreman_junk",
+    "telemetry",
 )
 # Programs the benches start, not benches themselves.
 HELPERS = frozenset(

@@ -1,7 +1,7 @@
 """Benchmark the society's footprint: what `bullpen up` costs in memory and time to ready.
 
     python bench/society.py            # a fresh home's whole society, 5 import samples
-    python bench/society.py --quick    # the same society, 2 import samples
+    python bench/society.py --quick    # the same society, 2 import samples, 4 lone lurkers
 
 A fresh home from `bullpen init` (every nick of the default society) is started
 with `bullpen up`; the time to "lurkers up" (every lurker listening) is taken
@@ -110,7 +110,9 @@ def mb(kb: float) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 import samples, not 5")
+    parser.add_argument(
+        "--quick", action="store_true", help="2 import samples, not 5; 4 lone lurkers, not all"
+    )
     args = parser.parse_args()
     samples = 2 if args.quick else 5
     bare = bare_interpreter()
@@ -135,7 +137,7 @@ def main() -> int:
         finally:
             society.stop_all()
         lone = lone_lurkers(society, ["echo"])["echo"]
-        units = lone_lurkers(society, nicks)
+        units = lone_lurkers(society, nicks[:4] if args.quick else nicks)
     lurkers = [m for pid, m in memory.items() if pid in lurker_pids]
     total = {k: sum(m[k] for m in memory.values()) for k in ("rss", "pss", "uss")}
     one = {k: statistics.median(m[k] for m in lurkers) for k in ("rss", "pss", "uss")}

@@ -1,7 +1,7 @@
 """Benchmark the room's Merkle tree: proof size and time at 10^6 lines, and its cost to appends.
 
     python bench/tlog.py            # 10^6 lines, about two minutes
-    python bench/tlog.py --quick    # 10^5 lines, for a smoke check
+    python bench/tlog.py --quick    # 2 x 10^4 lines, fewer posts and rounds: a smoke check
 
 Three measures, each against a baseline from the same run (the machine is
 shared, so only ratios travel):
@@ -193,11 +193,13 @@ def provable_delays(folder: Path, posts: int) -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10^5 lines, fewer rounds")
+    parser.add_argument(
+        "--quick", action="store_true", help="2 x 10^4 lines, fewer posts and rounds"
+    )
     args = parser.parse_args()
-    lines = 10**5 if args.quick else 10**6
-    samples = 200 if args.quick else 1000
-    posts, rounds = (3000, 5) if args.quick else (10000, 9)
+    lines = 2 * 10**4 if args.quick else 10**6
+    samples = 100 if args.quick else 1000
+    posts, rounds = (800, 3) if args.quick else (10000, 9)
     with tempfile.TemporaryDirectory(prefix="bullpen-bench-tlog-") as tmp:
         folder = Path(tmp)
         tree, built = build_tree(folder, lines)
@@ -205,7 +207,7 @@ def main() -> int:
         tree.close()
         without, with_tree = append_rates(folder, posts, rounds)
         hub_rate, hub_cpu, hub_tree = real_hub(folder, 8, posts // 8)
-        delays = provable_delays(folder, 20 if args.quick else 60)
+        delays = provable_delays(folder, 3 if args.quick else 60)  # each waits ~1 s to be signed
         assert hub_tree == posts // 8 * 8, hub_tree
     bound = math.ceil(math.log2(lines))
     rows = [["measure", "value", "against", "ratio"]]

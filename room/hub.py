@@ -4,6 +4,8 @@
     GET  /read         lines after a seq, filtered, optionally long-polling
                        (strict: `Authorization: Bearer <read token>`)
     GET  /health       liveness and the room's head
+    PUT  /objects/{sha256}, GET /objects/{sha256}
+                       what steps hand each other across hosts (room/objectstore.py)
     GET  /openapi.json the schema of the above
 
 Both listeners share one log and one gate; they differ only in the gate's
@@ -15,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import socket
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import structlog
@@ -33,10 +35,12 @@ from room.errors import BadRequest, BullpenError, DurabilityError, PostRejected
 from room.limits import HubLimits, Limits
 from room.log import Filter, RoomLog
 from room.message import check_nick
+from room.objectstore import OBJECTS_PREFIX, ObjectFolder, serve_object
 from room.openapi import MAX_AFTER, MAX_READ_SENDERS
 from room.params import int_param as _int_param
 from room.readbody import FIRST_PAGE_LINES, ReadAnswer
 from room.say import DirectSay, refuse_query_secrets, serve_say
+from room.stopsignals import StopSignals
 from room.tlog import TransparencyLog
 from room.tlogapi import TlogEndpoints
 from room.version import __version__
@@ -66,6 +70,7 @@ class Hub:
         self.gate = gate
         self.limits = limits  # room/limits.py: None bounds nothing (in-process tests)
         self.tlog: TransparencyLog | None = None  # the Merkle tree and its checkpoints
+        self.objects: ObjectFolder | None = None  # PUT/GET /objects/{sha256}, when kept here
         self.stopping = asyncio.Event()  # ends every long-poll at once on shutdown
 
     async def _wait_for_lines(self, after: int, timeout: float) -> bool:
@@ -120,6 +125,8 @@ class ListenerApp:
             if self.relaxed:  # the token first: without it, not even the routes are told
                 self.hub.gate.check_bearer(request.headers.get("authorization"))
             refuse_query_secrets(self.hub.gate, scope["query_string"])
+            if route is None and scope["path"].startswith(OBJECTS_PREFIX):  # it checks tokens
+                route = (scope["method"], partial(serve_object, self.hub, relaxed=self.relaxed))
             if route is None:
                 raise HTTPException(404)
             if scope["method"] != route[0]:
@@ -283,6 +290,7 @@ class Serving:
     on_stop: list[Callable[[], Any]] = field(default_factory=list)
     servers: list[_Server] = field(default_factory=list)
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
+    signals: StopSignals = field(default_factory=StopSignals)  # exit 130 after Ctrl-C
 
     def stop(self) -> None:
         for callback in self.on_stop:
@@ -309,8 +317,7 @@ async def serve_asgi(
     """
     serving = serving or Serving()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, serving.stop)
+    serving.signals.install(loop, serving.stop)
     tasks = []
     limits = limits or HubLimits()
     if guards is None:
@@ -348,14 +355,14 @@ async def serve_asgi(
     )
     serving.stop()
     await asyncio.gather(*tasks, return_exceptions=True)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.remove_signal_handler(sig)
+    serving.signals.remove(loop)
 
 
 async def serve(
     hub: Hub, listeners: list[Listener], on_ready: Callable[[], Any] | None = None
-) -> None:
-    """Serve every listener until SIGTERM/SIGINT or `hub.log` fails; then return."""
+) -> Serving:
+    """Serve every listener until SIGTERM/SIGINT or `hub.log` fails; then return how it
+    was stopped."""
     serving = Serving(on_stop=[hub.stopping.set])  # ends every long-poll at once
     previous_fatal = hub.log.on_fatal
 
@@ -376,3 +383,4 @@ async def serve(
         guards.append(watch)
     apps = [(hub.app(listener.relaxed), listener.sock) for listener in listeners]
     await serve_asgi(apps, on_ready, serving, limits, guards)
+    return serving

@@ -195,6 +195,68 @@ def _tlog_paths() -> dict[str, Any]:
     }
 
 
+def _objects_path() -> dict[str, Any]:
+    """PUT and GET /objects/{sha256} (room/objectstore.py)."""
+    name = {
+        "name": "sha256",
+        "in": "path",
+        "required": True,
+        "description": "the SHA-256 of the object's bytes, lowercase hex",
+        "schema": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+    }
+    octets = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+    refusals = {
+        "400": _json(_ERROR, "the name is not a SHA-256, or the body does not hash to it"),
+        "401": _json(_ERROR, "missing or wrong proof or token"),
+        "403": _json(_ERROR, "the poster is not verified: only privileged nicks store objects"),
+        "404": _json(_ERROR, "no such object (or this hub keeps none: a JetStream room)"),
+        "413": _json(_ERROR, "the object is over [objects] max_bytes; nothing was stored"),
+        "507": _json(_ERROR, "storing it would take the disk under [hub] min_free_disk_bytes"),
+    }
+    return {
+        "/objects/{sha256}": {
+            "parameters": [name],
+            "get": {
+                "security": [{"bearer": []}],  # the read token on the strict listener
+                "responses": {
+                    "200": {"description": "the object's bytes", "content": octets},
+                    **{code: refusals[code] for code in ("400", "401", "404")},
+                },
+            },
+            "put": {
+                "description": "Store an object (verified posters only). The "
+                "X-Bullpen-Proof header carries a post proved as for /say, base64url: "
+                "from the nick, to @hub, type system, body 'PUT /objects/<sha256>', "
+                "data {sha256, bytes}.",
+                "parameters": [
+                    {
+                        "name": "X-Bullpen-Proof",
+                        "in": "header",
+                        "required": True,
+                        "schema": {"type": "string", "maxLength": 4096},
+                    }
+                ],
+                "requestBody": {"required": True, "content": octets},
+                "responses": {
+                    "201": _json(
+                        {
+                            "type": "object",
+                            "required": ["sha256", "bytes"],
+                            "properties": {
+                                "sha256": {"type": "string"},
+                                "bytes": {"type": "integer"},
+                                "stored_by": {"type": "string"},
+                            },
+                        },
+                        "stored (or already stored: same name, same bytes)",
+                    ),
+                    **refusals,
+                },
+            },
+        }
+    }
+
+
 def schema(listener: str) -> dict[str, Any]:
     security: list[dict[str, list[str]]] = [{"bearer": []}] if listener == "relaxed" else []
     auth = (401,) if listener == "relaxed" else ()
@@ -299,5 +361,6 @@ def schema(listener: str) -> dict[str, Any]:
                 }
             },
             **_tlog_paths(),
+            **_objects_path(),
         },
     }

@@ -32,6 +32,7 @@ from room.hub import Hub, Listener, bind, serve
 from room.jsonl import Checkpointed, JsonlLog
 from room.limits import HubLimits, Limits
 from room.log import RoomLog
+from room.objectstore import ObjectFolder
 from room.tlog import Opened, TransparencyLog, default_origin, open_tlog
 from room.version import __version__
 from trust import checkpoint, hubkey
@@ -60,6 +61,9 @@ class HubSettings:
     limits: HubLimits = field(default_factory=HubLimits)
     tlog_origin: str | None = None  # the checkpoints' origin line (room/tlog.py default_origin)
     witnesses: tuple[Verifier, ...] = ()  # whose cosignatures the hub keeps ([hub] witnesses)
+    # A JSONL room's object store (room/objectstore.py): its folder and [objects] max_bytes.
+    objects: Path | None = None
+    objects_max_bytes: int = 64 * 1024 * 1024
 
 
 def build_log(
@@ -342,9 +346,13 @@ async def run_hub(settings: HubSettings) -> int:
     ticker = asyncio.create_task(checkpointer.every(settings.checkpoint_interval_s))
     hub = Hub(room_log, gate, limits)
     hub.tlog = tlog
+    if settings.objects is not None and settings.engine == "jsonl":  # JetStream: NATS keeps them
+        hub.objects = ObjectFolder(
+            settings.objects, settings.objects_max_bytes, settings.limits.min_free_disk_bytes
+        )
     try:
         await _sign(tlog.sign)  # a note for the room as it opened, before anyone asks for one
-        await serve(hub, listeners, on_ready=ready)
+        serving = await serve(hub, listeners, on_ready=ready)
     finally:
         ticker.cancel()
         await room_log.close()
@@ -363,7 +371,7 @@ async def run_hub(settings: HubSettings) -> int:
         _say(f"bullpen hub: {message}")
         return EXIT_DISK
     log.info("hub stopped", seq=room_log.head.seq)
-    return EXIT_OK
+    return serving.signals.exit_code(EXIT_OK)
 
 
 async def _sign(sign: Callable[[], Awaitable[object]]) -> None:

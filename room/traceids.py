@@ -23,6 +23,8 @@ __all__ = [
     "child_span_id",
     "parse_traceparent",
     "run_span_id",
+    "run_trace_id",
+    "run_traceparent",
     "step_span_id",
     "step_traceparent",
     "trace_id",
@@ -62,9 +64,24 @@ def child_span_id(parent: str, name: str) -> str:
     return _digest(f"child {parent} {name}", 8)
 
 
-def step_traceparent(thread: str, ask_seq: int) -> str:
-    """The W3C traceparent of a step's span: what a model call made for it names as parent."""
-    return f"00-{trace_id(thread)}-{step_span_id(thread, ask_seq)}-01"
+def step_traceparent(thread: str, ask_seq: int, trace: str | None = None) -> str:
+    """The W3C traceparent of a step's span: what a model call made for it names as parent
+    (`trace`: the run's trace id as its ticket carries it, else derived from the thread)."""
+    return f"00-{trace or trace_id(thread)}-{step_span_id(thread, ask_seq)}-01"
+
+
+def run_traceparent(thread: str) -> str:
+    """The traceparent a command puts in a run's ticket (data `traceparent`): it names the
+    run's root span; the foreman copies it into every step's ask, so whoever answers one
+    knows the trace without asking anyone (the context is in the room, not in memory)."""
+    return f"00-{trace_id(thread)}-{run_span_id(thread)}-01"
+
+
+def run_trace_id(data: object, thread: str) -> str:
+    """The trace id a line belongs to: its data's `traceparent`'s when it carries a valid
+    one, else the one derived from its thread (a run started before traceparents)."""
+    carried = parse_traceparent(data.get("traceparent")) if isinstance(data, dict) else None
+    return carried[0] if carried else trace_id(thread)
 
 
 def parse_traceparent(value: object) -> tuple[str, str] | None:

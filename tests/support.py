@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import http.cookiejar
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -44,7 +45,11 @@ _SPANS = _worker_spans()
 if _SPANS is not None:
     os.environ[RANGE_VARIABLE] = f"{_SPANS[1].start}-{_SPANS[1].stop - 1}"
 _HANDED_OUT: set[int] = set()
-_CURSOR = [0]
+# Where this process starts in its span: a random place, so two runs side by side (two
+# people's `pytest`, a bench beside a test; each worker has the same span in each run) do not
+# walk the same ports in the same order and bind each other's (a bench's hub once found all
+# three of its tries taken).
+_CURSOR = [random.randrange(len(_SPANS[0])) if _SPANS else 0]
 
 
 def free_port() -> int:

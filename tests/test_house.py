@@ -117,6 +117,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
         *_HOME,
         "agents.runtime",
     ),
+    # objects by SHA-256 through the room's engine (the hub's or NATS's store): below the
+    # pipelines that hand build dirs and artifacts across hosts
+    "agents.objects": _HOME,
     # bullpen's one git (build, backpass, librarian), the allow-list it checks repositories
     # against, and the grinder's work tree with its git directory kept apart: below every
     # pipeline, above only the room's errors
@@ -138,6 +141,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "agents.git",
         "agents.backpass.config",
         "agents.memory",  # the lessons a grinder is handed reach its code seat's prompt
+        "agents.objects",  # the build dir and the green clone, handed across hosts
     ),
     # the web view reads what the pipelines post and answers the gate through the
     # expedition's own functions; it shows each nick's lessons from shared memory

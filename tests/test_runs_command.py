@@ -102,3 +102,19 @@ def test_audit_and_memory_namespaces_print_json(society: Society) -> None:
     rows = json.loads(spaces.stdout)
     assert {"ns", "count", "declared", "meaning"} <= set(rows[0])
     assert "/bullpen/lessons-learned" in [r["ns"] for r in rows]
+
+
+def test_a_home_whose_room_never_started_has_no_runs_yet(tmp_path: Path) -> None:
+    """A new home, nothing running: `bullpen runs` answers "no run yet" (exit 0), not "cannot
+    read from the hub". Once the room held lines, a missing room with no hub is an error."""
+    fresh = Society(tmp_path / "fresh")
+    done = run_cli(fresh.root, "runs")
+    assert done.returncode == 0, done.stderr
+    assert "no run in the room yet (the room was never started" in done.stderr
+    assert json.loads(run_cli(fresh.root, "runs", "--json").stdout) == []
+    hub = fresh.start_hub()
+    assert run_cli(fresh.root, "say", "@nobody", "hello").returncode == 0
+    hub.stop()
+    fresh.room.rename(fresh.room.with_name("moved.jsonl"))
+    gone = run_cli(fresh.root, "runs")
+    assert gone.returncode == 1 and "cannot read from the hub" in gone.stderr, gone.stderr

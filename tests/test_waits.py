@@ -31,12 +31,15 @@ pytestmark = [
 class Terminal:
     """One command in a tmux pane of a private tmux server; its exit code lands in a file."""
 
-    def __init__(self, tmp: Path, home: Path, *args: str) -> None:
+    def __init__(
+        self, tmp: Path, home: Path, *args: str, env: dict[str, str] | None = None
+    ) -> None:
         self.socket = f"bullpen-test-{secrets.token_hex(4)}"
         self.code = tmp / f"{self.socket}.code"
         argv = [sys.executable, "-m", "agents.cli", "--home", str(home), *args]
+        extra = " ".join(f"{key}={shlex.quote(value)}" for key, value in (env or {}).items())
         script = (
-            f"cd {shlex.quote(str(REPO))} && env PYTHONPATH={shlex.quote(os.environ.get('PYTHONPATH', str(REPO)))} "
+            f"cd {shlex.quote(str(REPO))} && env {extra} PYTHONPATH={shlex.quote(os.environ.get('PYTHONPATH', str(REPO)))} "
             f"{shlex.join(argv)}; echo $? > {shlex.quote(str(self.code))}; sleep 300"
         )
         self.tmux("new-session", "-d", "-s", "t", "-x", "220", "-y", "60", script)
@@ -164,3 +167,24 @@ def test_the_heartbeat_names_the_operator_at_the_gate() -> None:
     assert beat.status().startswith("… waiting on @ada (you): the report above waits at the gate")
     beat.seen({"from": "ada", "to": "@foreman", "type": "reply", "body": "confirm"})
     assert "waiting on @foreman" in beat.status()
+
+
+def test_at_the_prompt_the_terminal_heartbeat_names_the_operator(
+    society: Society, tmp_path: Path
+) -> None:
+    """Issue 35, in a real terminal: while the Dig Report waits at the prompt, the heartbeat
+    says the run waits on the operator (you), not on @foreman, and says how out."""
+    term = Terminal(tmp_path, society.root, *EXPEDITION, env={"BULLPEN_HEARTBEAT_S": "1"})
+    try:
+        term.wait_screen(PROMPT, 180)
+        operator = society.home.society.operator
+        screen = term.wait_screen(f"… waiting on @{operator} (you): the report above waits", 30)
+        after_prompt = screen[screen.index(PROMPT) :]
+        assert "waiting on @foreman" not in after_prompt
+        assert "Ctrl-C to cancel or detach" in after_prompt
+        term.keys("C-c")
+        term.wait_screen("or detach and leave it running [d]?", 10)
+        term.keys("d", "Enter")
+        assert term.exit_code() == 130
+    finally:
+        term.close()

@@ -26,5 +26,6 @@ def cmd_backpass(args: argparse.Namespace) -> int:
             bulk=args.bulk,
             synthesis=args.synthesis,
             as_json=getattr(args, "json", False),
+            budget=getattr(args, "budget", None),
         )
     )

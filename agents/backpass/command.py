@@ -41,6 +41,7 @@ from agents.backpass.relay import announce
 from agents.backpass.seating import choose_seats
 from agents.backpass.traces import StateFileError, check_state
 from agents.roots import OutsideRoot
+from agents.runticket import ticket_context
 from agents.runtime.cancel import EXIT_CANCELLED
 from agents.runtime.finaljson import final_json
 from agents.runtime.waiting import Heartbeat, follow_run, require_listening
@@ -48,6 +49,7 @@ from room.errors import BullpenError, ConfigError, UsageError
 
 if TYPE_CHECKING:
     from agents.backpass.config import RunParams
+    from agents.gateway.runbudgets import RunBudget
     from agents.home import Home
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_WAIT", "FOREMAN", "Progress", "backpass", "new_thread"]
@@ -230,6 +232,7 @@ async def backpass(
     out: TextIO | None = None,
     err: TextIO | None = None,
     as_json: bool = False,
+    budget: RunBudget | None = None,
 ) -> int:
     """Run the memory backpass through the foreman; the exit code (see the module docstring)."""
     out = out or sys.stdout
@@ -261,7 +264,7 @@ async def backpass(
         with one_backpass(home) as holds:
             await open_backpass(home)
             return await _post_and_follow(
-                home, params, report_only, wait_timeout, out, err, holds, as_json
+                home, params, report_only, wait_timeout, out, err, holds, as_json, budget
             )
     except BackpassBusy as busy:
         err.write(f"bullpen: {busy.message}\n")
@@ -277,11 +280,12 @@ async def _post_and_follow(
     err: TextIO,
     holds: Callable[[str], None],
     as_json: bool = False,
+    budget: RunBudget | None = None,
 ) -> int:
     """Post the run's ask (the home's backpass lock held) and follow it to its funnel."""
     thread = new_thread()
     body = "backpass" + (" (report only)" if report_only else "") + f": traces in {params.traces}"
-    data = {"pipeline": "backpass", **params.model_dump()}
+    data = {"pipeline": "backpass", **params.model_dump(), **ticket_context(thread, budget)}
     progress = Progress(err, report_only=report_only)
     async with home.client(home.society.operator) as client:
         await require_listening(client, FOREMAN)  # else nothing would ever answer

@@ -195,6 +195,13 @@ class SynthesisAnswer(BaseModel):
             else {"type": "string", "maxLength": len("L-00000000")}
         )
         bullets = sorted(cls.known_bullets or ())
+        if cls.known_bullets is not None and not bullets:
+            # No bullet yet: the only edit there can be is an add after none. A model held to
+            # the schema cannot copy the prompt's "PUB-nnn" as an id, nor replace or remove
+            # what does not exist (SmolLM2 did both, in 4 of 5 synthesis step cases).
+            edit["op"] = {"type": "string", "enum": ["add"]}
+            edit["bullet"] = {"type": "null"}
+            return schema
         named: dict[str, Any] = (
             {"type": "string", "enum": bullets}
             if bullets

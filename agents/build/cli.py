@@ -18,5 +18,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         raise UsageError("--wait-timeout must be a positive number of seconds")
     ticket = read_ticket(args.ticket)
     return asyncio.run(
-        build(home, ticket, wait_timeout=args.wait_timeout, as_json=getattr(args, "json", False))
+        build(
+            home,
+            ticket,
+            wait_timeout=args.wait_timeout,
+            as_json=getattr(args, "json", False),
+            budget=getattr(args, "budget", None),
+        )
     )

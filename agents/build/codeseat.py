@@ -19,8 +19,9 @@ grinder's with every BULLPEN_* variable and anything pointing at or holding a
 secret left out.
 
 An `openai` seat (a model server, directly or through the gateway) answers
-search/replace edits and whole files (agents/build/edits.py) against what
-its prompt showed it, validated by the judge and applied here all or none,
+numbered-line edits and whole files (agents/build/edits.py) against what
+its prompt showed it, held by the server to a schema sized to the seat's
+`max_tokens` (agents/build/editschema.py), validated by the judge and applied here all or none,
 every path confined to the clone; an answer that does not apply comes back
 as `refused`, the next iteration's input. The built-in `local` seat writes no code:
 a ladder of only local seats fails at once.
@@ -36,7 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.build.config import BuildConfig
-from agents.build.edits import CodeAnswer, EditRefused, apply_answer
+from agents.build.edits import EditRefused, apply_answer
+from agents.build.editschema import code_answer_for
 from agents.build.fence import BWRAP, FenceLimits, run_fenced
 from agents.build.homeplaces import bullpen_places, interpreter_places
 from agents.build.runs import Workspace
@@ -284,16 +286,35 @@ async def _cmd_turn(
     return CodeTurn(True, fence=fence)
 
 
+def _editable(clone: Path, shown: Shown) -> dict[str, str]:
+    """The current text of each file the prompt showed in full that the seat may edit."""
+    texts = {}
+    for path in sorted(shown.files - shown.protected):
+        target = clone / path
+        if target.is_file() and not target.is_symlink():
+            texts[path] = target.read_bytes().decode("utf-8", "replace")
+    return texts
+
+
 async def _openai_turn(
-    home: Home, nick: str, name: str, clone: Path, prompt: str, shown: Shown
+    home: Home,
+    nick: str,
+    seat: tuple[str, OpenAISeatConfig],
+    clone: Path,
+    prompt: str,
+    shown: Shown,
 ) -> CodeTurn:
+    name, config = seat
     gateway = None
     if home.has_gateway:
         gateway = GatewayAccess(home.gateway_url(), home.gateway_token_file(nick))
     judge = make_judge(build_seats(home.society.seats, gateway), {"code": name}, home.screen)
+    # The answer's budget: the step's, or the seat's own cap when smaller; the schema the
+    # server is sent is sized to it, so an answer is never cut off mid-JSON.
+    budget = min(CODE_TOKENS, config.max_tokens or CODE_TOKENS)
     try:
-        request = JudgmentRequest("code", prompt, max_tokens=CODE_TOKENS)
-        judgment = await judge("code", request, CodeAnswer)
+        request = JudgmentRequest("code", prompt, max_tokens=budget)
+        judgment = await judge("code", request, code_answer_for(_editable(clone, shown), budget))
     except SeatError as exc:
         return CodeTurn(False, f"code seat {name}: {exc.message}")
     said = judgment.provenance()
@@ -334,6 +355,6 @@ async def take_turn(
         return await _cmd_turn(home, name, config, space, prompt, extra, build)
     if isinstance(config, OpenAISeatConfig):
         return await _openai_turn(
-            home, nick, name, space.folder, prompt, shown or Shown(set(), set())
+            home, nick, (name, config), space.folder, prompt, shown or Shown(set(), set())
         )
     return CodeTurn(False, NO_CODE_SEAT, fatal=True)

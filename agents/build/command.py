@@ -5,7 +5,8 @@ foreman would (an invalid ticket is exit 2 and posts nothing), posts it to
 `@foreman` in a new thread `build-<date>-<random>` and long-polls that
 thread, printing one plain line per event to stderr (`step 2/4 prepare`,
 each grind iteration with its tier and tests passing of total); the final
-report goes to stdout.
+report goes to stdout. A green build's artifact is then found on this host, or fetched from
+the room's object store and its hash checked (agents/build/artifact.py): stderr says where.
 
 Before it posts, the foreman must answer a ping (agents/runtime/waiting.py), and its pong
 must name the society.toml on disk: a foreman started before the file was edited would
@@ -30,10 +31,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agents.build.artifact import bring_back
 from agents.build.config import BuildConfig
 from agents.build.ticket import MAX_TICKET_BYTES, TicketError, parse_ticket
 from agents.build.ticket import title as ticket_title
 from agents.intake.bounded import read_text
+from agents.runticket import ticket_context
 from agents.runtime.cancel import EXIT_CANCELLED
 from agents.runtime.finaljson import final_json
 from agents.runtime.ping import config_drift
@@ -41,6 +44,7 @@ from agents.runtime.waiting import Heartbeat, follow_run, require_listening
 from room.errors import BullpenError
 
 if TYPE_CHECKING:
+    from agents.gateway.runbudgets import RunBudget
     from agents.home import Home
 
 __all__ = [
@@ -124,6 +128,7 @@ async def build(
     out: TextIO | None = None,
     err: TextIO | None = None,
     as_json: bool = False,
+    budget: RunBudget | None = None,
 ) -> int:
     """Run one build through the foreman; the exit code (see the module docstring)."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -144,10 +149,12 @@ async def build(
             )
         stored = await client.say(
             f"@{FOREMAN}", f"build: {ticket_title(ticket)}", type="ask",
-            data={"pipeline": "build", "ticket": ticket}, thread=thread,
+            data={"pipeline": "build", "ticket": ticket, **ticket_context(thread, budget)},
+            thread=thread,
         )  # fmt: skip
         err.write(f"build {thread} asked of @{FOREMAN} (seq {stored.get('seq')})\n")
         err.flush()
+        finals: list[dict[str, Any]] = []  # the final report's data, for the artifact
 
         async def follow(heartbeat: Heartbeat) -> int | None:
             try:
@@ -165,6 +172,7 @@ async def build(
                             and data.get("final")
                         ):
                             code = exit_code(data)
+                            finals.append(data)
                             said = str(line.get("body", "")).rstrip("\n")
                             out.write((final_json(thread, code, line) if as_json else said) + "\n")
                             out.flush()
@@ -185,6 +193,8 @@ async def build(
             return EXIT_WAIT if code is None else code
 
         code = await follow_run(waited, client, thread, err, FOREMAN)
+        if code == EXIT_GREEN and finals:  # where the green clone is on this host
+            return await bring_back(home, finals[0], err)
         if code != EXIT_WAIT:
             return code
     err.write(

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from agents.home import Home
 
 TIERS_ENV = "BULLPEN_GRIND_TIERS"
+# A lurker's own build root (its unit's environment): a grinder on another host, or beside
+# the others with a folder of its own, keeps its build dirs there; what it is handed arrives
+# as a bundle (agents/build/handoff.py).
+ROOT_ENV = "BULLPEN_BUILD_ROOT"
 SEAT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
@@ -103,8 +107,12 @@ class BuildConfig(BaseModel):
 
     @classmethod
     def of(cls, home: Home) -> BuildConfig:
-        """The home's `[build]` section as typed settings; a ConfigError says what to fix."""
-        return parse_section(cls, home.society.build, "build", home.society_file)
+        """The home's `[build]` section as typed settings; a ConfigError says what to fix.
+        $BULLPEN_BUILD_ROOT, when set, is this process's root instead of `[build] root`."""
+        table = dict(home.society.build)
+        if os.environ.get(ROOT_ENV, "").strip():
+            table["root"] = os.environ[ROOT_ENV].strip()
+        return parse_section(cls, table, "build", home.society_file)
 
     def standing_tiers(self, environ: dict[str, str] | None = None) -> list[str]:
         """The unit's BULLPEN_GRIND_TIERS (policy), else `[build] tiers`."""

@@ -2,16 +2,25 @@
 
 The answer is JSON (the seats speak JSON, agents/seats/):
 
-    {"edits": [{"path": "calc.py", "search": "exact current lines", "replace": "new lines"}],
+    {"edits": [{"path": "calc.py", "start": 12, "end": 13, "old": "the lines 12-13 as shown",
+                "new": "the lines that replace them"}],
      "files": [{"path": "new_or_shown.py", "content": "the whole file"}]}
 
-An edit is a search/replace block (Aider's SEARCH/REPLACE, in JSON): `search`
-must occur exactly once in the file's current text, as the prompt showed
-it, and only a file the prompt showed in full may be edited. A whole file
-is valid for any file the prompt showed in full and for a new file; an
-existing file the prompt did not show cannot be overwritten blind. Edits to
-one file apply in the order given, each against the text the previous one
-left.
+The prompt shows each file it shows in full with its lines numbered
+(agents/build/prompts.py), so an edit names the lines it replaces, `start`
+to `end`, and copies them as `old`: a check that the seat read the lines it
+changes (an `old` that is not what those lines say refuses the edit), and
+what keeps a line number from silently landing elsewhere. `new` replaces
+them (several lines joined by newlines; empty deletes them). Numbers refer
+to the file as shown, so several edits of one file never shift each other;
+two edits may not overlap. A numbered line range is a format a grammar can
+hold a small model to (agents/build/editschema.py): the paths are a fixed
+choice, the numbers bounded, every string sized to the answer's budget.
+
+Only a file the prompt showed in full may be edited. A whole file is valid
+for any file the prompt showed in full and for a new file; an existing file
+the prompt did not show cannot be overwritten blind, and a file the answer
+replaces whole cannot also be edited by line.
 
 Everything is checked in memory first; if any edit does not apply, nothing
 is written and EditRefused lists why, edit by edit, for the seat's next
@@ -28,9 +37,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agents.roots import OutsideRoot, Roots
 
-__all__ = ["CodeAnswer", "EditRefused", "FileChange", "SearchReplace", "apply_answer"]
+__all__ = ["CodeAnswer", "EditRefused", "FileChange", "LineEdit", "apply_answer", "shown_lines"]
 
 MAX_FILE_BYTES = 512 * 1024
+MAX_LINE_NUMBER = 1_000_000
+QUOTED = 160  # how much of a file's real lines a refusal quotes back
 
 
 class FileChange(BaseModel):
@@ -41,26 +52,43 @@ class FileChange(BaseModel):
     content: str = Field(max_length=MAX_FILE_BYTES)
 
 
-class SearchReplace(BaseModel):
-    """Replace the one place `search` occurs in `path` with `replace`."""
+class LineEdit(BaseModel):
+    """Replace lines `start` to `end` of `path` (numbered as shown), which read `old`, with
+    `new`."""
 
     model_config = ConfigDict(extra="forbid")
     path: str = Field(min_length=1, max_length=400)
-    search: str = Field(min_length=1, max_length=MAX_FILE_BYTES)
-    replace: str = Field(max_length=MAX_FILE_BYTES)
+    start: int = Field(ge=1, le=MAX_LINE_NUMBER)
+    end: int = Field(ge=1, le=MAX_LINE_NUMBER)
+    old: str = Field(max_length=MAX_FILE_BYTES)
+    new: str = Field(max_length=MAX_FILE_BYTES)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LineEdit:
+        if self.end < self.start:
+            raise ValueError(
+                f"edit of {self.path}: end {self.end} is before start {self.start}; a range "
+                "runs from its first line to its last"
+            )
+        return self
 
 
 class CodeAnswer(BaseModel):
     """What an openai code seat (and the testdesign seat) answers."""
 
     model_config = ConfigDict(extra="forbid")
-    edits: list[SearchReplace] = Field(default_factory=list, max_length=50)
+    edits: list[LineEdit] = Field(default_factory=list, max_length=50)
     files: list[FileChange] = Field(default_factory=list, max_length=50)
 
     @model_validator(mode="after")
     def _something(self) -> CodeAnswer:
         if not self.edits and not self.files:
             raise ValueError("the answer changes nothing: give at least one edit or file")
+        if not self.files and all(edit.new == edit.old for edit in self.edits):
+            raise ValueError(
+                "the answer changes nothing: each edit's new text is its old text; write the "
+                "lines as they must be in new"
+            )
         return self
 
 
@@ -122,33 +150,77 @@ def _plan(root: Path, answer: CodeAnswer, shown: set[str], protected: set[str]) 
             )
         else:
             texts[path] = change.content
+    whole = set(texts)
+    ranges: dict[str, list[tuple[int, int, int]]] = {}
     for number, edit in enumerate(answer.edits, 1):
-        where = f"edit {number} ({edit.path})"
+        where = f"edit {number} ({edit.path}, lines {edit.start}-{edit.end})"
         path = PurePosixPath(edit.path).as_posix()
-        if path in protected:
-            reasons.append(f"{where}: the spec is the contract and may not be changed")
+        problem = _edit_problem(root, path, shown, protected, whole)
+        if problem is None:
+            lines = shown_lines(_current(root, path) or "")
+            problem = _range_problem(edit, lines, ranges.get(path, []))
+        if problem:
+            reasons.append(f"{where}: {problem}")
             continue
-        if path not in shown and path not in texts:
-            reasons.append(
-                f"{where}: the file was not shown to you in full; edit only the files under "
-                "FILES, or answer a new file whole"
-            )
-            continue
-        text = texts[path] if path in texts else _current(root, path)
-        if text is None:
-            reasons.append(f"{where}: no such file; answer a new file whole under files")
-            continue
-        found = text.count(edit.search)
-        if found != 1:
-            why = "was not found" if found == 0 else f"was found {found} times"
-            reasons.append(
-                f"{where}: the search text {why} in the file's current text; copy it exactly "
-                "(every space and line) from the file as shown, and include enough lines to "
-                "make it unique"
-            )
-            continue
-        texts[path] = text.replace(edit.search, edit.replace, 1)
+        texts.setdefault(path, _current(root, path) or "")
+        ranges.setdefault(path, []).append((edit.start, edit.end, number))
+    for path, taken in ranges.items():
+        texts[path] = _replaced(texts[path], answer.edits, taken)
     return _Plan(texts, reasons)
+
+
+def shown_lines(text: str) -> list[str]:
+    """The lines of `text` as a prompt numbers them: 1 to n, a trailing newline adding none."""
+    return text.removesuffix("\n").split("\n") if text else []
+
+
+def _edit_problem(
+    root: Path, path: str, shown: set[str], protected: set[str], whole: set[str]
+) -> str | None:
+    """Why `edit` may not touch `path` at all, or None."""
+    if path in protected:
+        return "the spec is the contract and may not be changed"
+    if path in whole:
+        return "the same answer replaces this file whole; give the whole file or edits, not both"
+    if path not in shown:
+        return (
+            "the file was not shown to you in full; edit only the files under FILES, or answer "
+            "a new file whole"
+        )
+    if _current(root, path) is None:
+        return "no such file; answer a new file whole under files"
+    return None
+
+
+def _range_problem(
+    edit: LineEdit, lines: list[str], taken: list[tuple[int, int, int]]
+) -> str | None:
+    """Why the lines `edit` names are not the lines it means, or None."""
+    if edit.end > len(lines):
+        return f"the file has {len(lines)} lines; number the lines as FILES shows them"
+    for start, end, other in taken:
+        if edit.start <= end and start <= edit.end:
+            return f"overlaps edit {other} (lines {start}-{end}); make them one edit"
+    real = "\n".join(line.removesuffix("\r") for line in lines[edit.start - 1 : edit.end])
+    if edit.old != real:
+        quoted = real if len(real) <= QUOTED else real[:QUOTED] + "…"
+        return (
+            f"old is not what those lines say (they read {quoted!r}); copy old exactly from "
+            "the numbered lines, without the numbers, or fix the line numbers"
+        )
+    return None
+
+
+def _replaced(text: str, edits: list[LineEdit], taken: list[tuple[int, int, int]]) -> str:
+    """`text` with each edit's lines replaced, the last first, so no number shifts another."""
+    lines = text.split("\n")
+    for start, end, number in sorted(taken, reverse=True):
+        edit = edits[number - 1]
+        ending = "\r" if lines[start - 1].endswith("\r") else ""
+        lines[start - 1 : end] = (
+            [line + ending for line in edit.new.split("\n")] if edit.new else []
+        )
+    return "\n".join(lines)
 
 
 def apply_answer(

@@ -157,6 +157,8 @@ class Build:
             "constraints": s["Constraints"],
             "tiers": ticket.tiers or None,
             "routed": routed,
+            "handoff": spec.get("handoff"),  # the build dir as a bundle, for another host
+            "handoff_problem": spec.get("handoff_problem"),
         }
         grind = self._step(
             run,

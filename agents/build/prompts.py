@@ -12,7 +12,9 @@ nor run `bullpen memory recall`. The prompt gives no instruction the seat
 cannot follow from where it runs.
 
 A cmd code seat edits the files in its working directory; an openai one
-answers JSON edits (agents/build/edits.py), so the format is spelled out.
+answers JSON edits of numbered lines (agents/build/edits.py), so its files
+are shown with their lines numbered and the format is spelled out, with
+placeholders (`<file>`, `<number>`) that fail the checks if copied.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agents.build.edits import shown_lines
 from agents.memory.lessons import block
 from agents.memory.manual import manual_block, recall_manual
 
@@ -28,20 +31,29 @@ if TYPE_CHECKING:
     from agents.home import Home
     from agents.memory.lessons import Lesson
 
-__all__ = ["ANSWER_FORMAT", "CodeContext", "code_prompt", "step_memory", "testdesign_prompt"]
+__all__ = [
+    "ANSWER_FORMAT",
+    "CodeContext",
+    "code_prompt",
+    "numbered",
+    "step_memory",
+    "testdesign_prompt",
+]
 
 OUTPUT_TAIL = 4000
 DIFF_TAIL = 6000
 ANSWER_FORMAT = (
     "Answer with ONLY a JSON object\n"
-    '{"edits": [{"path": "relative/path", "search": "lines copied exactly from the file as '
-    'shown", "replace": "the new lines"}], "files": [{"path": "relative/path", "content": '
-    '"the whole file"}]}\n'
-    "An edit replaces the ONE place its search text occurs in a file shown under FILES; copy "
-    "the search text exactly (every space and line) and make it unique. A whole file is for "
-    "a new file, or a file shown in full. Give edits, files, or both; paths are relative to "
-    "the repository root. If any edit does not apply, none of the answer is applied and the "
-    "next prompt says why."
+    '{"edits": [{"path": "<file>", "start": <number>, "end": <number>, "old": "<those lines as '
+    'they are>", "new": "<the lines that replace them>"}], "files": [{"path": "<new file>", '
+    '"content": "<the whole file>"}]}\n'
+    "FILES shows each line after its number and '| '. An edit replaces the lines start to end "
+    "of one file shown under FILES: old is those lines copied exactly, without their numbers "
+    "(several lines joined by a newline), new the lines that replace them (empty to delete "
+    "them). The numbers are the file's as shown, for every edit of one answer; edits may not "
+    "overlap. A whole file is for a new file, or a file shown in full. Give edits, files, or "
+    "both; paths are relative to the repository root. If any edit does not apply, none of "
+    "the answer is applied and the next prompt says why."
 )
 
 
@@ -80,14 +92,24 @@ def _section(title: str, text: Any) -> list[str]:
     return [f"{title}:", str(text or ""), ""]
 
 
-def _files(view: RepoView | None) -> list[str]:
+def numbered(text: str) -> str:
+    """`text` with each line after its number and '| ', as an openai code seat's edits name
+    them (agents/build/edits.py: shown_lines)."""
+    lines = shown_lines(text)
+    width = len(str(len(lines)))
+    return "\n".join(f"{n:>{width}}| {line}" for n, line in enumerate(lines, 1))
+
+
+def _files(view: RepoView | None, numbers: bool = False) -> list[str]:
     if view is None:
         return []
     lines = ["REPOSITORY MAP (path, size, top-level definitions):", view.map_text or "(empty)", ""]
     if view.files:
-        lines.append("FILES (the full current text of each file you may change):")
+        said = ", each line after its number" if numbers else ""
+        lines.append(f"FILES (the full current text of each file you may change{said}):")
         for path, text in view.files.items():
-            lines += [f"--- {path}", text.rstrip("\n"), f"--- end of {path}", ""]
+            shown = numbered(text) if numbers else text.rstrip("\n")
+            lines += [f"--- {path}", shown, f"--- end of {path}", ""]
     else:
         lines += ["FILES: none yet (answer new files whole)", ""]
     if view.left_out:
@@ -113,7 +135,7 @@ def code_prompt(job: dict[str, Any], context: CodeContext) -> str:
         *_section("PROBLEM", job.get("problem")),
         *_section("TRAPS (plausible-but-wrong fixes)", job.get("traps")),
         *_section("CONSTRAINTS", job.get("constraints")),
-        *_files(context.view),
+        *_files(context.view, numbers=context.kind != "cmd"),
         f"SPEC ({context.spec_relative}, read-only):",
         context.spec_text.rstrip("\n"),
         "",

@@ -75,6 +75,15 @@ def grind_report(grind: dict[str, Any], routed: str | None) -> tuple[str, dict[s
         lines.append(f"model answers: {Tally(**grind['model']).line()}")
     lines.append(f"clone (the artifact): {grind.get('clone')}")
     lines.append(f"baseline (the diff boundary): {grind.get('baseline')}")
+    artifact = grind.get("artifact") if isinstance(grind.get("artifact"), dict) else None
+    if grind.get("artifact_problem"):
+        lines.append(f"artifact: not handed on ({grind['artifact_problem']})")
+    if artifact:
+        lines.append(
+            f"artifact: bundle {artifact.get('sha256')} ({artifact.get('bytes')} bytes, commit "
+            f"{str(artifact.get('commit'))[:12]}) in the room's object store, from "
+            f"@{artifact.get('nick')} on host {artifact.get('host')}"
+        )
     if routed:
         lines.append(routed)
     for problem in grind.get("problems") or []:
@@ -106,6 +115,10 @@ def grind_report(grind: dict[str, Any], routed: str | None) -> tuple[str, dict[s
         problems=list(grind.get("problems") or []),
         routed=routed,
         outcome="green" if green else "red",
+        **({"artifact": artifact} if artifact else {}),
+        **(
+            {"artifact_problem": grind["artifact_problem"]} if grind.get("artifact_problem") else {}
+        ),
     )
     return "\n".join(lines), data
 

@@ -14,6 +14,7 @@ red check too runs in a throwaway clone, so the build dir keeps the stub.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -25,17 +26,20 @@ from agents.build.config import BuildConfig
 from agents.build.edits import CodeAnswer, EditRefused, apply_answer
 from agents.build.fence import choose
 from agents.build.grind import GrindJob, grind, ladder
+from agents.build.handoff import handed, receive, sees, try_hand_on
 from agents.build.prompts import step_memory, testdesign_prompt
 from agents.build.repomap import view_repo
 from agents.build.routing import Language, by_name, route
 from agents.build.runs import SpecRun, Workspace, run_spec, syntax_problem
 from agents.git.apart import apart_git, clone_apart
 from agents.git.safe import git
+from agents.objects import here
 from agents.privateplaces import fence_hidden
 from agents.roots import OutsideRoot, Roots
 from agents.runtime.step import JudgmentRequest, Reply, StepContext
 from room.errors import ConfigError, SeatError, SecretFound, StepFailed
 from room.message import Message
+from room.traceids import parse_traceparent, step_span_id
 
 __all__ = ["design_spec", "grind_spec", "prepare_dir"]
 
@@ -178,6 +182,8 @@ async def design_spec(message: Message, ctx: StepContext) -> Reply:
             "nothing the stub lacks; tighten it to the acceptance contract"
         )
     baseline = git(real, "rev-parse", "HEAD")[1].decode().strip()
+    # the build dir at this commit, for a grinder on another host (agents/build/handoff.py)
+    handoff, unhanded = await try_hand_on(ctx.home, ctx.nick, "spec", real)
     body = f"spec {spec} ({written_by}): red against the stub, {run.passing}/{run.total} passing"
     return Reply(
         body,
@@ -189,6 +195,8 @@ async def design_spec(message: Message, ctx: StepContext) -> Reply:
             "red": True,
             "fence": run.fence,
             "baseline": baseline,
+            "handoff": handoff,
+            **({"handoff_problem": unhanded} if unhanded else {}),
             # the ids the testdesign seat's prompt carried (ctx.judge adds them); none when
             # the operator wrote the spec and no model was asked
             "lessons": [lesson.id for lesson in ctx.lessons] if written_by != "operator" else [],
@@ -213,24 +221,70 @@ def _announcer(ctx: StepContext, message: Message):  # type: ignore[no-untyped-d
             payload.pop("problem", None)
             payload["files_changed"] = []
         async with ctx.home.client(ctx.nick) as client:
-            await client.say(
+            stored = await client.say(
                 f"@{message.from_}", body, type="reply", data=payload, thread=message.thread
             )
+        iteration_spans(message, stored)
 
     return announce
+
+
+async def _grind_dir(
+    ctx: StepContext, config: BuildConfig, data: dict[str, Any], baseline: str
+) -> Path:
+    """The build dir at its baseline on this host: the one the ask names when this host sees
+    it at the baseline (one host: nothing is copied); else the bundle @testdesigner handed on,
+    fetched, checked by hash and unpacked under this host's build root."""
+    hand = handed(data.get("handoff"))
+    try:
+        real: Path | None = _build_dir(config, data)
+        problem = f"the build dir {real} moved since its baseline {baseline[:12]}"
+        if real is not None and sees(real, baseline):
+            return real
+    except StepFailed as exc:
+        real, problem = None, exc.message
+    if hand is None or hand["commit"] != baseline:
+        why = data.get("handoff_problem") or "it handed on no bundle"
+        raise StepFailed(
+            f"{problem} (seen by @{ctx.nick} on host {here()}); the spec step could not hand the "
+            f"build dir at {baseline[:12]} on ({str(why)[:400]}), so it must be on this host"
+        )
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", Path(str(data.get("build_dir") or "build")).name)
+    dest = Path(os.path.realpath(config.root)) / f"{name or 'build'}-{baseline[:12]}"
+    if dest.exists():  # an earlier grind of this baseline on this host unpacked it
+        if sees(dest, baseline):
+            return dest
+        raise StepFailed(
+            f"{dest} exists but is not the build dir at {baseline[:12]}; move it away and ask again"
+        )
+    return await receive(ctx.home, ctx.nick, "grind", hand, dest)
+
+
+def iteration_spans(ask: Message, stored: dict[str, Any]) -> None:
+    """The iteration's span and its fenced test run's, exported live under the grind's step
+    when this process exports traces (the ask carries the run's trace context)."""
+    from agents.telemetry import live
+
+    exporter = live.installed()
+    carried = parse_traceparent((ask.data or {}).get("traceparent"))
+    if exporter is None or carried is None or not ask.thread:
+        return
+    from agents.telemetry.tree import iteration_records
+
+    step = step_span_id(ask.thread, ask.seq)
+    for span in iteration_records(stored, ask.thread, carried[0], step):
+        exporter.submit(span)
 
 
 async def grind_spec(message: Message, ctx: StepContext) -> Reply:
     """Step 4: clone, run, and climb the tier ladder until green; the clone is the artifact."""
     config, data = _config(ctx), _data(message)
     language = by_name(_language(data).name)
-    real = _build_dir(config, data)
     spec = str(data["spec_relative"])
     tiers = list(data.get("tiers") or config.standing_tiers())
     ladder(ctx.home, tiers, config)  # a bad ladder fails loud before any clone
     baseline = str(data.get("baseline") or "")
-    if git(real, "rev-parse", "HEAD")[1].decode().strip() != baseline:
-        raise StepFailed(f"the build dir {real} moved since its baseline {baseline[:12]}")
+    real = await _grind_dir(ctx, config, data, baseline)
     target = clone(config, real)
     space = _space(config, ctx, target)
     try:
@@ -258,6 +312,10 @@ async def grind_spec(message: Message, ctx: StepContext) -> Reply:
         _drop(space)
     # commit to commit, in bullpen's own git directory: nothing of the work tree is read
     diff = apart_git(space.repo, "diff", "--stat", baseline, "HEAD", check=False)[1]
+    # the green clone, for `bullpen build` on whatever host it runs (agents/build/artifact.py)
+    artifact, unhanded = (
+        await try_hand_on(ctx.home, ctx.nick, "grind", space.repo) if result.green else (None, None)
+    )
     verdict = "GREEN" if result.green else "RED"
     body = f"grind {verdict}: {result.passing}/{result.total} passing in {target}"
     return Reply(
@@ -282,5 +340,7 @@ async def grind_spec(message: Message, ctx: StepContext) -> Reply:
             "language": language.name,
             "lessons": result.lessons,  # the ids a code seat was shown, not only handed over
             "memory": [n.id for n in job.ticket["memory"]] if result.iterations else [],
+            **({"artifact": artifact} if artifact else {}),
+            **({"artifact_problem": unhanded} if unhanded else {}),
         },
     )

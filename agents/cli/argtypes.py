@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -47,6 +48,48 @@ def _seconds(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0, like 30")
     return value
+
+
+class _RenamedOption(argparse.Action):
+    """An option's old name: still takes its value, and says once what it is called now."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"bullpen: warning: {option_string} is now --wait-timeout (the same seconds); "
+            "the old name will go in a later release",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+
+
+def _wait_timeout(
+    parser: argparse.ArgumentParser, default: float, what: str, old: str | None = None
+) -> None:
+    """`--wait-timeout SECONDS`, one name on every command that waits for a run.
+
+    The names mean one thing each (issue 35): `--wait-timeout` is how long this command
+    follows its run before it stops waiting (the run goes on in the room; exit 3 or 75);
+    `--timeout` is a limit on one piece of work (one trace's analysis, one pong). `old` is
+    the name a command used before (`--timeout`, `--wait`): still taken, with a warning.
+    """
+    parser.add_argument(
+        "--wait-timeout",
+        dest="wait_timeout",
+        type=_seconds,
+        default=default,
+        metavar="SECONDS",
+        help=f"how long to wait for {what}; the run goes on in the room after it",
+    )
+    if old is not None:
+        parser.add_argument(
+            old, dest="wait_timeout", type=_seconds, action=_RenamedOption, help=argparse.SUPPRESS
+        )
 
 
 def _count(text: str) -> int:

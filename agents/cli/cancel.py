@@ -49,7 +49,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
     reason = " ".join(str(args.reason or "").split()) or "cancelled by the operator"
-    return asyncio.run(_cancel(home, args.thread, reason, args.wait, args.json))
+    return asyncio.run(_cancel(home, args.thread, reason, args.wait_timeout, args.json))
 
 
 def _json(thread: str, stored: dict[str, Any], report: str | None) -> str:

@@ -29,6 +29,8 @@ def hub_settings(home: Home) -> HubSettings:
         limits=hub.limits(),
         tlog_origin=hub.tlog_origin,
         witnesses=hub.witness_keys(),
+        objects=home.objects_dir,
+        objects_max_bytes=home.society.objects.max_bytes,
     )
 
 

@@ -18,6 +18,7 @@ from agents.cli.argtypes import (
     _home_option,
     _port,
     _seconds,
+    _wait_timeout,
 )
 from agents.cli.runs_parser import add_run_commands
 from room.version import __version__
@@ -397,9 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--offline", action="store_true", help="answer model calls from the gateway's recording"
     )
-    p.add_argument(
-        "--wait", type=_seconds, default=600.0, help="with --fork: how long to follow the new run"
-    )
+    _wait_timeout(p, 600.0, "the forked run (with --fork)", old="--wait")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = add(
@@ -438,6 +437,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument(
         "--keep", action="store_true", help="keep each seat's home, to replay its threads"
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the suite N times (1-5), a backpass over each round's traces between, so "
+        "the next round wakes with the lessons it kept",
     )
 
     p = add(

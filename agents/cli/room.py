@@ -25,6 +25,7 @@ from room.errors import BadPost, CursorAhead, PostRejected, UsageError
 from room.log import Filter
 from room.message import check_nick, normalize_to
 from room.reader import RoomFile
+from room.stopsignals import INTERRUPTED
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
 from trust import keys
 
@@ -260,7 +261,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_tail(args))
     except KeyboardInterrupt:
-        return 0
+        return INTERRUPTED
     except CursorAhead as exc:
         err(exc.message)
         return 1

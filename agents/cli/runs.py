@@ -14,30 +14,48 @@ import json
 import sys
 from typing import Any
 
+from agents.cli.auditing import records_beside
 from agents.home import Home
+from agents.web.cost import near_limit
 from agents.web.runs import RunView, build_runs
 from agents.wording import did_you_mean
 from room.client import read_file
-from room.errors import UsageError
+from room.errors import HubUnavailable, UsageError
 from room.log import Filter
 
 EXIT_OK, EXIT_UNKNOWN = 0, 2
 
 
 async def room_lines(home: Home) -> list[dict[str, Any]]:
-    """Every line of the room: from its file when this host has it, else over the hub."""
-    if home.society.room.engine == "jsonl" and home.room_path.exists():
+    """Every line of the room: from its file when this host has it, else over the hub.
+
+    A home whose room was never started (no file, nothing beside it that says it held
+    lines, no hub answering) has no runs yet: that is an answer, not an error."""
+    local = home.society.room.engine == "jsonl"
+    if local and home.room_path.exists():
         lines, _ = read_file(home.room_path, 0, None, Filter())
         return lines
     found: list[dict[str, Any]] = []
     after = 0
-    async with home.client(home.society.operator) as client:
-        while True:
-            page, last = await client.read(after, 1000)
-            found += page
-            if len(page) < 1000 or last <= after:
-                return found
-            after = last
+    try:
+        async with home.client(home.society.operator) as client:
+            while True:
+                page, last = await client.read(after, 1000)
+                found += page
+                if len(page) < 1000 or last <= after:
+                    return found
+                after = last
+    except HubUnavailable:
+        if local and not records_beside(home.room_path):
+            return []
+        raise
+
+
+NEVER_STARTED = " (the room was never started: `bullpen up` starts it)"
+
+
+def _never_started(home: Home) -> bool:
+    return home.society.room.engine == "jsonl" and not home.room_path.exists()
 
 
 def all_runs(home: Home, lines: list[dict[str, Any]]) -> list[RunView]:
@@ -147,11 +165,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([run.summary() for run in runs], ensure_ascii=False))
         return EXIT_OK
-    if not runs:
+    if runs:
+        print(_table(runs))
+    else:
         print(
-            "no run matches" if args.state or args.kind else "no run in the room yet",
+            "no run matches"
+            if args.state or args.kind
+            else "no run in the room yet" + (NEVER_STARTED if _never_started(home) else ""),
             file=sys.stderr,
         )
-        return EXIT_OK
-    print(_table(runs))
+    near = near_limit(home)  # the gateway's budgets at 80% or more (agents/web/cost.py)
+    if near:
+        print("\nbudgets near their limit:\n" + "\n".join(f"  {line}" for line in near))
     return EXIT_OK

@@ -6,13 +6,35 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
-from agents.cli.argtypes import Formatter, _home_option, _seconds
+from agents.cli.argtypes import Formatter, _home_option, _seconds, _wait_timeout
 
 Add = Callable[[str, str, str], argparse.ArgumentParser]
 # A run's states, as agents/web/runs.py names them (its page and `bullpen runs` agree).
 RUN_STATES = ("open", "waiting", "done", "failed", "cancelled")
 FINAL_JSON = "print the final result as one JSON object {thread, exit, report, data}"
+
+
+def _budget(text: str) -> Any:
+    """--budget's type: a RunBudget (agents/gateway/runbudgets.py); refused: exit 2."""
+    from agents.gateway.runbudgets import parse_budget  # only when a run command parses it
+
+    try:
+        return parse_budget(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _budget_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--budget",
+        type=_budget,
+        metavar="LIMITS",
+        help="this run's own budget at the gateway, e.g. tokens=20000,calls=40,cost=0.5: the "
+        "run stops, saying so in the room, at the first call that would pass it (the lower "
+        "of it and [budgets] holds)",
+    )
 
 
 def add_run_commands(add: Add) -> None:
@@ -35,7 +57,8 @@ def add_run_commands(add: Add) -> None:
     p.add_argument("--blaze", help="a blaze file (role: guidance) whose claims seed the search")
     p.add_argument("--yes", action="store_true", help="confirm the Dig Report as it is")
     p.add_argument("--json", action="store_true", help=FINAL_JSON)
-    p.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for each turn")
+    _wait_timeout(p, 900.0, "each turn (the Dig Report, then the brief)", old="--timeout")
+    _budget_option(p)
     turn = p.add_subparsers(
         dest="action",
         metavar="[confirm THREAD]",
@@ -64,7 +87,7 @@ def add_run_commands(add: Add) -> None:
         help="a lived file of the knowledge base to anchor the voice (checked with the "
         "briefer's gates before anything is posted; also answers a MISSING brief)",
     )
-    c.add_argument("--timeout", type=_seconds, default=900.0, help="seconds to wait for the brief")
+    _wait_timeout(c, 900.0, "the brief", old="--timeout")
     c.add_argument("--json", action="store_true", help=FINAL_JSON)
 
     p = add(
@@ -83,9 +106,7 @@ def add_run_commands(add: Add) -> None:
     )
     p.add_argument("--concurrency", type=int, help="analyses in flight at once (default 4)")
     p.add_argument("--timeout", type=_seconds, help="hard limit in seconds on one trace's analysis")
-    p.add_argument(
-        "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
-    )
+    _wait_timeout(p, 4 * 3600.0, "the final report")
     p.add_argument(
         "--bulk",
         metavar="SEAT",
@@ -99,6 +120,7 @@ def add_run_commands(add: Add) -> None:
         "(default: $BULLPEN_SYNTHESIS_SEAT, else the synthesis role's own seat)",
     )
     p.add_argument("--json", action="store_true", help=FINAL_JSON)
+    _budget_option(p)
 
     p = add(
         "build",
@@ -106,10 +128,9 @@ def add_run_commands(add: Add) -> None:
         "run a test-first build from a ticket (bullpen docs build)",
     )
     p.add_argument("ticket", help="the ticket file (config/build-ticket.md is an example)")
-    p.add_argument(
-        "--wait-timeout", type=_seconds, default=4 * 3600.0, help="give up waiting after this long"
-    )
+    _wait_timeout(p, 4 * 3600.0, "the final report")
     p.add_argument("--json", action="store_true", help=FINAL_JSON)
+    _budget_option(p)
 
     p = add(
         "runs",
@@ -142,7 +163,5 @@ def add_run_commands(add: Add) -> None:
     )
     p.add_argument("thread", help="the run's thread, as its command printed it (exp-…, build-…)")
     p.add_argument("--reason", default="", help="why, for the room and the report")
-    p.add_argument(
-        "--wait", type=_seconds, default=30.0, help="how long to wait for the foreman's report"
-    )
+    _wait_timeout(p, 30.0, "the foreman's CANCELLED report", old="--wait")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON object")

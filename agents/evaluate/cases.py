@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from agents.evaluate.stepcases import StepCase, step_problems
 from agents.intake.bounded import load_toml
 from agents.intake.safecopy import CopyRefused, copy_tree, plan_tree
 from agents.packaged import defaults
@@ -85,8 +86,9 @@ class BackpassCase(_Strict):
     expect: BackpassExpect
 
 
-Case = Annotated[ExpeditionCase | BuildCase | BackpassCase, Field(discriminator="kind")]
-_ADAPTER: TypeAdapter[ExpeditionCase | BuildCase | BackpassCase] = TypeAdapter(Case)
+AnyCase = ExpeditionCase | BuildCase | BackpassCase | StepCase
+Case = Annotated[AnyCase, Field(discriminator="kind")]
+_ADAPTER: TypeAdapter[AnyCase] = TypeAdapter(Case)
 
 
 class Loaded(BaseModel):
@@ -96,7 +98,14 @@ class Loaded(BaseModel):
 
     name: str
     folder: Path
-    case: ExpeditionCase | BuildCase | BackpassCase
+    case: AnyCase
+
+    def value(self, field: str) -> str | None:
+        """The folder or file the case names under `field` (a step case: in its input)."""
+        if isinstance(self.case, StepCase):
+            return self.case.folders().get(field)
+        value = getattr(self.case, field, None)
+        return value if isinstance(value, str) else None
 
     def path(self, value: str, field: str) -> Path:
         """A path the case names, resolved inside its folder (or the sample kb)."""
@@ -117,8 +126,16 @@ class Loaded(BaseModel):
         safe copy (agents/intake/safecopy.py): a link out of it, or too much, is refused
         with exit 2 naming it, before a byte is copied."""
         target.parent.mkdir(parents=True, exist_ok=True)
-        copy_tree(self.path(getattr(self.case, field), field), target, what=self.copier, skip=skip)
+        value = self.value(field)
+        if value is None:
+            raise UsageError(f"{self.folder / CASE_FILE}: names no {field}")
+        copy_tree(self.path(value, field), target, what=self.copier, skip=skip)
         return target
+
+    def in_round(self, number: int) -> Loaded:
+        """The case as round `number` of `--rounds` runs it: its copies (kb, traces, build
+        dir) under a name of their own, so no round copies over another's."""
+        return self if number == 1 else self.model_copy(update={"name": f"{self.name}-r{number}"})
 
     @property
     def copier(self) -> str:
@@ -128,8 +145,8 @@ class Loaded(BaseModel):
         """Every folder the case names planned as its copy will be: a link out of it, or
         too much, is refused now, before any society starts."""
         for field in FOLDERS:
-            value = getattr(self.case, field, None)
-            if isinstance(value, str):
+            value = self.value(field)
+            if value is not None:
                 source = self.path(value, field)
                 try:
                     plan_tree(source, what=self.copier, skip=("__pycache__",))
@@ -140,7 +157,7 @@ class Loaded(BaseModel):
 
 def _where(loc: tuple[int | str, ...]) -> str:
     parts = [str(p) for p in loc]
-    if parts and parts[0] in ("expedition", "build", "backpass"):
+    if parts and parts[0] in ("expedition", "build", "backpass", "step"):
         parts = parts[1:]  # the union's tag pydantic puts first
     return ".".join(parts) or "kind"
 
@@ -155,14 +172,16 @@ def load_case(folder: Path) -> Loaded:
         problems = []
         for error in exc.errors():
             if error["type"] in ("union_tag_not_found", "union_tag_invalid"):
-                problems.append('kind: set kind = "expedition", "build" or "backpass"')
+                problems.append('kind: set kind = "expedition", "build", "backpass" or "step"')
             else:
                 problems.append(f"{_where(error['loc'])}: {error['msg']}")
         raise UsageError(f"{file}: " + "; ".join(problems)) from None
+    if isinstance(case, StepCase) and (problems := step_problems(case)):
+        raise UsageError(f"{file}: " + "; ".join(problems))
     loaded = Loaded(name=folder.name, folder=folder, case=case)
     for field in ("kb", "ticket", "hidden_tests", "repo", "traces", "public", "private"):
-        value = getattr(case, field, None)
-        if isinstance(value, str):
+        value = loaded.value(field)
+        if value is not None:
             loaded.path(value, field)
     loaded.check_folders()
     return loaded

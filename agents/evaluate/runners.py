@@ -52,6 +52,8 @@ class CaseResult:
     wall_s: float = 0.0
     thread: str | None = None
     note: str = ""
+    step: str | None = None  # a step case: the step it asks (stepcases.py)
+    skipped: str | None = None  # why the seat could not be asked (neither passed nor failed)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -203,13 +205,21 @@ def _ticket(society: EvalSociety, loaded: Loaded, case: BuildCase) -> Path:
     return ticket
 
 
-def hidden_tests(artifact: Path, tests: Path, eval_home: Path) -> Any:
+def hidden_tests(
+    artifact: Path,
+    tests: Path,
+    eval_home: Path,
+    limit_s: float = CASE_TIMEOUT_S,
+) -> Any:
     """pytest on the hidden tests behind the build's own fence (agents/build/fence.py): the
     artifact is model-written code, so it runs with a clean environment, resource limits,
-    and (where bubblewrap works) read-only everywhere but the artifact, homes hidden, offline."""
+    and (where bubblewrap works) read-only everywhere but the artifact, homes hidden, offline.
+    Its environment is the build's python runner's (agents/build/routing.py): no installed
+    pytest plugin loads itself unasked. `limit_s`: how long the run may take."""
     import asyncio
 
     from agents.build.fence import FenceLimits, choose, clean_env, run_fenced
+    from agents.build.routing import by_name
 
     with tempfile.TemporaryDirectory(prefix="bullpen-eval-tests-") as scratch:
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)]
@@ -218,8 +228,8 @@ def hidden_tests(artifact: Path, tests: Path, eval_home: Path) -> Any:
                 argv,
                 cwd=artifact,
                 writable=[artifact, Path(scratch)],
-                env=clean_env(Path(scratch), {}),
-                limits=FenceLimits(timeout_s=CASE_TIMEOUT_S),
+                env=clean_env(Path(scratch), dict(by_name("python").env)),
+                limits=FenceLimits(timeout_s=limit_s),
                 fence=choose("auto"),
                 hidden=[eval_home],
             )

@@ -16,7 +16,6 @@ operator's own society would be given, and the difference is measured.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -25,11 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from agents.cli.init import InitOptions, init_home
+from agents.evaluate.settings import set_keys, toml_value, write_steps
 from agents.home import Home
 from agents.runtime.lessons import LESSONS_SWITCH as LESSONS_ENV
 from agents.runtime.netports import free_ports
@@ -37,21 +37,6 @@ from agents.seats.registry import ROLES, parse_seat_table
 from room.errors import BullpenError, UsageError
 
 UP_S = 180.0  # how long the society may take to say "lurkers up"
-
-
-def toml_value(value: Any) -> str:
-    """One TOML value: strings, numbers, booleans, lists and tables of them."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Mapping):
-        return (
-            "{ "
-            + ", ".join(f"{json.dumps(str(k))} = {toml_value(v)}" for k, v in value.items())
-            + " }"
-        )
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    return json.dumps(value, ensure_ascii=False)
 
 
 def seat_tables(operator: Home, seat: str | None) -> dict[str, dict[str, Any]]:
@@ -95,22 +80,14 @@ def write_build(
     operator's seat fence, so seats are measured as they would run; and `hidden`, the
     suite's acceptance tests, which every fence then hides from seats and tested code."""
     (scratch / "builds").mkdir()
+    keys = {
+        "root": str(scratch / "builds"),
+        "alias": str(scratch / "sandbox"),
+        "seat_fence": seat_fence,
+        "hidden": [str(place) for place in hidden],
+    }
     text = society_file.read_text(encoding="utf-8")
-    keys = (
-        f"root = {toml_value(str(scratch / 'builds'))}\n"
-        f"alias = {toml_value(str(scratch / 'sandbox'))}\n"
-        f"seat_fence = {toml_value(seat_fence)}\n"
-        f"hidden = {toml_value([str(place) for place in hidden])}\n"
-    )
-    section = re.compile(r"^\[build\]\n(?:(?!\[).*\n?)*", re.M)  # to the next table
-    ours = re.compile(r"^(?:root|alias|seat_fence|hidden)\s*=.*\n?", re.M)
-    found = section.search(text)
-    if found:
-        body = ours.sub("", found.group(0).removeprefix("[build]\n"))
-        text = text[: found.start()] + "[build]\n" + keys + body + text[found.end() :]
-    else:
-        text = text.rstrip("\n") + "\n\n[build]\n" + keys
-    society_file.write_text(text, encoding="utf-8")
+    society_file.write_text(set_keys(text, "build", keys), encoding="utf-8")
 
 
 def copy_memory(operator: Home, target: Home) -> bool:
@@ -225,6 +202,7 @@ def society(
         strict, relaxed = free_ports(2)
         init_home(root, InitOptions(strict=f"127.0.0.1:{strict}", relaxed=f"127.0.0.1:{relaxed}"))
         write_seats(root / "society.toml", seat_tables(operator, seat))
+        write_steps(root / "society.toml", operator, Home(root).society.nicks, seat)
         write_build(root / "society.toml", Path(scratch), hidden, seat_fence)
         copy_memory(operator, Home(root))
         env = {**os.environ, "BULLPEN_HOME": str(root), "PYTHONUNBUFFERED": "1"}

@@ -26,8 +26,8 @@ def check_timeout(value: float) -> float:
     """A wait in seconds: finite and above 0, or the run would be posted and abandoned."""
     if not math.isfinite(value) or value <= 0:
         raise UsageError(
-            f"--timeout {value:g} is not a number of seconds above 0; pass one like "
-            "--timeout 900 (the default), and the run goes on in the room after it"
+            f"--wait-timeout {value:g} is not a number of seconds above 0; pass one like "
+            "--wait-timeout 900 (the default), and the run goes on in the room after it"
         )
     return value
 
@@ -81,7 +81,7 @@ def check_paths(home: Home, kb: str | None, blaze: str | None) -> None:
 def cmd_expedition(args: argparse.Namespace) -> int:
     home = Home.at(args.home)
     home.require()
-    timeout = check_timeout(args.timeout)
+    timeout = check_timeout(args.wait_timeout)
     if args.action == "confirm":
         if not args.thread.strip():
             raise UsageError(
@@ -118,5 +118,6 @@ def cmd_expedition(args: argparse.Namespace) -> int:
             yes=args.yes,
             timeout=timeout,
             as_json=getattr(args, "json", False),
+            budget=getattr(args, "budget", None),
         )
     )

@@ -43,6 +43,7 @@ from agents.expedition.progress import Progress
 from agents.expedition.prompting import RunEnded, typed_unless_ended
 from agents.foreman.pipeline import KEY
 from agents.roots import OutsideRoot
+from agents.runticket import ticket_context
 from agents.runtime.cancel import EXIT_CANCELLED
 from agents.runtime.finaljson import final_json
 from agents.runtime.waiting import Heartbeat, follow_run, require_listening
@@ -50,6 +51,7 @@ from room.client import read_thread
 from room.message import Message, bare
 
 if TYPE_CHECKING:
+    from agents.gateway.runbudgets import RunBudget
     from agents.home import Home
     from room.client import RoomClient
 
@@ -322,6 +324,7 @@ async def expedition(
     out: TextIO | None = None,
     err: TextIO | None = None,
     as_json: bool = False,
+    budget: RunBudget | None = None,
 ) -> int:
     """Start an expedition, follow it to its Dig Report, and confirm it if told to."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -343,6 +346,7 @@ async def expedition(
         print(exc.message, file=err)
         return EXIT_USAGE
     thread = new_thread()
+    data.update(ticket_context(thread, budget))  # its trace and its own budget, carried on
     async with home.client(home.society.operator) as client:
         await require_listening(client, FOREMAN)  # else nothing would ever answer
         posted = await client.say(

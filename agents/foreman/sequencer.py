@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime
+from typing import Any
 
 import structlog
 
@@ -25,6 +26,7 @@ from agents.foreman.pipeline import KEY, Action, Ask, Report, Run
 from agents.foreman.registry import PipelineRegistry
 from agents.foreman.seen import Seen, SeenThreads
 from agents.runtime import cancel
+from agents.runtime.budget import step_budget
 from agents.runtime.outcome import Failure, Outbox, OutPost
 from agents.runtime.step import StepContext
 from agents.runtime.wake import is_ping
@@ -35,6 +37,10 @@ log = structlog.get_logger("agents.foreman")
 
 OVERDUE_GRACE_S = 10.0
 RECENT_WINDOW = 10_000
+# What a run's ticket carries that every one of its step asks carries too: the trace context
+# (a W3C traceparent naming the run's span: agents/telemetry/process.py) and the run's own
+# budget (`--budget`, held by the gateway: agents/gateway/runbudgets.py).
+CARRIED = ("traceparent", "budget")
 
 
 def overdue_key(key: str) -> str:
@@ -87,11 +93,22 @@ class Foreman:
         self._seen = SeenThreads()
         self._bootstrapped = False
         self._registry: PipelineRegistry | None = None
+        self._spans: Any = None  # a ForemanSpans when this process exports traces
 
     def prepare(self, ctx: StepContext) -> None:
         """Load every registered pipeline when the lurker starts, and let each check its own
         section: a broken `[pipelines]` entry or a misspelt `[backpass]` key stops the foreman
         at once (exit 78), and a wake imports nothing (it opens no file)."""
+        from agents.telemetry.live import installed
+
+        exporter = installed()
+        if exporter is not None:
+            from agents.telemetry.config import TelemetryConfig
+            from agents.telemetry.process import ForemanSpans
+
+            content = TelemetryConfig.of(ctx.home).capture_content
+            trusted = frozenset(ctx.home.trust.trusted)
+            self._spans = ForemanSpans(exporter, ctx.nick, trusted, content, ctx.home.screen)
         registry = self.registry(ctx)
         for name in registry.names():
             check = getattr(registry.get(name), "check", None)
@@ -130,7 +147,15 @@ class Foreman:
         return messages, max([after, through, *(m.seq for m in messages)])
 
     def decide(self, seen: Seen, ctx: StepContext, now: float) -> Outbox | Failure:
-        """What to post now, given the thread so far. Pure but for the open-runs cache."""
+        """What to post now, given the thread so far. Pure but for the open-runs cache (and,
+        when this process exports traces, the spans of the steps answered so far)."""
+        decided = self._decide(seen, ctx, now)
+        if self._spans is not None and seen.messages and isinstance(decided, Outbox):
+            thread = seen.messages[0].thread or ""
+            self._spans.see(thread, seen.messages, decided.posts)
+        return decided
+
+    def _decide(self, seen: Seen, ctx: StepContext, now: float) -> Outbox | Failure:
         try:
             run = Run(seen.messages, foreman=ctx.nick, trusted=ctx.home.trust.trusted, now=now)
         except ValueError:
@@ -168,6 +193,7 @@ class Foreman:
         """The actions whose keys are neither in the thread nor decided already; the ones
         returned are claimed, so a decision before they land does not post them again."""
         posted = run.keys
+        start = run.start.data or {}
         unposted = seen.unposted(posted, time.monotonic())
         in_flight = len(run.pending()) + sum(unposted.values())
         keys = posted | set(unposted)
@@ -181,7 +207,8 @@ class Foreman:
                     continue
                 in_flight += 1
                 seen.claim(action.key, ask=True)
-                data = {**action.data, KEY: action.key}
+                carried = {k: start[k] for k in CARRIED if k in start}
+                data = {**carried, **action.data, KEY: action.key}
                 if action.timeout_s is not None:
                     data["overdue_s"] = action.timeout_s
                 posts.append(OutPost(f"@{action.to}", action.body, "ask", data, None, run.thread))
@@ -260,7 +287,8 @@ class Foreman:
             limit = data.get("overdue_s")
             if not isinstance(limit, int | float):
                 nick_config = ctx.home.society.nicks.get(nick)
-                limit = (nick_config.timeout_s if nick_config else 120.0) + OVERDUE_GRACE_S
+                budget = step_budget(ctx.home.society, nick_config) if nick_config else 120.0
+                limit = budget + OVERDUE_GRACE_S  # the lurker's own (agents/runtime/budget.py)
             waited = now - _epoch(ask.ts)
             if waited > limit:
                 body = f"[STEP TIMEOUT — @{nick} did not reply in {int(limit)} s]"

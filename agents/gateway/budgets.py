@@ -37,7 +37,7 @@ from typing import Any
 
 from agents.gateway.config import Budget, GatewayConfig
 from agents.gateway.reserve import Worst
-from agents.gateway.runbudgets import RunBudgets
+from agents.gateway.runbudgets import RunBudget, RunBudgets
 from room.errors import BullpenError
 
 __all__ = [
@@ -114,6 +114,16 @@ def seconds_to_midnight() -> int:
     return max(1, int((midnight - now).total_seconds()) + 1)
 
 
+def _own(value: object) -> RunBudget | None:
+    """A ledger line's `run_budget` (the run's own --budget), or None when it has none."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return RunBudget.model_validate(value)
+    except ValueError:
+        return None
+
+
 NOTHING = Worst(0, 0)  # what a call with no bound and no token budget holds
 
 
@@ -138,7 +148,7 @@ class Limit:
         return {
             "caller": f"[gateway.callers.{self.name}]",
             "backend": f"[gateway.backends.{self.name}]",
-        }.get(self.kind, "[budgets]")
+        }.get(self.kind, "[budgets] (or the run's own --budget)")
 
 
 def _daily(kind: str, name: str, day: str, budget: Budget) -> Limit:
@@ -280,6 +290,7 @@ class Budgets:
             thread = entry.get("thread")
             if isinstance(thread, str) and thread:
                 keys.append(("run", thread, ""))
+                self.runs.ask(thread, _own(entry.get("run_budget")))
             for key in keys:
                 self.calls[key] += 1
                 self.tokens[key] += tokens

@@ -25,8 +25,9 @@ from typing import Any
 from agents.gateway.config import Price
 from agents.gateway.ledger import now_stamp
 from agents.gateway.routing import Route
-from agents.gateway.runbudgets import THREAD
+from agents.gateway.runbudgets import THREAD, RunBudget, parse_budget
 from room.errors import BullpenError
+from room.traceids import parse_traceparent
 
 __all__ = ["Call", "RunHeaders", "estimate_tokens"]
 
@@ -76,6 +77,15 @@ class RunHeaders:
         self.thread: str | None = thread
         self.seq: int | None = int(seq) if seq is not None else None
         self.seat: str | None = seat
+        # The step's span to hang the call under (W3C: one that does not parse is ignored).
+        self.parent = parse_traceparent(headers.get("traceparent"))
+        budget = headers.get("x-bullpen-budget")
+        try:
+            self.budget: RunBudget | None = parse_budget(budget[:200]) if budget else None
+        except ValueError as exc:
+            raise BadRunHeader(f"x-bullpen-budget: {exc}") from None
+        if self.budget is not None and thread is None:
+            raise BadRunHeader("x-bullpen-budget names a run's budget: send x-bullpen-thread too")
 
 
 class Call:
@@ -169,6 +179,8 @@ class Call:
             entry["thread"] = self.run.thread
             if self.run.seq is not None:
                 entry["seq"] = self.run.seq
+            if self.run.budget is not None:  # the run's own budget, for a restart
+                entry["run_budget"] = self.run.budget.model_dump(exclude_none=True)
         if self.price is not None:
             entry["cost"] = round(self.price.cost(tokens_in, tokens_out), 9)
         if self.finish_reasons:

@@ -15,6 +15,19 @@ problems, and they need different fixes:
   `with_pieces` gives six pieces, `<` `|` `im` `_end` `|` `>`), so the
   model spelt it out. Fix: stop strings at the gateway, which it enforces.
 
+Two more ways a server prompts a model wrongly, told apart the same way:
+
+* a **base model** (no chat template at all): a GGUF that carries no
+  template makes llama-server fall back to its own ChatML template, so
+  `/props` shows a ChatML text that came from the server, not the model.
+  Gemma 3 270M (the base model, not `-it`) is one. A model that was never
+  tuned to chat has no business in a chat seat, whatever template is set.
+* a **template that drops the conversation**: with `--jinja`, llama-server
+  reads `--chat-template NAME` as the template's literal text, so
+  `--chat-template gemma` renders every prompt as the five letters `gemma`.
+  `/props` shows only the name, so the check renders a probe message with
+  `POST /apply-template` and looks for it in the result.
+
 A server with neither endpoint (vLLM, Ollama, a cloud API) gets a verdict
 saying what could not be checked and what to look at instead. Exit 0 when
 nothing is wrong, 1 with the verdicts otherwise.
@@ -33,7 +46,14 @@ from agents.gateway.upstream import backend_key
 from room.errors import BullpenError
 from room.httpverify import verify_tls
 
-__all__ = ["Verdict", "builtin_name", "check_backend", "template_family", "token_family"]
+__all__ = [
+    "Verdict",
+    "builtin_name",
+    "check_backend",
+    "fallback_template",
+    "template_family",
+    "token_family",
+]
 
 OK, NOTE, PROBLEM, UNCHECKED = "ok", "note", "PROBLEM", "unchecked"
 
@@ -120,6 +140,20 @@ _BUILTIN_OTHERS = frozenset(
         "solar-open",
     ]
 )
+# The template llama-server falls back to when the GGUF carries none (llama.cpp's
+# common/chat.cpp, CHATML_TEMPLATE_SRC, as vendored by llama-cpp-python 0.3.36): /props
+# reports this text for a model that brought no template of its own.
+FALLBACK_CHATML = (
+    "{%- for message in messages -%}\n"
+    "  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "  {{- '<|im_start|>assistant\n' -}}\n"
+    "{%- endif -%}"
+)
+BASE_MODEL = "base model, no chat template: not for chat seats"
+# What /apply-template is asked to render: a message whose words must come back in the prompt.
+PROBE = "Reply with the word bullpen."
 # Families whose template may fairly sit on another's tokens (Qwen: ChatML on its own bos/eos).
 _COMPATIBLE = {("ChatML", "Qwen")}
 
@@ -128,6 +162,11 @@ def builtin_name(template: str) -> str | None:
     """The llama.cpp built-in template `template` names, when it is a bare name, not a text."""
     name = template.strip()
     return name if name in _BUILTIN_FAMILIES or name in _BUILTIN_OTHERS else None
+
+
+def fallback_template(template: str) -> bool:
+    """Whether `template` is llama-server's own ChatML fallback (the model brought none)."""
+    return " ".join(template.split()) == " ".join(FALLBACK_CHATML.split())
 
 
 def template_family(template: str) -> str | None:
@@ -211,6 +250,8 @@ async def check_backend(
             return verdict
         family = _read_props(verdict, props_status, props)
         tokenize_ok = await _check_markers(verdict, client, root, headers, policy, family)
+        if tokenize_ok:
+            await _check_rendering(verdict, client, root, headers)
     if props_status != 200 and not tokenize_ok:
         verdict.lines = [
             (
@@ -241,6 +282,9 @@ def _read_props(verdict: Verdict, status: int, props: Any) -> str | None:
     )
     shown = f"bos/eos {bos} {eos}" if isinstance(bos, str) and isinstance(eos, str) else "bos/eos"
     which = f"a {family} template" + (f" (llama.cpp's built-in {builtin!r})" if builtin else "")
+    if fallback_template(template):  # the markers are then checked against no family
+        _no_template(verdict, tokens, shown)
+        return None
     if family is None:
         said = f"llama.cpp's built-in {builtin!r} template" if builtin else "the chat template"
         verdict.add(NOTE, f"{said} is of no family this check knows ({shown})")
@@ -258,6 +302,74 @@ def _read_props(verdict: Verdict, status: int, props: Any) -> str | None:
         )
         verdict.add(PROBLEM, f"template mismatch: {tokens} {shown} with {which} — {fix}")
     return family
+
+
+def _no_template(verdict: Verdict, tokens: str | None, shown: str) -> None:
+    """The model brought no chat template; llama-server prompts it in its ChatML fallback."""
+    if tokens == "ChatML":
+        verdict.add(
+            NOTE,
+            f"the model carries no chat template: llama-server's ChatML fallback, on ChatML "
+            f"tokens ({shown}); a model shipped without a template is often a base model — "
+            "check its model card before giving it a chat seat",
+        )
+        return
+    said = f"{tokens} {shown}" if tokens else shown
+    verdict.add(
+        PROBLEM,
+        f"{BASE_MODEL} — the GGUF carries no chat template, so llama-server prompts it in "
+        f"its own ChatML fallback, which this vocabulary ({said}) was never tuned to; serve "
+        "the instruct model's GGUF (named -it or -Instruct) for a seat, or keep this one for "
+        "plain completion",
+    )
+
+
+async def _check_rendering(
+    verdict: Verdict, client: httpx.AsyncClient, root: str, headers: dict[str, str]
+) -> None:
+    """Render a probe message through the server's template (`POST /apply-template`): a
+    template that drops the message (a bare name taken as text under --jinja) is a PROBLEM."""
+    body = {"messages": [{"role": "user", "content": PROBE}]}
+    try:
+        status, answer = await _get_json(client, root + "/apply-template", headers, body)
+    except httpx.HTTPError as exc:
+        verdict.add(UNCHECKED, f"POST /apply-template failed ({type(exc).__name__})")
+        return
+    prompt = answer.get("prompt") if isinstance(answer, dict) else None
+    if status != 200 or not isinstance(prompt, str):
+        verdict.add(
+            UNCHECKED,
+            f"POST /apply-template answered HTTP {status}: how a message is rendered was not "
+            "checked",
+        )
+        return
+    count = await _token_count(client, root, headers, prompt)
+    size = f"{len(prompt)} characters"
+    if count is not None:
+        size = f"{count} token" + ("" if count == 1 else "s")
+    if PROBE in prompt:
+        verdict.add(OK, f"a message renders through the template ({size} for a one-line message)")
+        return
+    shown = prompt if len(prompt) <= 60 else prompt[:60] + "…"
+    verdict.add(
+        PROBLEM,
+        f"the chat template drops the conversation: a message renders as {shown!r} ({size}), "
+        "without its words, so every prompt is the same. With --jinja, llama-server reads "
+        "--chat-template NAME as the template's own text: drop --jinja to use the built-in "
+        "NAME, or give the model's template with --chat-template-file",
+    )
+
+
+async def _token_count(
+    client: httpx.AsyncClient, root: str, headers: dict[str, str], text: str
+) -> int | None:
+    body = {"content": text, "add_special": False, "parse_special": True}
+    try:
+        status, answer = await _get_json(client, root + "/tokenize", headers, body)
+    except httpx.HTTPError:
+        return None
+    tokens = answer.get("tokens") if isinstance(answer, dict) else None
+    return len(tokens) if status == 200 and isinstance(tokens, list) else None
 
 
 async def _check_markers(

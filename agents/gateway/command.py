@@ -12,7 +12,6 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -66,26 +65,13 @@ async def check_new_backends(home: Home, config: GatewayConfig) -> None:
     path.write_text(json.dumps(sorted(done)) + "\n")
 
 
-def live_exporter(home: Home) -> Any:
-    """A LiveExporter when [telemetry] (or OTEL_EXPORTER_OTLP_*) names a receiver, else None:
-    with telemetry off nothing of it, nor of OpenTelemetry, is loaded."""
-    from agents.telemetry.config import TelemetryConfig
-
-    config = TelemetryConfig.of(home)
-    url = config.endpoint()
-    if url is None:
-        return None
-    from agents.telemetry.live import LiveExporter
-
-    log.info("gateway.telemetry", otlp=url)
-    return LiveExporter(url, config.service_name)
-
-
 async def run_gateway(home: Home) -> int:
     try:
         config = GatewayConfig.required(home)
         runs = RunBudgets.of(home)
-        telemetry = live_exporter(home)
+        from agents.telemetry.live import for_home  # no OpenTelemetry unless configured
+
+        telemetry = for_home(home, "gateway")
         tokens = CallerTokens.load(home)
         host, port = parse_address(config.listen, "[gateway] listen")
     except (ConfigError, UsageError, ValueError) as exc:
@@ -146,7 +132,7 @@ async def run_gateway(home: Home) -> int:
         _say(f"bullpen gateway: {ledger.failed.message}")
         return EXIT_DISK
     log.info("gateway stopped")
-    return EXIT_OK
+    return serving.signals.exit_code(EXIT_OK)
 
 
 def serve(home: Home) -> int:

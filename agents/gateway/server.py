@@ -158,7 +158,10 @@ class Gateway:
         """The budget hook (seed 004): ask before an expensive call; 200 with room, else 429."""
         caller = self.tokens.caller(request.headers.get("authorization"))
         route = await self.catalog.route(request.query_params.get("model"))
-        refusal = self.budgets.refusal(caller, route.backend, RunHeaders(request.headers).thread)
+        run = RunHeaders(request.headers)
+        if run.thread is not None:
+            self.budgets.runs.ask(run.thread, run.budget)
+        refusal = self.budgets.refusal(caller, route.backend, run.thread)
         if refusal is not None:
             return error_response(refusal, 429)
         return JSONResponse({"ok": True, "caller": caller, "backend": route.backend})
@@ -170,6 +173,8 @@ class Gateway:
     async def chat(self, request: Request) -> Response:
         caller = self.tokens.caller(request.headers.get("authorization"))
         run = RunHeaders(request.headers)
+        if run.thread is not None:  # a run's own budget (--budget) tightens [budgets]
+            self.budgets.runs.ask(run.thread, run.budget)
         body = await read_body(request)
         record = (  # the key as sent: caller, run and digest (agents/gateway/recording.py)
             RecordKey.of(caller, request.headers.get(RUN_HEADER), body)
@@ -387,17 +392,21 @@ class Gateway:
             log.warning("gateway.flagged", **{k: entry[k] for k in ("caller", "model", "flags")})
         await asyncio.shield(self.ledger.record(entry))
         if self.telemetry is not None and isinstance(entry.get("thread"), str):
-            self._trace(entry)
+            self._trace(entry, call.run)
 
-    def _trace(self, entry: dict[str, Any]) -> None:
-        """The call's span, exported live under its step (or its run, with no seq)."""
+    def _trace(self, entry: dict[str, Any], run: RunHeaders | None) -> None:
+        """The call's span, exported live under the span its seat's `traceparent` names (the
+        step's), else under its step (or its run, with no seq) in the thread's derived trace."""
         from agents.telemetry.tree import call_record
         from room.traceids import run_span_id, step_span_id
 
         thread = entry["thread"]
         seq = entry.get("seq")
         parent = step_span_id(thread, seq) if isinstance(seq, int) else run_span_id(thread)
-        span = call_record(entry, thread, parent)
+        trace = None
+        if run is not None and run.parent is not None:
+            trace, parent = run.parent
+        span = call_record(entry, thread, parent, trace=trace)
         if span is not None:
             self.telemetry.submit(span)
 

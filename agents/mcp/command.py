@@ -91,7 +91,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         ]
         if given:
             raise UsageError(
-                f"{' and '.join(given)} only apply to --transport http; over stdio the agent "
+                f"{' and '.join(given)} only {'apply' if len(given) > 1 else 'applies'} to "
+                "--transport http; over stdio the agent "
                 "that starts this server talks to it on stdin/stdout (add --transport http to "
                 "listen on a port)"
             )

@@ -144,7 +144,7 @@ async def _replay(args: argparse.Namespace) -> int:
     if args.fork:
         from agents.replay.fork import fork
 
-        return await fork(home, recorded, args.step, args.seat, judge, args.wait, args.json)
+        return await fork(home, recorded, args.step, args.seat, judge, args.wait_timeout, args.json)
     result = await rerun.replay(home, recorded, args.step, args.seat, judge)
     if args.json:
         print(strictjson.dumps(result))

@@ -53,6 +53,8 @@ class PostSink:
 class ShadowHome(Home):
     """A Home whose files are the private copy's, and whose posts go nowhere."""
 
+    stores_objects = False  # a replayed step hands nothing on (agents/objects)
+
     def __init__(self, original: Home, copy: PrivateCopy) -> None:
         super().__init__(copy.into(original.root.resolve()))
         self.original = original

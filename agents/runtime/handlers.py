@@ -86,6 +86,7 @@ class PythonStep(Handler):
         module_name = target.partition(":")[0]
         self.target = target
         self._func: Step | None = None
+        self._within: Any = None  # agents.seats.runcall.within, loaded with the step
         if not lazy:
             self._load()
         elif not module_exists(module_name):
@@ -109,6 +110,10 @@ class PythonStep(Handler):
         if not callable(func):
             raise ConfigError(f"handler {self.target!r} is not callable")
         step: Step = func
+        # Loaded with the step, not on a wake: the foreman's wake opens no file.
+        from agents.seats.runcall import within  # model calls made in a step name its ask
+
+        self._within = within
         self._func = step
         return step
 
@@ -161,9 +166,7 @@ class PythonStep(Handler):
             problem = self._first_load(ctx)
             if problem is not None:
                 return problem
-        from agents.seats.runcall import within  # model calls made now name this ask
-
-        with within(message.thread, message.seq):
+        with self._within(message.thread, message.seq, message.data):
             return await self._run(message, ctx, timeout)
 
     async def _run(self, message: Message, ctx: StepContext, timeout: float) -> Outcome:

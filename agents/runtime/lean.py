@@ -43,7 +43,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import sys
 import time
 import traceback
@@ -56,6 +55,7 @@ from agents.runtime.cursor import Cursor
 from agents.runtime.wake import certain_refusal
 from room import strictjson
 from room.errors import BullpenError, ConfigError, CursorAhead, UsageError
+from room.stopsignals import StopSignals
 from room.tail import Position, RawFollower, WatchUnavailable
 from room.version import __version__
 
@@ -206,8 +206,8 @@ async def _idle(plan: dict[str, Any], log: Log) -> int:
     start = Position(plan["seq"], plan["offset"])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    signals = StopSignals()  # SIGTERM (systemd) ends with 0, Ctrl-C with 130
+    signals.install(loop, stop.set)
     follower = RawFollower(
         Path(plan["room"]), start, safety_s=plan["safety_s"], to=f"@{nick}", log=log
     )
@@ -261,7 +261,7 @@ async def _idle(plan: dict[str, Any], log: Log) -> int:
         log.info("a line may wake us: loading the full lurker", after=passed.seq)
     else:
         log.info("stopped", cursor=passed.seq)
-    return code
+    return signals.exit_code(code)
 
 
 def _full(home: str | None, nick: str, level: str, lock: int | None) -> int:

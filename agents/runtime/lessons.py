@@ -22,12 +22,12 @@ from agents.runtime.step import Reply, StepContext
 from agents.seats.request import AnswerT, Judge, Judgment, JudgmentRequest
 from room.message import Message
 
-__all__ = ["LESSONS_SWITCH", "for_wake", "named"]
+__all__ = ["LESSONS_SWITCH", "for_wake", "named", "told"]
 
 LESSONS_SWITCH = "BULLPEN_LESSONS"  # "off": every wake without lessons
 
 
-def _told(judge: Judge, lessons: list[Lesson]) -> Judge:
+def told(judge: Judge, lessons: list[Lesson]) -> Judge:
     """A judge whose every prompt carries the lessons block right after its `step:` line."""
     text = block(lessons)
 
@@ -61,7 +61,7 @@ def for_wake(
     reader.said = problem
     if not lessons:
         return ctx, []
-    return dataclasses.replace(ctx, lessons=lessons, judge=_told(ctx.judge, lessons)), lessons
+    return dataclasses.replace(ctx, lessons=lessons, judge=told(ctx.judge, lessons)), lessons
 
 
 def named(outcome: Outcome, lessons: list[Lesson]) -> Outcome:

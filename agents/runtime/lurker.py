@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agents.home import Home
-from agents.runtime import handlers, nicklock
+from agents.runtime import budget, handlers, nicklock
 from agents.runtime.cancel import is_cancel
 from agents.runtime.cursor import Cursor
 from agents.runtime.outcome import Failure, Outbox, Outcome, OutPost, screened
@@ -36,6 +35,7 @@ from agents.runtime.services import StepServices
 from agents.runtime.step import Reply, StepContext
 from agents.runtime.stepcancel import CancellableSteps
 from agents.runtime.wake import is_ping, orchestrator_problem, refusal, wake_set
+from agents.telemetry import live
 from room import logs
 from room.client import RoomClient, read_file
 from room.durable import durable_end
@@ -43,6 +43,7 @@ from room.errors import ConfigError, CursorAhead, HubUnavailable, PostRejected
 from room.log import Filter
 from room.message import Message
 from room.reader import RoomFile
+from room.stopsignals import StopSignals
 from room.tail import FileFollower, HubFollower, Position, WatchUnavailable
 from room.version import __version__
 
@@ -67,13 +68,14 @@ class Lurker:
             )
         self.home = home
         self.nick = nick
-        self.config = society.nicks[nick]
+        self.config = budget.with_budget(society, society.nicks[nick])  # seats' time budgets
         self.state = home.state_dir(nick)
         self.state.mkdir(parents=True, exist_ok=True)
         # `lock`: the nick's lock, already taken by a lone lurker's idle loop (lean.py).
         self._lock = lock if lock is not None else nicklock.take(home.home_state_dir(nick), nick)
         self.wake = wake_set(self.config.wake_replies or home.wake_replies_flagged(nick))
         self.trusted = home.trust.trusted
+        self.telemetry = live.install(home, f"lurker {nick}")  # None: [telemetry] is off
         # Its module is loaded on the first wake unless it works before one (handlers.eager).
         self.handler = handlers.load(self.config, wakes_on_replies="reply" in self.wake)
         problem = orchestrator_problem(nick, self.handler.needs_replies(), self.wake)
@@ -113,15 +115,12 @@ class Lurker:
             self._lessons = LessonReader(self.home, self.nick)
         return self._lessons
 
-    # -- the loop ----------------------------------------------------------
-
-    def stop(self) -> None:
+    def stop(self) -> None:  # the loop, from here on
         self._stop.set()
 
     def _source_name(self) -> str:
-        if self.home.society.room.engine != "jsonl":
-            return "stream"
-        return "file" if self.reads_file() else "hub"
+        stream = self.home.society.room.engine != "jsonl"
+        return "stream" if stream else ("file" if self.reads_file() else "hub")
 
     def reads_file(self) -> bool:
         """Read the room file here? Never when the room is a stream: a file left beside it
@@ -173,8 +172,7 @@ class Lurker:
         if self.reads_file() and self.home.room_path.exists():
             mine, _ = read_file(self.home.room_path, after, None, Filter(sender=self.nick))
         else:
-            mine = []
-            cursor = after
+            mine, cursor = [], after
             while True:
                 lines, last = await self.client.read(cursor, 1000, sender=self.nick)
                 mine += lines
@@ -185,8 +183,8 @@ class Lurker:
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop)
+        signals = StopSignals()  # SIGTERM (systemd) ends with 0, Ctrl-C with 130
+        signals.install(loop, self.stop)
         ticker = None
         try:
             with contextlib.suppress(HubUnavailable):
@@ -207,7 +205,7 @@ class Lurker:
             if tick is not None:
                 ticker = asyncio.create_task(self._tick_loop(tick))
             await self._follow(start)
-            return EXIT_OK
+            return signals.exit_code(EXIT_OK)
         except CursorAhead as exc:
             # Exit 78: restarting cannot help until a person restores the room or the cursor.
             self.log.error("room is shorter than the cursor; stopping", error=exc.message)
@@ -220,6 +218,7 @@ class Lurker:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self.client.aclose()
+            await live.closed(self.telemetry)  # what is queued goes out before it ends
             self.log.info("stopped", cursor=self._safe().seq)
 
     async def _retrying(self, action: Any) -> Any:
@@ -329,7 +328,7 @@ class Lurker:
         stopping = False
         try:
             log.info("woken", type=message.type, thread=message.thread)
-            started = time.monotonic()
+            started, started_ns = time.monotonic(), time.time_ns()
             if is_ping(message):
                 outcome: Outcome = Reply(
                     "pong", {"pong": True, "nick": self.nick, **pong_identity(self.home)}
@@ -344,6 +343,7 @@ class Lurker:
                 outcome = wake_lessons.named(outcome, told)
             handled_ms = round((time.monotonic() - started) * 1000, 2)
             await self._deliver(message, outcome)
+            live.woke(self.telemetry, message, self.nick, started_ns, outcome)  # its span
             log.info(
                 "handled",
                 outcome=type(outcome).__name__.lower(),

@@ -41,6 +41,7 @@ from room.client import RoomClient
 from room.errors import ConfigError, HubUnavailable, PostRejected, UsageError
 from room.httpverify import verify_tls
 from room.reader import RoomFile, seq_of
+from room.stopsignals import StopSignals
 from room.version import __version__
 
 EXIT_CONFIG = 78
@@ -101,6 +102,7 @@ class Supervisor:
         for child in self.lurkers:
             child.zygote = self.zygote
         self._stopping = asyncio.Event()
+        self.signals = StopSignals()  # SIGTERM (systemd) ends with 0, Ctrl-C with 130
         # Names line up in the status lines however long a nick is.
         self.width = max([len("hub"), 10, *(len(child.name) for child in self.lurkers)])
 
@@ -252,8 +254,7 @@ class Supervisor:
 
     async def _run(self) -> int:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop)
+        self.signals.install(loop, self.stop)
         loop.add_signal_handler(RESTART_HUB_SIGNAL, self.restart_hub)
         status(f"bullpen {__version__} starting")  # each child's first log line says it too
         refusal = await self._hub_already_there() if self.hub is not None else None
@@ -307,7 +308,7 @@ class Supervisor:
         await asyncio.gather(*watchers, return_exceptions=True)
         await self._stop_everything()
         status("stopped")
-        return 0
+        return self.signals.exit_code(0)
 
     async def _lurkers_listening(self) -> None:
         """Wait until every lurker says it is listening, so that "lurkers up" means an ask

@@ -5,8 +5,8 @@ minutes or hours. So that the person at the terminal is never left guessing:
 
 - before posting, the nick asked must be listening: a ping (as `bullpen trust check`
   sends) must come back within seconds, or the command stops and says what to start;
-- while it waits, a line every HEARTBEAT_S says whom the run waits on: a step's nick, or
-  the operator when a report waits at the gate for an answer;
+- while it waits, a line every HEARTBEAT_S (or $BULLPEN_HEARTBEAT_S) says whom the run
+  waits on: a step's nick, or the operator when a report waits at the gate for an answer;
 - Ctrl-C asks at once (even at a prompt) whether to cancel the run (`bullpen cancel`) or
   detach from it; with no terminal, at end of input or at a second Ctrl-C it detaches and
   says how to follow and cancel the run. Either way it exits 130.
@@ -15,6 +15,8 @@ minutes or hours. So that the person at the terminal is never left guessing:
 from __future__ import annotations
 
 import asyncio
+import math
+import os
 import signal
 import sys
 import time
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 
 EXIT_INTERRUPTED = 130
 HEARTBEAT_S = 30.0
+HEARTBEAT_ENV = "BULLPEN_HEARTBEAT_S"  # a quieter (or chattier) terminal: seconds between lines
 PING_S = 15.0  # how long a listening nick may take to answer a ping
 CANCEL_PROMPT = "Ctrl-C: cancel the run {thread} [c], or detach and leave it running [d]? "
 GATE_PREFIX = "dig-report"  # the key of a report that waits at the gate for the operator
@@ -62,6 +65,26 @@ async def require_listening(
         f"(or `systemctl --user start bullpen-lurker@{nick}`), check it with `bullpen trust "
         "check`, then run this again. Nothing was started"
     )
+
+
+def heartbeat_seconds() -> float:
+    """The quiet time before a heartbeat line: $BULLPEN_HEARTBEAT_S when it is a number of
+    seconds from 1 to 3600, else HEARTBEAT_S (a bad value is said, not ignored)."""
+    text = os.environ.get(HEARTBEAT_ENV)
+    if text is None:
+        return HEARTBEAT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 1 <= value <= 3600:
+        print(
+            f"bullpen: warning: {HEARTBEAT_ENV}={text!r} is not a number of seconds from 1 to "
+            f"3600; a heartbeat every {HEARTBEAT_S:g} s",
+            file=sys.stderr,
+        )
+        return HEARTBEAT_S
+    return value
 
 
 def _ago(seconds: float) -> str:
@@ -209,7 +232,7 @@ async def follow_run(
     """Follow a run as every command that starts one does: `follow(heartbeat)` reads the
     thread and returns the exit code; a heartbeat speaks when it is quiet, and Ctrl-C asks
     to cancel or detach (interruptible)."""
-    heartbeat = Heartbeat(err, foreman)
+    heartbeat = Heartbeat(err, foreman, heartbeat_seconds())
     beating = asyncio.create_task(heartbeat.run())
     try:
         return await interruptible(follow(heartbeat), client, thread, err)

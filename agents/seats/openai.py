@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -85,6 +86,10 @@ class OpenAISeat(Seat):
         base = self.gateway.url if self.gateway else (config.base_url or "")
         self.url = base.rstrip("/") + "/chat/completions"
         self.shown_url = redact_url(self.url)
+        # `slots`: at most that many requests of this seat in flight at once, per event loop
+        # (a lurker's concurrent asks share one), so each call's timeout_s starts when the
+        # server can begin it, not while it waits behind the others.
+        self._gates: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
     @property
     def remembered(self) -> str | None:
@@ -173,6 +178,16 @@ class OpenAISeat(Seat):
         return (await self.answer(request)).text
 
     async def answer(self, request: JudgmentRequest) -> Completion:
+        if self.config.slots is None:
+            return await self._answer(request)
+        loop = asyncio.get_running_loop()
+        gate = self._gates.get(loop)
+        if gate is None:
+            gate = self._gates[loop] = asyncio.Semaphore(self.config.slots)
+        async with gate:
+            return await self._answer(request)
+
+    async def _answer(self, request: JudgmentRequest) -> Completion:
         # httpx loads on the first call: a hub or a lurker validating society.toml builds
         # every seat table to check it, and should not pay for a client it never uses.
         import httpx

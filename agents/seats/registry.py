@@ -53,10 +53,10 @@ SeatConfig = Annotated[
 _ADAPTER: TypeAdapter[LocalSeatConfig | OpenAISeatConfig | CmdSeatConfig] = TypeAdapter(SeatConfig)
 
 _KEYS = {
-    "local": "kind, fallback",
+    "local": "kind, fallback, step_timeout_s, slots",
     "openai": "kind, base_url or via, model, api_key_env, timeout_s, stop, temperature, max_tokens, "
-    "json_mode, fallback",
-    "cmd": "kind, command, timeout_s, env, fallback",
+    "json_mode, fallback, step_timeout_s, slots",
+    "cmd": "kind, command, timeout_s, env, fallback, step_timeout_s, slots",
 }
 _REQUIRED = {"openai": 'base_url (or via = "gateway") and model', "cmd": "command"}
 _KIND_CHOICE = 'set kind = "local", "openai" or "cmd"'

@@ -48,6 +48,10 @@ class _SeatTable(BaseModel):
     fallback: str | None = Field(
         default=None, description="another [seats.<name>] table to ask when this one fails"
     )
+    # How long a step whose calls go to this seat may take, and how many requests its server
+    # answers at once: each raises those steps' time budgets (agents/runtime/budget.py).
+    step_timeout_s: float | None = Field(default=None, gt=0, le=86400)
+    slots: int | None = Field(default=None, ge=1, le=64)
 
 
 class LocalSeatConfig(_SeatTable):

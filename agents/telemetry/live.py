@@ -1,7 +1,9 @@
 """Live export: spans handed over as they happen, sent in batches on a thread of their own.
 
-A process with `[telemetry]` configured (today: the gateway, a span per
-model call as its ledger line is written) submits each span here; the
+A process with `[telemetry]` configured (the gateway: a span per model call
+as its ledger line is written; the foreman: a span per step as it is
+answered, and the run's at its end; a lurker: a span per ask it handles;
+the grinder: a span per iteration and per fenced test run) submits each span here; the
 submitting side only puts it on a queue, so a slow or absent receiver never
 slows a call. A batch goes out every FLUSH_S or BATCH spans; a receiver
 that refuses is logged (once a minute at most) and the spans dropped,
@@ -14,12 +16,16 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from agents.telemetry.tree import SpanRecord
+if TYPE_CHECKING:  # nothing but the stdlib and structlog loaded here: a lurker imports it
+    from agents.home import Home
+    from agents.telemetry.tree import SpanRecord
+    from room.message import Message
 
-__all__ = ["LiveExporter"]
+__all__ = ["LiveExporter", "closed", "for_home", "install", "installed", "submit", "woke"]
 
 log = structlog.get_logger("agents.telemetry")
 
@@ -29,8 +35,8 @@ QUEUE = 10_000
 
 
 class LiveExporter:
-    def __init__(self, url: str, service_name: str = "bullpen") -> None:
-        self.url, self.service_name = url, service_name
+    def __init__(self, url: str, service_name: str = "bullpen", process: str = "") -> None:
+        self.url, self.service_name, self.process = url, service_name, process
         self._queue: queue.Queue[SpanRecord | None] = queue.Queue(QUEUE)
         self.dropped = 0
         self.sent = 0
@@ -39,7 +45,10 @@ class LiveExporter:
         self._thread.start()
 
     def submit(self, span: SpanRecord) -> None:
-        """Queue a span for export; never blocks (a full queue drops it, counted)."""
+        """Queue a span for export; never blocks (a full queue drops it, counted). The span
+        names the process that made it (`bullpen.process`: gateway, foreman, lurker NICK)."""
+        if self.process:
+            span.attributes.setdefault("bullpen.process", self.process)
         try:
             self._queue.put_nowait(span)
         except queue.Full:
@@ -54,7 +63,26 @@ class LiveExporter:
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        from agents.telemetry.export import ExportFailed, export_spans  # the SDK, here only
+        from agents.telemetry.export import ExportFailed, OtlpSender  # the SDK, here only
+
+        try:  # loaded now, as the process starts, not under its first spans
+            sender = OtlpSender(self.url, self.service_name)
+        except ExportFailed as exc:
+            log.warning("telemetry.off", error=exc.message)
+            self._drain()
+            return
+        try:
+            self._send(sender)
+        finally:
+            sender.close()
+
+    def _drain(self) -> None:
+        """With no SDK nothing can be sent: count what is queued as dropped, until told to stop."""
+        while self._queue.get() is not None:
+            self.dropped += 1
+
+    def _send(self, sender: Any) -> None:
+        from agents.telemetry.export import ExportFailed
 
         stopping = False
         while not stopping:
@@ -72,9 +100,68 @@ class LiveExporter:
             if not batch:
                 continue
             try:
-                self.sent += export_spans(batch, self.url, self.service_name)
+                self.sent += sender.send(batch)
             except ExportFailed as exc:
                 self.dropped += len(batch)
                 if time.monotonic() - self._warned > 60:
                     self._warned = time.monotonic()
                     log.warning("telemetry.export_failed", error=exc.message, spans=len(batch))
+
+
+def for_home(home: Home, process: str) -> LiveExporter | None:
+    """A LiveExporter when [telemetry] (or OTEL_EXPORTER_OTLP_*) names a receiver, else None:
+    with telemetry off nothing of OpenTelemetry is loaded (the SDK is imported only on the
+    exporter's own thread, when it first sends)."""
+    from agents.telemetry.config import TelemetryConfig
+
+    config = TelemetryConfig.of(home)
+    url = config.endpoint()
+    if url is None:
+        return None
+    log.info("telemetry.live", otlp=url, process=process)
+    return LiveExporter(url, config.service_name, process)
+
+
+_PROCESS: list[LiveExporter] = []  # this process's exporter, once installed (a lurker's)
+
+
+def install(home: Home, process: str) -> LiveExporter | None:
+    """Make this process's exporter (None with telemetry off): what `submit` sends through,
+    so a step (the grinder) exports without being handed one."""
+    exporter = for_home(home, process)
+    _PROCESS[:] = [exporter] if exporter is not None else []
+    return exporter
+
+
+def installed() -> LiveExporter | None:
+    return _PROCESS[0] if _PROCESS else None
+
+
+def submit(span: SpanRecord) -> None:
+    """Export `span` through this process's exporter; nothing when telemetry is off."""
+    if _PROCESS:
+        _PROCESS[0].submit(span)
+
+
+def woke(
+    exporter: LiveExporter | None, message: Message, nick: str, started_ns: int, outcome: object
+) -> None:
+    """A lurker's span for one wake, when it exports and the ask carries a trace
+    (agents/telemetry/process.py); nothing, and nothing imported, otherwise."""
+    if exporter is None:
+        return
+    from agents.runtime.outcome import Failure
+    from agents.telemetry.process import handled_span
+
+    error = outcome.reason if isinstance(outcome, Failure) else None
+    span = handled_span(message, nick, started_ns, type(outcome).__name__.lower(), error)
+    if span is not None:
+        exporter.submit(span)
+
+
+async def closed(exporter: LiveExporter | None) -> None:
+    """Send what `exporter` holds and stop it, off the event loop (None: nothing to do)."""
+    if exporter is not None:
+        import asyncio
+
+        await asyncio.to_thread(exporter.close)

@@ -27,12 +27,14 @@ from agents.web.runs import RunView, Step, build_run
 from room.traceids import (
     call_span_id,
     child_span_id,
+    parse_traceparent,
     run_span_id,
+    run_trace_id,
     step_span_id,
     trace_id,
 )
 
-__all__ = ["SpanRecord", "call_record", "run_spans"]
+__all__ = ["SpanRecord", "call_record", "iteration_records", "run_spans"]
 
 Attr = str | int | float | bool | list[str]
 CONTENT_CHARS = 4000  # at most this much of a body on a span, when content is captured
@@ -82,8 +84,13 @@ def _seq(line: dict[str, Any] | None) -> int | None:
 class _Builder:
     def __init__(self, run: RunView, content: bool, screen: Any) -> None:
         self.run = run
-        self.trace = trace_id(run.thread)
+        data = run.start.get("data") or {}
+        self.trace = run_trace_id(data, run.thread)  # the ticket's traceparent's, when it has one
         self.root = run_span_id(run.thread)
+        carried = parse_traceparent(data.get("traceparent"))
+        # A ticket whose traceparent names another span (a caller's own trace) hangs the run
+        # under it; the one a bullpen command writes names the run's root span itself.
+        self.above = carried[1] if carried and carried[1] != self.root else None
         self.content = content
         self.screen = screen
         self.spans: list[SpanRecord] = []
@@ -117,7 +124,7 @@ class _Builder:
                 f"run {run.pipeline}",
                 self.trace,
                 self.root,
-                None,
+                self.above,
                 _ns(start.get("ts")) or end_ns,
                 end_ns,
                 error="the run failed" if run.state == "failed" else None,
@@ -177,7 +184,7 @@ class _Builder:
         return span_id
 
     def call_span(self, entry: dict[str, Any], parent: str, seat: str | None) -> None:
-        span = call_record(entry, self.run.thread, parent, seat)
+        span = call_record(entry, self.run.thread, parent, seat, self.trace)
         if span is not None:
             self.spans.append(span)
 
@@ -198,61 +205,82 @@ class _Builder:
             if data.get("kind") != "grind-iteration" or (end := _ns(line.get("ts"))) is None:
                 continue
             parent = self._open_step(line)
-            number = data.get("iteration")
-            start = previous.get(parent) or end - int(float(data.get("iteration_ms") or 0) * 1e6)
-            previous[parent] = end
-            span_id = child_span_id(parent, f"iteration {number}")
-            seq = _seq(line) or 0
-            attributes: dict[str, Attr] = {
-                "bullpen.thread": self.run.thread,
-                "bullpen.room.seq": seq,
-                "bullpen.grind.tier": str(data.get("tier", "")),
-                "bullpen.grind.iteration": number if isinstance(number, int) else 0,
-                "bullpen.grind.passing": _count(data.get("passing")),
-                "bullpen.grind.total": _count(data.get("total")),
-                "bullpen.grind.green": bool(data.get("green")),
-                "openinference.span.kind": "CHAIN",
-            }
-            self.spans.append(
-                SpanRecord(
-                    f"grind iteration {number}",
-                    self.trace,
-                    span_id,
-                    parent,
-                    min(start, end),
-                    end,
-                    error=str(data["problem"])[:300] if data.get("problem") else None,
-                    attributes=attributes,
-                )
+            self.spans += iteration_records(
+                line, self.run.thread, self.trace, parent, previous.get(parent)
             )
-            test_ms = data.get("test_ms")
-            if isinstance(test_ms, int | float) and test_ms >= 0:
-                fence = data.get("fence")
-                self.spans.append(
-                    SpanRecord(
-                        "fenced test run",
-                        self.trace,
-                        child_span_id(span_id, "test run"),
-                        span_id,
-                        max(min(start, end), end - int(test_ms * 1e6)),
-                        end,
-                        attributes={
-                            "bullpen.thread": self.run.thread,
-                            "bullpen.room.seq": seq,
-                            "bullpen.test.passing": _count(data.get("passing")),
-                            "bullpen.test.total": _count(data.get("total")),
-                            "bullpen.test.fence": str(fence)[:200] if fence else "none",
-                            "openinference.span.kind": "TOOL",
-                        },
-                    )
-                )
+            previous[parent] = end
+
+
+def iteration_records(
+    line: dict[str, Any], thread: str, trace: str, parent: str, after_ns: int | None = None
+) -> list[SpanRecord]:
+    """A grind iteration's span and its fenced test run's, from the grinder's announcement
+    (a room line's dict; its `ts` is when the iteration ended), under `parent` (the grind's
+    step): what `bullpen trace` rebuilds and the grinder exports live, with the same ids.
+    `after_ns`: where the previous iteration ended, else the announcement's own duration."""
+    data = line.get("data") or {}
+    end = _ns(line.get("ts"))
+    if end is None:
+        return []
+    number = data.get("iteration")
+    start = after_ns or end - int(float(data.get("iteration_ms") or 0) * 1e6)
+    span_id = child_span_id(parent, f"iteration {number}")
+    seq = _seq(line) or 0
+    attributes: dict[str, Attr] = {
+        "bullpen.thread": thread,
+        "bullpen.room.seq": seq,
+        "bullpen.grind.tier": str(data.get("tier", "")),
+        "bullpen.grind.iteration": number if isinstance(number, int) else 0,
+        "bullpen.grind.passing": _count(data.get("passing")),
+        "bullpen.grind.total": _count(data.get("total")),
+        "bullpen.grind.green": bool(data.get("green")),
+        "openinference.span.kind": "CHAIN",
+    }
+    spans = [
+        SpanRecord(
+            f"grind iteration {number}",
+            trace,
+            span_id,
+            parent,
+            min(start, end),
+            end,
+            error=str(data["problem"])[:300] if data.get("problem") else None,
+            attributes=attributes,
+        )
+    ]
+    test_ms = data.get("test_ms")
+    if isinstance(test_ms, int | float) and test_ms >= 0:
+        fence = data.get("fence")
+        spans.append(
+            SpanRecord(
+                "fenced test run",
+                trace,
+                child_span_id(span_id, "test run"),
+                span_id,
+                max(min(start, end), end - int(test_ms * 1e6)),
+                end,
+                attributes={
+                    "bullpen.thread": thread,
+                    "bullpen.room.seq": seq,
+                    "bullpen.test.passing": _count(data.get("passing")),
+                    "bullpen.test.total": _count(data.get("total")),
+                    "bullpen.test.fence": str(fence)[:200] if fence else "none",
+                    "openinference.span.kind": "TOOL",
+                },
+            )
+        )
+    return spans
 
 
 def call_record(
-    entry: dict[str, Any], thread: str, parent: str, seat: str | None = None
+    entry: dict[str, Any],
+    thread: str,
+    parent: str,
+    seat: str | None = None,
+    trace: str | None = None,
 ) -> SpanRecord | None:
-    """The span of one gateway call (a ledger line), under `parent`: what `bullpen trace`
-    and the gateway's live export both make."""
+    """The span of one gateway call (a ledger line), under `parent` in `trace` (else the
+    thread's derived trace): what `bullpen trace` and the gateway's live export both make."""
     end = _ns(entry.get("ts"))
     if end is None:
         return None
@@ -303,7 +331,7 @@ def call_record(
         attributes["error.type"] = str(status)
     return SpanRecord(
         f"chat {model}",
-        trace_id(thread),
+        trace or trace_id(thread),
         call_span_id(str(entry.get("id") or f"{entry.get('ts')}{model}")),
         parent,
         start,

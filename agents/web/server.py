@@ -114,7 +114,7 @@ async def run_web(home: Home) -> int:
         await feed.aclose()
         store.close()
     log.info("web stopped")
-    return EXIT_OK
+    return serving.signals.exit_code(EXIT_OK)
 
 
 def serve(home: Home) -> int:

@@ -142,6 +142,8 @@ class StreamFollower:
                 try:
                     msgs = await psub.fetch(self._batch, timeout=self._fetch_wait)
                 except (TimeoutError, NatsTimeout):
+                    if await self._deliveries_lost(psub):
+                        psub = await self._rebind()
                     continue
                 except Exception as exc:
                     log.warning("fetching from the stream failed; retrying", error=str(exc))
@@ -173,6 +175,47 @@ class StreamFollower:
             if self._nc is not None:
                 with contextlib.suppress(Exception):
                     await self._nc.close()
+
+    async def _deliveries_lost(self, psub: JetStreamContext.PullSubscription) -> bool:
+        """After an idle fetch: does the consumer hold lines this follower never received?
+
+        When a partition moves the consumer's leader, lines the old leader handed to a pull
+        request that never reached us count as delivered: the new leader waits `ack_wait`
+        (minutes) before it sends them again, and every fetch meanwhile comes back empty
+        with the lurker's ask among them. The consumer says so: more lines delivered and
+        not acknowledged than this follower holds.
+        """
+        try:
+            info = await psub.consumer_info()
+        except Exception as exc:  # unreachable now: the next fetch retries and says so
+            log.debug("cannot ask the consumer for its state", error=str(exc))
+            return False
+        lost = (info.num_ack_pending or 0) > len(self._unacked)
+        if lost:
+            log.warning(
+                "the consumer holds lines this lurker never received (its leader moved); "
+                "binding again at its ack floor",
+                consumer=self.name,
+                ack_pending=info.num_ack_pending,
+                held=len(self._unacked),
+            )
+        return lost
+
+    async def _rebind(self) -> JetStreamContext.PullSubscription:
+        """The consumer again at its ack floor: lines it counted as delivered come now (what
+        was handed to the lurker already is skipped by seq, never answered twice)."""
+        if self._nc is not None:
+            with contextlib.suppress(Exception):
+                await self._nc.close()
+        delay = 0.2
+        while True:
+            try:
+                self._nc, psub, _ = await self._bind()
+                return psub
+            except Exception as exc:
+                log.warning("cannot bind the consumer; retrying", error=str(exc), retry_in_s=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
 
     async def _ack(self) -> None:
         """Acknowledge (ack-all) the last delivered line the lurker is done with.

@@ -93,3 +93,17 @@ class TestSynthesisAnswer:
             SynthesisAnswer.model_validate(
                 {"edits": [{"repo": "private", "op": "add", "txt": "a", "text": "b"}]}
             )
+
+
+def test_with_no_bullet_yet_the_sent_schema_allows_only_an_add_after_none() -> None:
+    """A memory with no bullet can only be added to: the schema a server holds the model to
+    says so, so the prompt's "PUB-nnn" cannot be copied as an id, nor a remove be made of
+    nothing (SmolLM2 did both in the eval's synthesis step cases)."""
+    from agents.seats.answerschema import answer_schema
+
+    empty = answer_schema(bind_synthesis([], ["L-1a2b3c4d"])).schema["$defs"]["Edit"]
+    assert empty["properties"]["op"] == {"type": "string", "enum": ["add"]}
+    assert empty["properties"]["bullet"] == {"type": "null"}
+    some = answer_schema(bind_synthesis(["PUB-001"], ["L-1a2b3c4d"])).schema["$defs"]["Edit"]
+    assert "remove" in some["properties"]["op"]["enum"]
+    assert {"type": "string", "enum": ["PUB-001"]} in some["properties"]["bullet"]["anyOf"]

@@ -6,6 +6,7 @@ import asyncio
 import re
 import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +183,38 @@ function frame() {
 }
 requestAnimationFrame(frame);
 """
+
+
+def fixing_society(
+    base: Path,
+    root: Path,
+    env: dict[str, dict[str, str]] | None = None,
+    make: Callable[[Path], Society] = Society,
+) -> Society:
+    """A home whose builds live under `root`, whose `fixer` code seat writes PY_FIX in one
+    iteration; its hub and the build's lurkers started (`env`: a nick's own environment;
+    `make`: the Society's kind, e.g. one on JetStream)."""
+    solution = base / "fix"
+    solution.mkdir(exist_ok=True)
+    (solution / "calc.py").write_text(PY_FIX)
+    root.mkdir(exist_ok=True)
+    society = make(base / "home")
+    set_build(society.root, root=str(root), alias=str(base / "sandbox"), max_iterations=2,
+              run_timeout_s=60)  # fmt: skip
+    coder_seat(society.root, "fixer", "copy", FAKE_CODER_SOLUTION=str(solution))
+    society.start_hub()
+    nicks = ("foreman", "sandbox", "testdesigner", "py")
+    procs = [society.spawn(f"lurk-{n}", "lurk", n, env=(env or {}).get(n)) for n in nicks]
+    wait_for(lambda: all("lurking" in p.output() or not p.alive() for p in procs), 90, "lurkers")
+    assert all(p.alive() for p in procs), "\n".join(p.output() for p in procs)
+    return society
+
+
+def calc_ticket(base: Path, root: Path, name: str) -> Path:
+    """A fresh campaign `<root>/<name>` holding the red PY_SPEC, and its ticket's file."""
+    folder = root / name
+    (folder / "tests").mkdir(parents=True)
+    (folder / "tests/test_calc.py").write_text(PY_SPEC)
+    path = base / f"{name}-ticket.md"
+    path.write_text(ticket(str(folder), f"{folder}/tests/test_calc.py", tiers="fixer"))
+    return path

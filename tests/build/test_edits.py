@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.build.edits import CodeAnswer, EditRefused, FileChange, SearchReplace, apply_answer
+from agents.build.edits import CodeAnswer, EditRefused, FileChange, LineEdit, apply_answer
 from agents.build.repomap import definitions, imported_files, view_repo
 from agents.roots import OutsideRoot
 
@@ -23,28 +23,59 @@ def _repo(tmp_path: Path) -> Path:
 
 
 class TestApply:
-    def test_a_unique_search_is_replaced(self, tmp_path: Path) -> None:
-        """The one place the search text occurs is replaced; the rest of the file is kept."""
+    def test_numbered_lines_whose_old_text_matches_are_replaced(self, tmp_path: Path) -> None:
+        """Lines start..end, copied exactly as old, are replaced by new; the rest is kept."""
         root = _repo(tmp_path)
-        edit = SearchReplace(path="pkg/calc.py", search="def add(a, b):\n    return a - b",
-                             replace="def add(a, b):\n    return a + b")  # fmt: skip
+        edit = LineEdit(path="pkg/calc.py", start=1, end=2,
+                        old="def add(a, b):\n    return a - b",
+                        new="def add(a, b):\n    return a + b")  # fmt: skip
         assert apply_answer(root, CodeAnswer(edits=[edit]), {"pkg/calc.py"}) == ["pkg/calc.py"]
         assert (root / "pkg/calc.py").read_text() == BUGGY.replace("a - b", "a + b", 1)
 
-    @pytest.mark.parametrize(
-        ("search", "why"),
-        [("return a * b", "was not found"), ("return a - b", "was found 2 times")],
-    )
-    def test_an_edit_that_does_not_apply_writes_nothing_of_the_turn(
-        self, tmp_path: Path, search: str, why: str
-    ) -> None:
-        """A missing or ambiguous search text refuses the whole answer, the good edit too."""
+    def test_several_edits_of_one_file_use_the_numbers_as_shown(self, tmp_path: Path) -> None:
+        """Line numbers are the shown file's: a first edit that grows the file does not shift
+        a later one; an empty new deletes its lines; CRLF lines keep their endings."""
         root = _repo(tmp_path)
-        good = SearchReplace(path="other.py", search="pass", replace="return 1")
-        bad = SearchReplace(path="pkg/calc.py", search=search, replace="return 0")
+        grow = LineEdit(path="pkg/calc.py", start=2, end=2, old="    return a - b",
+                        new="    total = a + b\n    return total")  # fmt: skip
+        fix = LineEdit(
+            path="pkg/calc.py", start=6, end=6, old="    return a - b", new="    return a - b  # ok"
+        )
+        drop = LineEdit(path="pkg/calc.py", start=3, end=4, old="\n", new="")
+        apply_answer(root, CodeAnswer(edits=[fix, grow, drop]), {"pkg/calc.py"})
+        assert (root / "pkg/calc.py").read_text() == (
+            "def add(a, b):\n    total = a + b\n    return total\ndef sub(a, b):\n"
+            "    return a - b  # ok\n"
+        )
+        (root / "win.py").write_bytes(b"a = 1\r\nb = 2\r\n")
+        one = LineEdit(path="win.py", start=2, end=2, old="b = 2", new="b = 3")
+        apply_answer(root, CodeAnswer(edits=[one]), {"win.py"})
+        assert (root / "win.py").read_bytes() == b"a = 1\r\nb = 3\r\n"
+
+    @pytest.mark.parametrize(
+        ("start", "end", "old", "why"),
+        [
+            (6, 6, "    return a * b", "old is not what those lines say (they read '    return a - b')"),
+            (6, 7, "    return a - b", "the file has 6 lines"),
+            (1, 1, "def add(a, b):", "overlaps edit 1 (lines 1-2)"),
+        ],
+    )  # fmt: skip
+    def test_an_edit_that_does_not_apply_writes_nothing_of_the_turn(
+        self, tmp_path: Path, start: int, end: int, old: str, why: str
+    ) -> None:
+        """A wrong old text, a line past the end, or an overlap refuses the whole answer, the
+        good edits too, and says which edit and why."""
+        root = _repo(tmp_path)
+        good = LineEdit(path="pkg/calc.py", start=1, end=2,
+                        old="def add(a, b):\n    return a - b", new="pass")  # fmt: skip
+        other = LineEdit(
+            path="other.py", start=3, end=3, old="        pass", new="        return 1"
+        )
+        bad = LineEdit(path="pkg/calc.py", start=start, end=end, old=old, new="x")
         with pytest.raises(EditRefused) as caught:
-            apply_answer(root, CodeAnswer(edits=[good, bad]), {"pkg/calc.py", "other.py"})
-        assert why in caught.value.message and "edit 2 (pkg/calc.py)" in caught.value.message
+            apply_answer(root, CodeAnswer(edits=[good, other, bad]), {"pkg/calc.py", "other.py"})
+        assert why in caught.value.message, caught.value.message
+        assert f"edit 3 (pkg/calc.py, lines {start}-{end})" in caught.value.message
         assert (root / "other.py").read_text().endswith("pass\n")
         assert (root / "pkg/calc.py").read_text() == BUGGY
 
@@ -52,28 +83,38 @@ class TestApply:
         self, tmp_path: Path
     ) -> None:
         """A file not shown cannot be edited nor overwritten blind; a new file can be made;
-        the spec is protected."""
+        the spec is protected; a file given whole is not also edited by line."""
         root = _repo(tmp_path)
         blind = CodeAnswer(files=[FileChange(path="pkg/calc.py", content="guess\n")])
         with pytest.raises(EditRefused, match="was not shown to you in full"):
             apply_answer(root, blind, set())
-        edit = CodeAnswer(edits=[SearchReplace(path="pkg/calc.py", search="a", replace="b")])
+        line = LineEdit(path="pkg/calc.py", start=1, end=1, old="def add(a, b):", new="b")
         with pytest.raises(EditRefused, match="not shown to you in full"):
-            apply_answer(root, edit, set())
+            apply_answer(root, CodeAnswer(edits=[line]), set())
         spec = CodeAnswer(files=[FileChange(path="tests/test_x.py", content="")])
         with pytest.raises(EditRefused, match="the spec is the contract"):
             apply_answer(root, spec, set(), {"tests/test_x.py"})
+        both = CodeAnswer(files=[FileChange(path="pkg/calc.py", content="x\n")], edits=[line])
+        with pytest.raises(EditRefused, match="replaces this file whole"):
+            apply_answer(root, both, {"pkg/calc.py"})
         new = CodeAnswer(files=[FileChange(path="pkg/new.py", content="X = 1\n")])
         assert apply_answer(root, new, set()) == ["pkg/new.py"]
         assert (root / "pkg/calc.py").read_text() == BUGGY
 
     def test_an_answer_that_changes_nothing_is_invalid(self) -> None:
+        """No edit and no file, or edits whose new text is their old text: the judge's
+        validation refuses it (and retries with why)."""
         with pytest.raises(ValueError, match="changes nothing"):
             CodeAnswer.model_validate({"edits": [], "files": []})
+        same = {"path": "a.py", "start": 1, "end": 1, "old": "x = 1", "new": "x = 1"}
+        with pytest.raises(ValueError, match="each edit's new text is its old text"):
+            CodeAnswer.model_validate({"edits": [same], "files": []})
+        with pytest.raises(ValueError, match="end 1 is before start 2"):
+            CodeAnswer.model_validate({"edits": [{**same, "start": 2, "new": "x = 2"}]})
 
     def test_a_path_out_of_the_clone_is_a_rule_broken(self, tmp_path: Path) -> None:
         root = _repo(tmp_path)
-        out = CodeAnswer(edits=[SearchReplace(path="../x.py", search="a", replace="b")])
+        out = CodeAnswer(edits=[LineEdit(path="../x.py", start=1, end=1, old="a", new="b")])
         with pytest.raises(OutsideRoot):
             apply_answer(root, out, {"../x.py"})
 
@@ -116,7 +157,7 @@ class TestPrompt:
     def test_the_code_prompt_carries_lessons_files_the_last_turn_and_the_recalled_memory(
         self, tmp_path: Path
     ) -> None:
-        from agents.build.prompts import CodeContext, code_prompt, testdesign_prompt
+        from agents.build.prompts import CodeContext, code_prompt, numbered, testdesign_prompt
         from agents.memory.lessons import Lesson
 
         root = _repo(tmp_path)
@@ -133,16 +174,18 @@ class TestPrompt:
         lines = prompt.splitlines()
         assert lines[0] == "step: code" and lines[1].startswith("Lessons from shared memory")
         assert "- [m7] copy search text exactly" in prompt
-        assert "--- pkg/calc.py\n" + BUGGY.rstrip("\n") + "\n--- end of pkg/calc.py" in prompt
+        assert "--- pkg/calc.py\n" + numbered(BUGGY) + "\n--- end of pkg/calc.py" in prompt
+        assert "1| def add(a, b):\n2|     return a - b\n3| \n" in prompt  # numbered lines
         assert "YOUR LAST ANSWER WAS NOT APPLIED:\nedit 1: not found" in prompt
         assert "YOUR LAST CHANGE" in prompt and "+    return a + b" in prompt
         assert "- [m3] (/bullpen/sandbox) REPO is the alias" in prompt
         assert "- [m4] (/bullpen/ops) " + "x" * 599 + "…\n" in prompt  # bounded
         # nothing the seat cannot do from inside the fence
         assert "@librarian" not in prompt and "bullpen memory recall" not in prompt
-        assert '"search"' in prompt  # the answer format, for a model
-        bare = code_prompt({}, CodeContext("c", 1, "cmd", "t.py", "", ""))
-        assert bare.splitlines()[1].startswith("You are the code seat") and '"search"' not in bare
+        assert '"start": <number>' in prompt  # the answer format, for a model
+        bare = code_prompt({}, CodeContext("c", 1, "cmd", "t.py", "", "", view=view))
+        assert bare.splitlines()[1].startswith("You are the code seat") and '"start"' not in bare
+        assert "--- pkg/calc.py\n" + BUGGY.rstrip("\n") in bare  # a program reads the files
         assert "nothing saved there was recalled" in bare
         design = testdesign_prompt(
             {"language": "python", "spec_relative": "tests/test_calc.py", "targets": []}, view,

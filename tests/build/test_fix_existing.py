@@ -2,8 +2,8 @@
 
 Real hub, foreman, step lurkers and librarian, real git and pytest; the model is
 tests/fakes/fake_code_model.py, a real OpenAI-protocol server with no access to the
-repository: it can fix the bug only by copying the buggy function from the prompt
-into a search/replace edit.
+repository: it can fix the bug only by copying the buggy function from the prompt,
+its lines numbered, into an edit of those lines.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from agents.build.prompts import numbered
 from agents.memory.index import Index
 from agents.memory.namespaces import index_path
 from tests.build.helpers import set_build, ticket
@@ -165,7 +166,7 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
 
 def test_a_fix_existing_code_campaign_goes_green_editing_only_what_was_shown(shop: Shop) -> None:
     """The seat is shown the map and the current text of the module the spec imports; its
-    search/replace edit, copied from that text, turns the spec green in one iteration and
+    edit of the numbered lines, copied from that text, turns the spec green in one iteration and
     changes nothing else; the build dir keeps the buggy original."""
     folder, report, lines = shop.build("shop-fix", "fix")
     assert report["green"] and report["tier"] == "fix", report
@@ -181,7 +182,7 @@ def test_a_fix_existing_code_campaign_goes_green_editing_only_what_was_shown(sho
     prompt = shop.prompts("fix")[-1]
     assert prompt.startswith("step: code\n")
     assert "REPOSITORY MAP" in prompt and "shop/tax.py (" in prompt and "def with_tax" in prompt
-    assert "--- shop/pricing.py\n" + REPO["shop/pricing.py"].rstrip("\n") in prompt
+    assert "--- shop/pricing.py\n" + numbered(REPO["shop/pricing.py"]) in prompt
     assert "--- shop/tax.py\n" not in prompt  # imported by the module, not by the spec: map only
     # the manual-lookup memory recalled for the seat, no instruction it cannot follow
     assert "SHARED MEMORY (/bullpen/sandbox and /bullpen/ops)" in prompt
@@ -190,17 +191,18 @@ def test_a_fix_existing_code_campaign_goes_green_editing_only_what_was_shown(sho
 
 
 def test_an_edit_that_does_not_apply_comes_back_as_the_next_input(shop: Shop) -> None:
-    """The first answer's search text is not in the file: nothing is written, the iteration
+    """The first answer's old text is not what its lines say: nothing is written, the iteration
     says why, and the next prompt carries that reason; the corrected edit goes green."""
     _, report, lines = shop.build("shop-sloppy", "sloppy")
     assert report["green"] and report["iterations"] == {"sloppy": 2}, report
     first, second = _iterations(lines)[:2]
-    assert first["files_changed"] == [] and "was not found" in first["problem"]
+    assert first["files_changed"] == [] and "old is not what those lines say" in first["problem"]
     assert "none of the answer was applied" in first["problem"]
     assert second["files_changed"] == ["shop/pricing.py"] and second["green"]
     prompts = shop.prompts("sloppy")[-2:]
     assert "WAS NOT APPLIED" not in prompts[0]
-    assert "YOUR LAST ANSWER WAS NOT APPLIED:" in prompts[1] and "was not found" in prompts[1]
+    assert "YOUR LAST ANSWER WAS NOT APPLIED:" in prompts[1]
+    assert "old is not what those lines say" in prompts[1]
     assert f"return with_tax({WRONG})" in prompts[1]  # shown again, as it still is
 
 

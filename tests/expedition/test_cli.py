@@ -48,7 +48,7 @@ def room(monkeypatch: pytest.MonkeyPatch) -> Room:
 
 def bullpen(home: Home, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     """Run the real CLI in this process; a deadline keeps a wrongly posted run from hanging."""
-    deadline = () if "--timeout" in argv else ("--timeout", "2")
+    deadline = () if "--wait-timeout" in argv else ("--wait-timeout", "2")
     try:
         code = main(["--home", str(home.root), *argv, *deadline])
     except SystemExit as exc:  # argparse's own refusals
@@ -167,7 +167,7 @@ class TestBlazeIsCheckedFirst:
             str(DEMO_KB),
             "--blaze",
             str(DEMO_KB / "blaze-example.md"),
-            "--timeout",
+            "--wait-timeout",
             "0.2",
         )
         (posted,) = room.client.said
@@ -177,7 +177,7 @@ class TestBlazeIsCheckedFirst:
 
 def parsed(home: Home, *argv: str, timeout: float) -> Any:
     args = build_parser().parse_args(["--home", str(home.root), *argv])
-    args.timeout = timeout  # as if a parser let it through: the command checks for itself
+    args.wait_timeout = timeout  # as if a parser let it through: the command checks for itself
     return args
 
 
@@ -186,10 +186,11 @@ class TestTimeouts:
     def test_a_non_positive_or_non_finite_timeout_posts_nothing(
         self, home: Home, room: Room, capsys: pytest.CaptureFixture[str], value: str
     ) -> None:
-        """`--timeout -1|0|nan|inf` exits 2 with a message, for the run and for confirm alike."""
+        """`--wait-timeout -1|0|nan|inf` exits 2 with a message, for the run and for confirm
+        alike."""
         for argv in (("expedition", *TITLE), ("expedition", "confirm", "exp-1")):
-            code, out, err = bullpen(home, capsys, *argv, "--timeout", value)
-            assert code == 2 and out == "" and "--timeout" in err
+            code, out, err = bullpen(home, capsys, *argv, "--wait-timeout", value)
+            assert code == 2 and out == "" and "--wait-timeout" in err
         assert room.opened == 0
 
     @pytest.mark.parametrize("value", [-1.0, 0.0, float("nan"), float("inf")])
@@ -198,9 +199,22 @@ class TestTimeouts:
     ) -> None:
         """cmd_expedition refuses a bad timeout even when its parser did not."""
         for argv in (("expedition", *TITLE), ("expedition", "confirm", "exp-1")):
-            with pytest.raises(UsageError, match=r"--timeout .* seconds above 0"):
+            with pytest.raises(UsageError, match=r"--wait-timeout .* seconds above 0"):
                 cmd_expedition(parsed(home, *argv, timeout=value))
         assert room.opened == 0
+
+    def test_the_old_name_still_waits_and_says_what_it_is_called_now(
+        self, home: Home, room: Room, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Issue 35: `--timeout` (the name before `--wait-timeout`, which every command that
+        waits for a run now uses) is still taken, with a warning naming the new name."""
+        code, _, err = bullpen(
+            home, capsys, "expedition", *TITLE, "--timeout", "0.2", "--wait-timeout", "0.2"
+        )
+        assert code == 3 and "No Dig Report arrived within 0.2 s" in err
+        assert "--timeout is now --wait-timeout" in err
+        args = build_parser().parse_args(["expedition", *TITLE, "--timeout", "7"])
+        assert args.wait_timeout == 7.0
 
 
 class TestConfirmArguments:

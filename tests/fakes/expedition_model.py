@@ -7,10 +7,13 @@ block, and answers as a plausible model would: terms for the pattern,
 scores from how many search terms a summary contains, deep cuts among
 strong rows that do not name the keyword. Behaviour is set by environment:
 
-    FAKE_EXPEDITION_MODE   good (default) | garbage-once | garbage-always | slow
+    FAKE_EXPEDITION_MODE   good (default) | garbage-once | garbage-always | slow | one-slot
     FAKE_EXPEDITION_STATE  a file counting calls per step (for garbage-once)
     FAKE_MODEL_LOG         JSON lines, one per call: {"step", "prompt"}
     FAKE_EXPEDITION_SLEEP  seconds the `slow` mode waits before answering
+    FAKE_EXPEDITION_SLOT   `one-slot`: a lock file; each call holds it while it sleeps and
+                           answers, so calls are answered one after another, as a server
+                           with one slot (`--parallel 1`) answers requests sent at once
 
 Stdlib only, so it starts fast.
 """
@@ -99,6 +102,12 @@ def main() -> int:
         return 0
     if mode == "slow":
         time.sleep(float(os.environ.get("FAKE_EXPEDITION_SLEEP", "3")))
+    if mode == "one-slot":
+        with open(os.environ["FAKE_EXPEDITION_SLOT"], "a") as slot:
+            fcntl.flock(slot, fcntl.LOCK_EX)  # released when this process ends
+            time.sleep(float(os.environ.get("FAKE_EXPEDITION_SLEEP", "3")))
+            print(json.dumps(answer(step, inputs_of(prompt))), flush=True)
+        return 0
     print(json.dumps(answer(step, inputs_of(prompt))))
     return 0
 

@@ -9,11 +9,12 @@ on 127.0.0.1 until killed. Like a real model it has no access to the repository:
 everything it answers comes from the prompt. The request's `model` picks how it acts:
 
   fix      find `def FUNC` in a file the prompt shows under FILES (`--- path` … `--- end of
-           path`), copy that function's text exactly as the SEARCH of one edit and answer it
-           with WRONG replaced by RIGHT. A prompt without the file's current text gets a
-           guess instead: the whole file written from memory, which the grind refuses.
-  sloppy   the first time, the same edit with its SEARCH re-indented (so it is not found);
-           once the prompt says the last answer was not applied, the exact one.
+           path`, each line after its number and '| '), name that function's lines, copy
+           them exactly as the OLD of one edit and answer them with WRONG replaced by RIGHT.
+           A prompt without the file's current text gets a guess instead: the whole file
+           written from memory, which the grind refuses.
+  sloppy   the first time, the same edit with its OLD re-indented (so it is not what those
+           lines say); once the prompt says the last answer was not applied, the exact one.
   lesson   like fix, but only when the prompt carries the lesson text --lesson; otherwise
            an edit that changes nothing useful (a comment).
 
@@ -31,11 +32,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 FILE_BLOCK = re.compile(r"^--- (?P<path>\S+)\n(?P<text>.*?)\n--- end of (?P=path)$", re.M | re.S)
+NUMBERED = re.compile(r"^ *(\d+)\| ?(.*)$")
 
 
-def function_in(text: str, func: str) -> str | None:
-    """The text of `def func` up to the next top-level line, exactly as written."""
-    lines = text.split("\n")
+def unnumbered(text: str) -> list[str]:
+    """A file's lines as the prompt numbers them (1, 2, …), without their numbers."""
+    lines = []
+    for line in text.split("\n"):
+        found = NUMBERED.match(line)
+        lines.append(found.group(2) if found else line)
+    return lines
+
+
+def function_in(lines: list[str], func: str) -> tuple[int, int] | None:
+    """The line numbers (first, last) of `def func` up to the next top-level line."""
     for start, line in enumerate(lines):
         if line.startswith(f"def {func}("):
             end = start + 1
@@ -43,21 +53,27 @@ def function_in(text: str, func: str) -> str | None:
                 end += 1
             while end > start + 1 and not lines[end - 1].strip():
                 end -= 1
-            return "\n".join(lines[start:end])
+            return start + 1, end
     return None
 
 
 def answer(prompt: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
     for found in FILE_BLOCK.finditer(prompt):
-        body = function_in(found["text"], args.func)
-        if body is None or args.wrong not in body:
+        lines = unnumbered(found["text"])
+        where = function_in(lines, args.func)
+        if where is None:
             continue
-        fixed = body.replace(args.wrong, args.right)
+        body = "\n".join(lines[where[0] - 1 : where[1]])
+        if args.wrong not in body:
+            continue
+        edit = {"path": found["path"], "start": where[0], "end": where[1], "old": body}
         if model == "sloppy" and "WAS NOT APPLIED" not in prompt:
-            return {"edits": [{"path": found["path"], "search": "  " + body, "replace": fixed}]}
+            return {
+                "edits": [{**edit, "old": "  " + body, "new": body.replace(args.wrong, args.right)}]
+            }
         if model == "lesson" and args.lesson not in prompt:
-            return {"edits": [{"path": found["path"], "search": body, "replace": "# ?\n" + body}]}
-        return {"edits": [{"path": found["path"], "search": body, "replace": fixed}]}
+            return {"edits": [{**edit, "new": "# ?\n" + body}]}
+        return {"edits": [{**edit, "new": body.replace(args.wrong, args.right)}]}
     guess = f"def {args.func}(*args):\n    return {args.right}\n"  # from memory: blind
     return {"files": [{"path": args.guess_path, "content": guess}]}
 

@@ -9,6 +9,7 @@ prints its port as the first line of stdout, then serves on 127.0.0.1:
     GET  /v1/models             one model, its "model" name
     GET  /props                 chat_template, bos_token, eos_token (llama.cpp's shape)
     POST /tokenize              {"content", "with_pieces"} → {"tokens": [{"id", "piece"}...]}
+    POST /apply-template        {"messages"} → {"prompt"}: the messages rendered by the template
     POST /_fake/behave          merge a JSON object into the behaviour below
     GET  /_fake/requests        every chat request received (path, headers, body)
 
@@ -16,7 +17,12 @@ The behaviour (defaults first):
 
     answer: "hello world"       the completion's text
     chunk: 4                    characters per streamed chunk
-    template: "chatml"          chatml | mistral | llama3: the template /props reports
+    template: "chatml"          chatml | mistral | llama3 | fallback (llama-server's own ChatML,
+                                for a GGUF with no template) | any other text: a built-in
+                                name (`--chat-template gemma`), reported bare
+    jinja: false                true: a bare name renders as its own literal text, as
+                                llama-server's --jinja does with `--chat-template NAME`
+    apply_template: true        false: POST /apply-template answers 404 (an older server)
     bos, eos: "<s>", "</s>"     what /props reports (Mistral's: with chatml, a mismatch)
     special: []                 markers tokenized as one piece; others split (<|im_end|> → 6)
     props, tokenize: true       false: the endpoint answers 404 (vLLM, Ollama, a cloud API)
@@ -66,6 +72,8 @@ DEFAULTS: dict[str, Any] = {
     "answer": "hello world",
     "chunk": 4,
     "template": "chatml",
+    "jinja": False,
+    "apply_template": True,
     "bos": "<s>",
     "eos": "</s>",
     "special": [],
@@ -86,6 +94,12 @@ DEFAULTS: dict[str, Any] = {
     "model": "fake-model",
     "honour_max_tokens": False,
 }
+# llama-server's own template for a GGUF that carries none, as its /props shows it.
+TEMPLATES["fallback"] = (
+    "{%- for message in messages -%}\n  {{- '<|im_start|>' + message.role + '\n' + "
+    "message.content + '<|im_end|>\n' -}}\n{%- endfor -%}\n{%- if add_generation_prompt -%}\n"
+    "  {{- '<|im_start|>assistant\n' -}}\n{%- endif -%}"
+)
 _PIECES = re.compile(r"[A-Za-z]+|_[A-Za-z]+|.", re.S)
 
 
@@ -111,6 +125,23 @@ def tokenize(text: str, special: list[str]) -> list[dict[str, Any]]:
             tokens.append({"id": 100 + len(tokens), "piece": piece.group(0)})
             at = piece.end()
     return tokens
+
+
+def render(behave: dict[str, Any], messages: list[Any]) -> str:
+    """The prompt the template makes of `messages`: a bare name under jinja is its own text."""
+    name = behave["template"]
+    if name not in TEMPLATES and behave["jinja"]:
+        return str(name)
+    turns = [m for m in messages if isinstance(m, dict)]
+    if name == "mistral":
+        return behave["bos"] + "".join(f"[INST] {m.get('content')} [/INST]" for m in turns)
+    if name == "llama3":
+        return "<|begin_of_text|>" + "".join(
+            f"<|start_header_id|>{m.get('role')}<|end_header_id|>\n\n{m.get('content')}<|eot_id|>"
+            for m in turns
+        )
+    said = "".join(f"<|im_start|>{m.get('role')}\n{m.get('content')}<|im_end|>\n" for m in turns)
+    return said + "<|im_start|>assistant\n"
 
 
 def _handler(state: State) -> type[BaseHTTPRequestHandler]:
@@ -147,7 +178,7 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                         "default_generation_settings": {"n_ctx": 4096},
                         "total_slots": 1,
                         "model_path": "/models/fake.gguf",
-                        "chat_template": TEMPLATES[behave["template"]],
+                        "chat_template": TEMPLATES.get(behave["template"], behave["template"]),
                         "bos_token": behave["bos"],
                         "eos_token": behave["eos"],
                         "build_info": "fake",
@@ -171,6 +202,9 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                 if not (body or {}).get("with_pieces"):
                     tokens = [t["id"] for t in tokens]
                 self._send(200, {"tokens": tokens})
+            elif self.path == "/apply-template" and state.behave["apply_template"]:
+                messages = (body or {}).get("messages") or []
+                self._send(200, {"prompt": render(state.behave, messages)})
             elif self.path.endswith("/chat/completions"):
                 self._chat(body if isinstance(body, dict) else {})
             else:

@@ -88,3 +88,68 @@ def test_llamacpps_builtin_template_names_are_known_by_family() -> None:
     assert builtin_name(" phi3\n") == "phi3" and template_family("phi3") is None
     assert builtin_name("{% for m in messages %}llama2{% endfor %}") is None
     assert template_family("<|im_start|>{{ m }}") == "ChatML"
+
+
+def test_a_model_with_no_chat_template_is_named_a_base_model(
+    gw: GatewayHome, fake: StartFake
+) -> None:
+    """A GGUF with no template: /props shows llama-server's own ChatML fallback on Gemma's
+    bos/eos. The verdict names a base model, not a mismatch of an embedded template; exit 1."""
+    base = fake(template="fallback", bos="<bos>", eos="<eos>", special=["<bos>", "<eos>"])
+    gw.configure({"gemma": {"base_url": base.base_url, "prefixes": ["gemma"]}})
+    done = run_cli(gw.society.root, "gateway", "check", "gemma")
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout
+    assert "PROBLEM   base model, no chat template: not for chat seats" in out
+    assert "the GGUF carries no chat template" in out and "Gemma bos/eos <bos> <eos>" in out
+    assert "template mismatch" not in out and "embedded" not in out
+    assert out.count("PROBLEM") == 1, out  # the fallback's markers are not blamed on the model
+
+
+def test_a_chatml_model_with_no_template_is_a_note_not_a_problem(
+    gw: GatewayHome, fake: StartFake
+) -> None:
+    """The fallback on ChatML tokens prompts the model in its own markers: a note, exit 0."""
+    chatml = fake(template="fallback", bos="<|im_start|>", eos="<|im_end|>",
+                  special=["<|im_start|>", "<|im_end|>"])  # fmt: skip
+    gw.configure({"qwen": {"base_url": chatml.base_url, "prefixes": ["qwen"]}})
+    done = run_cli(gw.society.root, "gateway", "check", "qwen")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the model carries no chat template: llama-server's ChatML fallback" in done.stdout
+    assert "PROBLEM" not in done.stdout
+
+
+def test_a_builtin_name_read_as_a_literal_template_drops_the_conversation(
+    gw: GatewayHome, fake: StartFake
+) -> None:
+    """`--jinja --chat-template gemma`: /props says "gemma" on Gemma tokens (a match by name),
+    but a message renders as the bare word; the rendering probe catches it, exit 1. Without
+    --jinja the same name renders the message and checks clean."""
+    literal = fake(template="gemma", jinja=True, bos="<bos>", eos="<eos>",
+                   special=["<bos>", "<eos>", "<end_of_turn>"])  # fmt: skip
+    gw.configure({"gemma": {"base_url": literal.base_url, "prefixes": ["gemma"]}})
+    done = run_cli(gw.society.root, "gateway", "check", "gemma")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the chat template drops the conversation: a message renders as 'gemma' (1 token)" in (
+        done.stdout
+    )
+    assert "--chat-template NAME as the template's own text" in done.stdout
+    literal.behave(jinja=False)
+    done = run_cli(gw.society.root, "gateway", "check", "gemma")
+    assert done.returncode == 0, done.stdout
+    assert "a message renders through the template" in done.stdout
+
+
+def test_a_server_without_apply_template_says_the_rendering_was_not_checked(
+    gw: GatewayHome, fake: StartFake
+) -> None:
+    """An older llama-server with no /apply-template: the rest is checked, the rendering is
+    named unchecked, and nothing is called wrong for it."""
+    old = fake(template="chatml", bos="<|im_start|>", eos="<|im_end|>",
+               special=["<|im_end|>", "<|im_start|>"], apply_template=False)  # fmt: skip
+    gw.configure({"old": {"base_url": old.base_url, "prefixes": ["old"]}})
+    done = run_cli(gw.society.root, "gateway", "check", "old")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "POST /apply-template answered HTTP 404: how a message is rendered was not checked" in (
+        done.stdout
+    )

@@ -152,7 +152,10 @@ def test_a_recorded_step_replays_offline_from_the_recording(at_origin: Path) -> 
 
 
 def test_eval_runs_on_its_config(golden: Path) -> None:
-    done = run_cli(golden, "eval", "example", "--seat", "score", "--json", timeout=240)
+    done = run_cli(golden, "eval", "example", "--seat", "score", "--json", timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     (board,) = json.loads(done.stdout)["seats"]
-    assert board["seat"] == "score" and board["cases"] == board["passed"] == 2
+    # the two run cases and every step case the seat can answer (the build's are skipped:
+    # the built-in seat writes no code)
+    assert board["seat"] == "score" and board["passed"] == board["cases"] - board["skipped"]
+    assert board["passed"] >= 22 and board["failed_gates"] == {}

@@ -80,20 +80,21 @@ class NatsNode:
         self.cluster_port = free_port() if cluster else 0
         self.cluster = cluster
         self.sync_always = sync_always
-        self.routes: list[int] = []
+        self.address = "127.0.0.1"  # where it listens (a test host's own address elsewhere)
+        self.routes: list[str] = []  # the other nodes' cluster listeners, host:port
         self.config = self.root / "nats.conf"
         self.log = self.root / "nats.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"nats://{self.address}:{self.port}"
 
     def write_config(self) -> None:
         lines = [
             f"server_name: {self.name}",
-            f"listen: 127.0.0.1:{self.port}",
-            f"http: 127.0.0.1:{self.monitor_port}",
+            f"listen: {self.address}:{self.port}",
+            f"http: {self.address}:{self.monitor_port}",
         ]
         if self.token:
             lines.append(f'authorization {{ token: "{self.token}" }}')
@@ -108,11 +109,11 @@ class NatsNode:
                 lines.append("  sync_interval: always")
             lines.append("}")
         if self.cluster:
-            routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in self.routes)
+            routes = ", ".join(f"nats-route://{route}" for route in self.routes)
             lines += [
                 "cluster {",
                 f"  name: {self.cluster}",
-                f"  listen: 127.0.0.1:{self.cluster_port}",
+                f"  listen: {self.address}:{self.cluster_port}",
                 f"  routes: [{routes}]",
                 "}",
             ]
@@ -122,19 +123,22 @@ class NatsNode:
         self.write_config()
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [self.binary, "-c", str(self.config)],
+                self.argv(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
 
+    def argv(self) -> list[str]:
+        return [self.binary, "-c", str(self.config)]
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def healthy(self) -> bool:
         try:
-            answer = HTTP.get(f"http://127.0.0.1:{self.monitor_port}/healthz", timeout=1)
+            answer = HTTP.get(f"http://{self.address}:{self.monitor_port}/healthz", timeout=1)
         except httpx.HTTPError:
             return False
         return answer.status_code == 200
@@ -191,7 +195,9 @@ class NatsCluster:
             for i in range(size)
         ]
         for node in self.nodes:
-            node.routes = [other.cluster_port for other in self.nodes if other is not node]
+            node.routes = [
+                f"{other.address}:{other.cluster_port}" for other in self.nodes if other is not node
+            ]
 
     @property
     def urls(self) -> list[str]:

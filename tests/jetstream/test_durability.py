@@ -38,6 +38,13 @@ def cluster(tmp_path: Path) -> Any:
         made.stop()
 
 
+# Each of 4 posters posts this many: the kill comes after the first KILL_AT, so most of them
+# (about 400) meet the kill or what follows it. The count proves nothing more past that:
+# 250 each doubled the test's time (53 s on the 2-core CI machine).
+PER_POSTER = 125
+KILL_AT = 100
+
+
 def head(society: StreamSociety) -> int:
     try:
         return int(HTTP.get(f"{society.strict_url}/health", timeout=2).json()["seq"])
@@ -55,13 +62,13 @@ def test_killed_nodes_lose_no_acknowledged_post(
         society.start_hub()
         procs = []
         for i in range(4):
-            argv = [sys.executable, POSTER, society.strict_url, f"client{i}", "250"]
+            argv = [sys.executable, POSTER, society.strict_url, f"client{i}", str(PER_POSTER)]
             if i % 2:
-                argv = [sys.executable, POSTER, society.strict_url, "operator", "250"]
+                argv = [sys.executable, POSTER, society.strict_url, "operator", str(PER_POSTER)]
                 argv += ["--secret-file", str(society.home.trust.secret_file)]
                 argv += ["--start", str(i * 1000)]
             procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, text=True))
-        wait_for(lambda: head(society) >= 200, 60, "the first 200 posts")
+        wait_for(lambda: head(society) >= KILL_AT, 60, f"the first {KILL_AT} posts")
 
         info = with_js(cluster.urls, lambda js: js.stream_info(society.stream))
         leader = info.cluster.leader
@@ -85,7 +92,8 @@ def test_killed_nodes_lose_no_acknowledged_post(
 
         after_kill = [a for a in acks if int(a[2]) > at_kill]
         assert after_kill, "the cluster acknowledged nothing after the kill"
-        assert len(acks) >= 900, f"only {len(acks)} of 1000 posts were acknowledged"
+        total = 4 * PER_POSTER
+        assert len(acks) >= total * 0.9, f"only {len(acks)} of {total} posts were acknowledged"
         room = society.export()
         lines = [json.loads(raw) for raw in room.read_bytes().splitlines()]
         assert [m["seq"] for m in lines] == list(range(1, len(lines) + 1))

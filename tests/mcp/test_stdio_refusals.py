@@ -44,7 +44,7 @@ def test_garbage_on_stdio_gets_a_parse_error_and_the_session_goes_on(tmp_path: P
 def test_http_flags_with_stdio_and_clashing_replay_options_are_refused(tmp_path: Path) -> None:
     society = Society(tmp_path / "home")
     refused = run_cli(society.root, "mcp", "--as", "operator", "--port", "9000")
-    assert refused.returncode == 2 and "--port only apply to --transport http" in refused.stderr
+    assert refused.returncode == 2 and "--port only applies to --transport http" in refused.stderr
     for args, says in (
         (("--all", "--step", "terms"), "--all and --step cannot go together"),
         (("--list", "--fork"), "--list and --fork cannot go together"),

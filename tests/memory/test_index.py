@@ -12,7 +12,7 @@ from agents.memory.errors import Refused
 from agents.memory.index import Index
 from agents.memory.lessons import Lesson, wake_lessons
 from agents.memory.namespaces import normalize
-from agents.runtime.lessons import _told
+from agents.runtime.lessons import told as _told
 from agents.seats.request import JudgmentRequest
 
 

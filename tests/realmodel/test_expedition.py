@@ -58,7 +58,7 @@ def test_an_expedition_on_smollm2_reaches_its_report_or_fails_loud(
         "Waiting Is Part of the Work",
         "--keyword",
         "patience",
-        "--timeout",
+        "--wait-timeout",
         "600",
         timeout=660,
     )

@@ -177,9 +177,12 @@ async def one_crash(work: Path, rng: Seeded, big: Path | None) -> dict[str, int 
 
 
 @pytest.mark.soak
-def test_power_loss_keeps_every_acknowledged_post(tmp_path: Path, soak: bool, rng: Seeded) -> None:
+def test_power_loss_keeps_every_acknowledged_post(
+    memory_tmp: Path, soak: bool, rng: Seeded
+) -> None:
     """At every simulated crash point the recovered room is a valid prefix holding every acknowledged post."""
     points = 20000 if soak else 1000
+    tmp_path = memory_tmp  # PowerLossIO models the disk: its real fsyncs only cost time
     big = tmp_path / "big.jsonl"
     asyncio.run(fill(big, 40))  # ~2.4 MB: larger than the tail recovery re-checks
     assert big.stat().st_size > 2 * 1024 * 1024
@@ -257,9 +260,10 @@ def test_a_burst_of_big_posts_goes_out_in_bounded_writes(tmp_path: Path, rng: Se
 
 
 @pytest.mark.soak
-def test_power_loss_during_a_burst_of_big_posts(tmp_path: Path, soak: bool, rng: Seeded) -> None:
+def test_power_loss_during_a_burst_of_big_posts(memory_tmp: Path, soak: bool, rng: Seeded) -> None:
     """A burst of near-limit posts cut by a power failure still recovers to a valid prefix."""
     points = 1500 if soak else 150
+    tmp_path = memory_tmp  # PowerLossIO models the disk: its real fsyncs only cost time
     unsynced = 0
 
     async def main() -> None:
@@ -290,10 +294,11 @@ def test_power_loss_during_a_burst_of_big_posts(tmp_path: Path, soak: bool, rng:
 
 @pytest.mark.soak
 def test_what_recovery_serves_survives_a_power_loss(
-    tmp_path: Path, soak: bool, rng: Seeded
+    memory_tmp: Path, soak: bool, rng: Seeded
 ) -> None:
     """Lines a restarted hub recovered and serves as its head are durable before it serves them."""
     points = 2000 if soak else 200
+    tmp_path = memory_tmp  # PowerLossIO models the disk: its real fsyncs only cost time
 
     async def main() -> None:
         for point in range(points):

@@ -312,7 +312,7 @@ def test_repeated_drop_options_add_up() -> None:
         ["keys", "new", "BadNick"],
         ["mcp", "--as", "echo", "--transport", "http", "--port", "99999"],
         ["trust", "check", "--timeout", "-1"],
-        ["expedition", "--title", "t", "--keyword", "k", "--timeout", "nan"],
+        ["expedition", "--title", "t", "--keyword", "k", "--wait-timeout", "nan"],
         ["backpass", "--wait-timeout", "0"],
         ["units", "install", "--nicks"],
         ["--log-level", "verbose", "read"],

@@ -497,4 +497,5 @@ class TestRead:
         """The hub describes itself at /openapi.json."""
         schema = HTTP.get(f"{hubbed.strict_url}/openapi.json").json()
         tlog = {"/tlog/checkpoint", "/tlog/proof/inclusion", "/tlog/proof/consistency"}
-        assert set(schema["paths"]) == {"/say", "/read", "/health", "/tlog/cosign", *tlog}
+        objects = "/objects/{sha256}"  # room/objectstore.py
+        assert set(schema["paths"]) == {"/say", "/read", "/health", "/tlog/cosign", *tlog, objects}

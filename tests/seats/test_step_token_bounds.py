@@ -123,26 +123,71 @@ def test_an_unbounded_or_loosened_schema_is_said_so() -> None:
     assert any("content maxLength 524288" in bound for bound in loosened), loosened
 
 
+def _step_case_answers(case: dict[str, Any]) -> list[str]:
+    """What a step case expects a good answer to hold: the files its terms must find, the
+    rows it wants scored high or chosen, the words and code it wants said, the ledger lines
+    it wants cited (stepcases.py)."""
+    expect, given = case.get("expect", {}), case.get("input", {})
+    rows = {str(row.get("id")): row for row in given.get("rows") or []}
+    found = [Path(str(f)).stem.replace("-", " ") for f in expect.get("find") or []]
+    for key in ("high", "include"):
+        found += [str(rows[i]["summary"]) for i in expect.get(key) or [] if i in rows]
+    for key in ("mentions", "contains", "gone", "cites"):
+        found += [str(v) for v in expect.get(key) or []]
+    return found
+
+
 def _case_answers() -> list[str]:
     """What the shipped suite's and the campaign's cases expect a good run to find."""
     found: list[str] = []
     for case in (defaults() / "eval").rglob("case.toml"):
-        expect = tomllib.loads(case.read_text(encoding="utf-8")).get("expect", {})
-        for value in expect.values():
+        parsed = tomllib.loads(case.read_text(encoding="utf-8"))
+        if parsed.get("kind") == "step":
+            found += _step_case_answers(parsed)
+            continue
+        for value in parsed.get("expect", {}).values():
             found += [str(v) for v in (value if isinstance(value, list) else [value])]
     for theme in campaign.THEMES:
         found += [*theme.phrases, theme.deep_summary, Path(theme.deep_file).stem.replace("-", " ")]
     return [answer for answer in found if len(answer) > 3]
 
 
-@pytest.mark.parametrize(
-    ("step", "request_", "schema"), _steps(), ids=lambda v: v if isinstance(v, str) else ""
-)
-def test_no_prompt_gives_a_case_answer_away(
-    step: str, request_: JudgmentRequest, schema: type[BaseModel]
-) -> None:
+def _prompts() -> list[tuple[str, str]]:
+    """Every step's prompt: the judged steps' above, the termgen retry's, and the build's
+    spec writer's and code seat's (their sections filled with neutral words)."""
+    from agents.build.prompts import CodeContext, code_prompt, testdesign_prompt
+    from agents.build.repomap import RepoView
+
+    job = {"language": "python", "spec_relative": "tests/test_x.py", "problem": "p",
+           "contract": "c", "traps": "t", "constraints": "k", "targets": ["x.py"]}  # fmt: skip
+    view = RepoView("x.py (1 line)", files={"x.py": "x = 1\n"})
+    context = CodeContext(tier="t", iteration=1, kind="openai", spec_relative="tests/test_x.py",
+                          spec_text="def test_x(): pass", last_output="1 failed", view=view)  # fmt: skip
+    retry = termgen_request(
+        {"keyword_primary": "k", "title": "t"}, avoid=["a"], problems="too few terms"
+    )
+    return [
+        *((step, request_.prompt) for step, request_, _ in _steps()),
+        ("termgen-retry", retry.prompt),
+        ("testdesign", testdesign_prompt(job, view)),
+        ("code", code_prompt(job, context)),
+    ]
+
+
+@pytest.mark.parametrize(("step", "prompt"), _prompts(), ids=lambda v: v if len(v) < 20 else "")
+def test_no_prompt_gives_a_case_answer_away(step: str, prompt: str) -> None:
     """No illustration in a prompt may come from a case (the termgen prompt's 'swimming in
-    cold water' was a campaign theme's deep cut, and a model copied it under another)."""
-    prompt = request_.prompt.casefold()
-    given = [answer for answer in _case_answers() if answer.casefold() in prompt]
+    cold water' was a campaign theme's deep cut, and a model copied it under another), nor
+    from a step case's expected answer: every step's prompt, every shipped case."""
+    folded = prompt.casefold()
+    given = [answer for answer in _case_answers() if answer.casefold() in folded]
     assert given == [], f"the {step} prompt holds the answers of cases: {given}"
+
+
+def test_the_step_cases_answers_are_checked() -> None:
+    """The check above sees the step cases' answers, not only the run cases' (a test that
+    read none would pass on any prompt)."""
+    answers = _case_answers()
+    assert "lime mortar" in " ".join(answers)  # a terms case's file to find
+    assert "price - discount" in answers  # a code case's bug
+    assert any("lockfile" in a for a in answers)  # an analysis case's mention

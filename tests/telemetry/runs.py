@@ -15,7 +15,7 @@ from tests.gateway.helpers import GatewayHome, start_printing_port
 from tests.support import Proc, Society, run_cli, set_seat, start_up
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
-TITLE = ("--title", "Waiting Is Part of the Work", "--keyword", "patience", "--timeout", "300")
+TITLE = ("--title", "Waiting Is Part of the Work", "--keyword", "patience", "--wait-timeout", "300")
 JUDGED = ("termgen", "score", "scotoma")
 
 
@@ -45,23 +45,34 @@ def start_bridge() -> tuple[subprocess.Popen[str], int]:
     return start_printing_port(command, "openai_bridge", 15)
 
 
-def record_expedition(root: Path, extra_toml: str = "", tries: int = 3) -> Recorded:
-    """A demo home's expedition with its model calls through the gateway, to its Dig Report;
-    when a port it was handed is taken meanwhile (the machine is shared), again on new ones."""
+def record_expedition(
+    root: Path,
+    extra_toml: str = "",
+    tries: int = 3,
+    args: tuple[str, ...] = (),
+    exits: tuple[int, ...] = (0,),
+) -> Recorded:
+    """A demo home's expedition with its model calls through the gateway, to its Dig Report
+    (with `args` added to the command: `--yes` to its end, `--budget`; `exits` the exit codes
+    it may end with); when a port it was handed is taken meanwhile (the machine is shared),
+    again on new ones."""
     for attempt in range(tries):
         try:
-            return _attempt(root.with_name(f"{root.name}{attempt or ''}"), extra_toml)
+            where = root.with_name(f"{root.name}{attempt or ''}")
+            return _attempt(where, extra_toml, args, exits)
         except AssertionError as exc:
             if "already in use" not in str(exc) or attempt == tries - 1:
                 raise
     raise AssertionError("unreachable")
 
 
-def _attempt(root: Path, extra_toml: str) -> Recorded:
+def _attempt(
+    root: Path, extra_toml: str, args: tuple[str, ...], exits: tuple[int, ...]
+) -> Recorded:
     society = Society(root, demo=True)
     bridge, port = start_bridge()
     try:
-        return _record(society, bridge, port, extra_toml)
+        return _record(society, bridge, port, extra_toml, args, exits)
     except BaseException:
         bridge.kill()
         bridge.wait(10)
@@ -70,7 +81,12 @@ def _attempt(root: Path, extra_toml: str) -> Recorded:
 
 
 def _record(
-    society: Society, bridge: subprocess.Popen[str], port: int, extra_toml: str
+    society: Society,
+    bridge: subprocess.Popen[str],
+    port: int,
+    extra_toml: str,
+    args: tuple[str, ...],
+    exits: tuple[int, ...],
 ) -> Recorded:
     root = society.root
     gateway = GatewayHome(society)
@@ -85,8 +101,8 @@ def _record(
     for nick in society.home.society.nicks:
         gateway.token(nick)
     up = start_up(society)
-    done = run_cli(root, "expedition", *TITLE, timeout=400)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_cli(root, "expedition", *TITLE, *args, timeout=400)
+    assert done.returncode in exits, done.stdout + done.stderr
     found = re.search(r"expedition (exp-[0-9a-f]+) started", done.stderr)
     assert found is not None, done.stderr
     return Recorded(society, gateway, found.group(1), bridge, up)

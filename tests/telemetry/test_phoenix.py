@@ -91,34 +91,68 @@ def test_phoenix_receives_the_run_and_gives_back_its_tree_and_tokens(
 
 @pytest.fixture(scope="module")
 def live(phoenix: Phoenix, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
-    """A second run, with [telemetry] pointing at Phoenix: the gateway exports as it goes."""
+    """A second run, to its end, with [telemetry] pointing at Phoenix: every process exports
+    its own spans as it goes."""
     extra = f'[telemetry]\notlp_endpoint = "{phoenix.url}"\n'
-    run = record_expedition(tmp_path_factory.mktemp("phoenix-live") / "home", extra)
+    run = record_expedition(
+        tmp_path_factory.mktemp("phoenix-live") / "home", extra, args=("--yes",)
+    )
     yield run
     run.stop()
 
 
-def test_the_gateway_exports_its_calls_live_and_bullpen_trace_joins_them(
+def test_a_live_run_is_one_trace_of_spans_from_the_foreman_lurkers_and_the_gateway(
     phoenix: Phoenix, live: Recorded
 ) -> None:
-    """With [telemetry] on, each call's span reaches Phoenix during the run, under the span
-    id of the step it was made for; `bullpen trace --otlp` then sends the steps and the run,
-    and the live calls are part of the same tree: the same ids, no second trace."""
-    from room.traceids import step_span_id
+    """With [telemetry] on, the foreman (the run and each step), every lurker (its work on
+    each ask) and the gateway (each model call) export their own spans, live, joined into one
+    trace by the traceparent the ticket carries and the foreman copies into every ask: read
+    back through phoenix.client it is one tree under the run's span, each span naming its
+    room seq, and it already holds every span `bullpen trace` rebuilds afterwards."""
+    from room.traceids import run_span_id, step_span_id
 
-    ledger = [e for e in live.ledger() if e.get("thread") == live.thread]
-    trace = trace_id(live.thread)
-    calls = read_back(phoenix, trace, len(ledger))
-    assert len(calls) == len(ledger) >= 3 and {s["span_kind"] for s in calls} == {"LLM"}
-    parents = {s["parent_id"] for s in calls}
-    assert parents == {step_span_id(live.thread, e["seq"]) for e in ledger}
-    assert sum(s["attributes"]["llm.token_count.prompt"] for s in calls) == sum(
-        e["tokens_in"] for e in ledger
-    )
-    local = json.loads(run_cli(live.society.root, "trace", live.thread, "--json").stdout)
-    done = run_cli(live.society.root, "trace", live.thread, "--otlp", phoenix.url, timeout=120)
-    assert done.returncode == 0, done.stderr
-    spans = read_back(phoenix, trace, len(local))
-    assert sorted(s["context"]["span_id"] for s in spans) == sorted(s["span_id"] for s in local)
-    ids = {s["context"]["span_id"] for s in spans}
-    assert all(s.get("parent_id") in ids for s in spans if s.get("parent_id"))
+    thread = live.thread
+    lines = [m for m in live.society.lines() if m.get("thread") == thread]
+    (ticket,) = [m for m in lines if m["to"] == "@foreman" and m["type"] == "ask"]
+    trace = ticket["data"]["traceparent"].split("-")[1]
+    assert trace == trace_id(thread)
+    asks = [m for m in lines if m["from"] == "foreman" and m["type"] == "ask"]
+    ledger = [e for e in live.ledger() if e.get("thread") == thread]
+    assert len(ledger) >= 3 and len(asks) >= 6
+    # the run and the foreman's wake on its ticket, a step and a lurker's span per ask, a
+    # call per ledger line
+    expected = 2 + 2 * len(asks) + len(ledger)
+    spans = read_back(phoenix, trace, expected)
+    by_id = {s["context"]["span_id"]: s for s in spans}
+    assert len(by_id) == len(spans) == expected
+    assert {s["context"]["trace_id"] for s in spans} == {trace}
+    (root,) = [s for s in spans if not s.get("parent_id")]
+    assert root["context"]["span_id"] == run_span_id(thread) and root["name"] == "run expedition"
+    assert all(s["parent_id"] in by_id for s in spans if s is not root)  # one tree
+    made_by = {s["attributes"].get("bullpen.process") for s in spans}
+    assert {"gateway", "lurker foreman"} <= made_by
+    lurkers = {p for p in made_by if p and p.startswith("lurker ") and p != "lurker foreman"}
+    assert {"lurker termgen", "lurker scorer", "lurker scotoma"} <= lurkers, made_by
+    for span in spans:
+        a = span["attributes"]
+        assert isinstance(a.get("bullpen.room.seq"), int) and a["bullpen.room.seq"] > 0, span
+        parent = by_id.get(span.get("parent_id") or "")
+        if span["name"] == "handle foreman":  # its wake on the ticket, under the run
+            assert parent is root and a["bullpen.room.seq"] == ticket["seq"]
+        elif span["name"].startswith("handle "):  # a lurker's work, under the step it answered
+            assert parent is not None
+            assert parent["attributes"]["bullpen.room.ask_seq"] == a["bullpen.room.seq"]
+            assert a["bullpen.process"] == "lurker " + span["name"].removeprefix("handle ")
+        if span["span_kind"] == "LLM":  # a model call, under the step it was made for
+            assert a["bullpen.process"] == "gateway"
+            assert span["parent_id"] == step_span_id(thread, a["bullpen.room.seq"])
+    assert sum(
+        s["attributes"]["llm.token_count.prompt"] for s in spans if s["span_kind"] == "LLM"
+    ) == sum(e["tokens_in"] for e in ledger)
+    local = json.loads(run_cli(live.society.root, "trace", thread, "--json").stdout)
+    assert {s["span_id"] for s in local} <= set(by_id)  # nothing left for `bullpen trace`
+    assert {s["parent_id"] for s in local} <= {*by_id, None}
+    done = run_cli(live.society.root, "trace", thread, "--otlp", phoenix.url, timeout=120)
+    assert done.returncode == 0, done.stderr  # sent again: the same ids, no second trace
+    again = read_back(phoenix, trace, len(spans))
+    assert {s["context"]["span_id"] for s in again} == set(by_id)

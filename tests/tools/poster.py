@@ -1,10 +1,11 @@
 """A load client: post N numbered messages as one nick, print each acknowledged seq.
 
-    python tests/tools/poster.py URL NICK N [--secret-file F] [--start K]
+    python tests/tools/poster.py URL NICK N [--secret-file F] [--start K] [--every S]
 
 Prints `ack <k> <seq>` per acknowledged post and `fail <k> <reason>` per
 post that got no acknowledgement (the hub died or refused), then exits 0.
 It never retries a post: an unacknowledged post may or may not be stored.
+`--every S` paces it: a post at most every S seconds (a steady load, not a flood).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 import httpx
 
@@ -28,6 +30,7 @@ def main() -> int:
     parser.add_argument("n", type=int)
     parser.add_argument("--secret-file")
     parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--every", type=float, default=0.0)
     args = parser.parse_args()
     signer = None
     if args.secret_file:
@@ -35,6 +38,7 @@ def main() -> int:
             signer = SecretSigner(f.read().strip())
     with httpx.Client(base_url=args.url, timeout=30) as client:
         for k in range(args.start, args.start + args.n):
+            time.sleep(args.every)
             payload = {
                 "from": args.nick,
                 "to": "@sink",

@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.support import Society, run_cli, start_up, wait_for
 from tests.web.browser import add_web, chromium, login, row_with, say, wait_web
 
-TITLE = ("--title", "Waiting Is Part of the Work", "--keyword", "patience", "--timeout", "300")
+TITLE = ("--title", "Waiting Is Part of the Work", "--keyword", "patience", "--wait-timeout", "300")
 
 
 def expedition(root: Path) -> str:
@@ -37,7 +37,7 @@ def main(out: Path) -> int:
             say(society.root, "good morning: the kiln is lit, the glaze tests are drying")
             confirmed = expedition(society.root)
             run_cli(society.root, "backpass", "--report-only", timeout=600)
-            run_cli(society.root, "trust", "check", "--timeout", "60", timeout=300)
+            run_cli(society.root, "trust", "check", "--wait-timeout", "60", timeout=300)
             waiting = expedition(society.root)
             driver = chromium(1280, 1000)
             login(driver, society.root)

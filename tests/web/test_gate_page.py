@@ -69,7 +69,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             "Waiting Is Part of the Work",
             "--keyword",
             "patience",
-            "--timeout",
+            "--wait-timeout",
             "240",
             timeout=300,
         )
@@ -198,7 +198,7 @@ def test_a_redirect_from_the_gate_digs_again(site: Site) -> None:
     from selenium.webdriver.common.by import By
 
     done = run_cli(site.root, "expedition", "--title", "Fire", "--keyword", "patience",
-                   "--timeout", "240", timeout=300)  # fmt: skip
+                   "--wait-timeout", "240", timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     thread = re.search(r"expedition (exp-[0-9a-f]+) started", done.stderr).group(1)  # type: ignore[union-attr]
     driver = site.driver

@@ -1,0 +1,2 @@
+def to_fahrenheit(c):
+    return c * 9 / 5
