@@ -5,11 +5,11 @@
     python bench/poststages.py --serve PORT    # the HTTP floor's server (bench/room.py starts it)
 
 bench/room.py prints these beside the hub's measured CPU per post; what the
-stages do not cover (HTTP framing in uvicorn and httptools, the ASGI calls,
+stages do not cover (HTTP framing in uvicorn and httptools, the /say exchange (room/direct.py),
 the event loop's wake-ups, the hand-off to the writer thread and back, the
 reply's send) is that measured figure minus their sum. Each stage runs the
-hub's own code on a real home (its secret screen, trust table, a nonce
-journal on the room's disk), so a change to any of them shows here.
+hub's own code on a real home (its secret screen, trust table, nonce
+store), so a change to any of them shows here.
 """
 
 from __future__ import annotations
@@ -98,8 +98,8 @@ def stage_costs(trust: TrustTable, secret: bytes, n: int) -> list[tuple[str, flo
     rows.append(("signed only: canonical JSON + HMAC", _per_call_us(check_hmac, n)))
     with tempfile.TemporaryDirectory(prefix="bullpen-stages-") as tmp:
         folder = Path(tmp)
-        journal = NonceStore(folder / "nonces")
-        journal.open()
+        nonce_store = NonceStore(None)
+        nonce_store.open(folder / "room.jsonl")
         gate = Gate(trust, secret, None, NonceStore(None), screen=screen)
         rows.append(
             ("gate, unsigned post", _per_call_us(lambda i: gate.judge(requests[i], False), n))
@@ -107,13 +107,14 @@ def stage_costs(trust: TrustTable, secret: bytes, n: int) -> list[tuple[str, flo
         nonces = iter(range(10 * n))
         rows.append(
             (
-                "signed only: nonce journal (write; fsync rides the batch)",
+                "signed only: nonce reserved (memory; the line carries it to disk)",
                 _per_call_us(
-                    lambda i: journal.reserve(f"nonce-{next(nonces):012d}", int(time.time())), n
+                    lambda i: nonce_store.reserve(f"nonce-{next(nonces):012d}", int(time.time())),
+                    n,
                 ),
             )
         )
-        journal.close()
+        nonce_store.close()
         off = HubLimits(
             unverified_nick_posts_per_s=0,
             unverified_nick_bytes_per_s=0,

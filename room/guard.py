@@ -49,6 +49,8 @@ import httptools
 import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from room.direct import Exchange, Handler
+
 log = structlog.get_logger("room.guard")
 
 RESERVED_FDS = 256  # the room, the journal, logs, the lock, NATS: not for clients
@@ -119,6 +121,9 @@ def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
             if self._counted:
                 guard.open -= 1
                 self._counted = False
+            cycle = self.cycle
+            if isinstance(cycle, Exchange) and not cycle.response_complete:
+                cycle.lost()
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
@@ -160,11 +165,59 @@ def guarded_protocol(guard: ConnectionGuard) -> type[HttpToolsProtocol]:
             self._disarm()
             guard.idle.pop(self, None)
             self._arm(guard.body_timeout_s)
-            super().on_headers_complete()
+            direct = self._direct_handler()
+            if direct is None:
+                super().on_headers_complete()
+                return
+            handler, query = direct
+            version = self.parser.get_http_version()
+            exchange = Exchange(
+                self,
+                handler,
+                self.headers,
+                query,
+                version != "1.0" and self.parser.should_keep_alive(),
+                self.expect_100_continue,
+            )
+            existing, self.cycle = self.cycle, exchange  # type: ignore[assignment]
+            if existing is None or existing.response_complete:
+                exchange.take_turn()
+            else:  # pipelined behind a request still being answered: in order, as uvicorn does
+                self.flow.pause_reading()
+                self.pipeline.appendleft((exchange, self.app))  # type: ignore[arg-type]
+
+        def _direct_handler(self) -> tuple[Handler, bytes] | None:
+            """The app's own handler for this request and its query string, when the app takes
+            it directly (POST /say on a hub listener: room/direct.py); None sends it through
+            ASGI (a percent-encoded path too: uvicorn decodes it)."""
+            handler: Handler | None = getattr(self.app, "direct", None)
+            if handler is None or self.parser.get_method() != b"POST":
+                return None
+            if self.parser.should_upgrade():
+                return None
+            url = httptools.parse_url(self.url)
+            return (handler, url.query or b"") if url.path == b"/say" else None
+
+        def on_body(self, body: bytes) -> None:
+            cycle = self.cycle
+            if isinstance(cycle, Exchange):
+                cycle.feed(body)
+            else:
+                super().on_body(body)
 
         def on_message_complete(self) -> None:
             self._disarm()
-            super().on_message_complete()
+            cycle = self.cycle
+            if isinstance(cycle, Exchange):
+                cycle.whole()
+            else:
+                super().on_message_complete()
+
+        def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+            if isinstance(cycle, Exchange):  # its turn, after the requests before it
+                cycle.take_turn()
+            else:
+                super()._start_asgi_task(cycle, app)
 
         def on_response_complete(self) -> None:
             queued = bool(self.pipeline)  # super() starts the next one, if any

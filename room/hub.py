@@ -39,7 +39,7 @@ from room.objectstore import OBJECTS_PREFIX, ObjectFolder, serve_object
 from room.openapi import MAX_AFTER, MAX_READ_SENDERS
 from room.params import int_param as _int_param
 from room.readbody import FIRST_PAGE_LINES, ReadAnswer
-from room.say import refuse_query_secrets, serve_say
+from room.say import DirectSay, refuse_query_secrets, serve_say
 from room.stopsignals import StopSignals
 from room.tlog import TransparencyLog
 from room.tlogapi import TlogEndpoints
@@ -110,6 +110,8 @@ class ListenerApp:
         }
         if hub.tlog is not None:  # /tlog/...: checkpoints and proofs (room/tlogapi.py)
             self.routes.update(TlogEndpoints(hub.tlog).routes())
+        # POST /say taken by the listener's protocol itself, below ASGI (room/direct.py).
+        self.direct = DirectSay(hub, relaxed, self.on_error, self._gone)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -10,8 +10,8 @@
   stops the start and moves nothing.
 - Durable before seen: after each batch the durable mark (room/durable.py)
   says how far the room is fsynced; file followers deliver no further.
-- Side files first: the nonce journal is synced before the batch is even
-  written, so no line whose proof it records can reach the disk before it.
+- One sync per batch: a proof's nonce rides in its line (trust/nonces.py),
+  so nothing beside the room is synced before it.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import bisect
 import errno
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Store
 from room.message import parse_line
 from room.reader import RoomFile, seq_of
 from room.recovery import MAX_BATCH_BYTES, Checkpointed, recover
+from room.syncthread import SyncThread
 from room.threads import ThreadIndex, pick
 
 __all__ = ["MAX_BATCH_BYTES", "Checkpointed", "JsonlLog", "lock_path"]
@@ -73,12 +73,37 @@ class _Cached:
         self.verified = stored.verified
 
 
+class _Done:
+    """A queued post's callback, shaped like the future `append` awaits (set once)."""
+
+    __slots__ = ("_callback",)
+
+    def __init__(self, callback: Callable[[Stored | BaseException], None]) -> None:
+        self._callback: Callable[[Stored | BaseException], None] | None = callback
+
+    def done(self) -> bool:
+        return self._callback is None
+
+    def set_result(self, result: Stored | BaseException) -> None:
+        callback, self._callback = self._callback, None
+        if callback is None:
+            return
+        try:
+            callback(result)
+        except Exception:  # an answer that could not be written must not stop the writer
+            log.exception("answering a stored post failed")
+
+    set_exception = set_result
+
+
+_Pending = asyncio.Future[Stored] | _Done
+
+
 class JsonlLog(RoomLog):
     def __init__(
         self,
         path: Path,
         *,
-        before_sync: Sequence[Callable[[], None]] = (),  # synced before every batch
         io: FileIO | None = None,
         checkpoint: Checkpointed | None = None,
         cache_lines: int = DEFAULT_MAX_LINES,
@@ -86,18 +111,17 @@ class JsonlLog(RoomLog):
         thread_index_size: int = 1024,
     ) -> None:
         self.path = path
-        self._before_sync = list(before_sync)
         self._io = io or FileIO()
         self._checkpoint = checkpoint
         self._mark: durable.MarkWriter | None = None
         self._cache: LineCache[_Cached] = LineCache(cache_max_bytes, cache_lines)
         self._threads = ThreadIndex(thread_index_size)
         self._building: dict[str, asyncio.Future[tuple[list[int], int]]] = {}
-        # The writer's own thread (the room's write and fsync, side files first): reads run
+        # The writer's own thread (the room's write and fsync): reads run
         # on the default executor, so no read can queue in front of a write.
-        self._write_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="room-writer")
+        self._syncer = SyncThread(self._write_and_sync)
         self._ids = IdClock()
-        self._queue: list[tuple[Draft, asyncio.Future[Stored]]] = []
+        self._queue: list[tuple[Draft, _Pending]] = []
         self._fd = -1
         self._lock_fd = -1
         self._size = 0
@@ -165,6 +189,17 @@ class JsonlLog(RoomLog):
         self._kick.set()
         return await future
 
+    def submit(self, draft: Draft, done: Callable[[Stored | BaseException], None]) -> None:
+        """`append` for the direct /say path: `done` is called from the writer, no future."""
+        if self._failed is not None:
+            done(self._failed)
+            return
+        if self._closing or self._kick is None:
+            done(DurabilityError("the room is closing; post again once the hub is back"))
+            return
+        self._queue.append((draft, _Done(done)))
+        self._kick.set()
+
     async def _writer(self) -> None:
         assert self._kick is not None
         while True:
@@ -202,9 +237,7 @@ class JsonlLog(RoomLog):
         batch, self._queue = self._queue[: len(stored)], self._queue[len(stored) :]
         blob = b"".join(s.raw + b"\n" for s in stored)
         try:
-            await asyncio.get_running_loop().run_in_executor(
-                self._write_pool, self._write_and_sync, blob
-            )
+            await self._syncer.run(blob)
             self._publish(self._size + len(blob), Head(seq, prev))
         except Exception as exc:
             self._fail(exc, batch)  # every post of this batch and the queue is refused
@@ -216,11 +249,6 @@ class JsonlLog(RoomLog):
         return self._closing and not self._queue
 
     def _write_and_sync(self, blob: bytes) -> None:
-        # Side files first (the nonce journal, a no-op when no proof came in): the
-        # kernel may write the room's pages back at any moment after write(), so a
-        # nonce must be on disk before any line whose proof it records is written.
-        for hook in self._before_sync:
-            hook()
         written = self._io.write(self._fd, blob)
         if written != len(blob):
             raise OSError(errno.EIO, f"short write: {written} of {len(blob)} bytes")
@@ -251,7 +279,7 @@ class JsonlLog(RoomLog):
             self.on_stored(stored)
         self._wake_readers()
 
-    def _fail(self, exc: BaseException, batch: list[tuple[Draft, asyncio.Future[Stored]]]) -> None:
+    def _fail(self, exc: BaseException, batch: list[tuple[Draft, _Pending]]) -> None:
         try:
             self._io.truncate(self._fd, self._size)
             os.fsync(self._fd)
@@ -409,7 +437,7 @@ class JsonlLog(RoomLog):
         self._release()
 
     def _release(self) -> None:
-        self._write_pool.shutdown(wait=False)
+        self._syncer.stop()
         if self._reader is not None:
             self._reader.close()
             self._reader = None

@@ -13,6 +13,7 @@ import abc
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from room import strictjson
 from room.errors import DurabilityError
@@ -27,6 +28,7 @@ class Draft:
     post: Post
     verified: bool
     via: str | None = None  # how a proofless verified post was admitted (room/message.py)
+    nonce: str | None = None  # a shared-secret proof's nonce: the room remembers it (no journal)
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,8 @@ def build_line(seq: int, ulid: str, ms: int, draft: Draft, prev: str) -> bytes:
     }
     if draft.via is not None:  # only where it matters: most lines stay as they were
         obj["via"] = draft.via
+    if draft.nonce is not None:  # a proved post's nonce, durable with its line (one fsync)
+        obj["nonce"] = draft.nonce
     obj["prev"] = prev
     return strictjson.dumps(obj).encode("utf-8")
 
@@ -141,6 +145,27 @@ class RoomLog(abc.ABC):
     @abc.abstractmethod
     async def append(self, draft: Draft) -> Stored:
         """Stamp, store durably, and return the line; raise DurabilityError if it could not."""
+
+    def submit(self, draft: Draft, done: Callable[[Stored | BaseException], None]) -> None:
+        """`append` without awaiting it: `done` gets the stored line or the error, once.
+
+        The hub's direct /say path (room/direct.py) answers from `done`; an engine
+        that can hand it to its writer as is (JSONL) saves a task and a future per post.
+        """
+
+        async def run() -> None:
+            try:
+                stored = await self.append(draft)
+            except Exception as exc:
+                done(exc)
+                return
+            done(stored)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._submitted.add(task)
+        task.add_done_callback(self._submitted.discard)
+
+    _submitted: ClassVar[set[asyncio.Task[None]]] = set()  # held until done (weak in the loop)
 
     @abc.abstractmethod
     async def read(self, after: int, limit: int, flt: Filter) -> ReadResult:

@@ -2,10 +2,13 @@
 
 A poster sets `from`, `to`, `type`, `body` and optionally `data`,
 `in_reply_to`, `thread` and `sig`; the hub alone sets `seq`, `id`, `ts`,
-`verified`, `via` and `prev`. `via` is there only on a verified line the
+`verified`, `via`, `nonce` and `prev`. `via` is there only on a verified line the
 hub admitted without any proof it could keep (`"relaxed"`: through the
-relaxed listener's token), so an audit can tell such a line from a forgery. Checking the raw keys first, before any model, lets
-every rejection name the exact field and what to do about it.
+relaxed listener's token), so an audit can tell such a line from a forgery.
+`nonce` is there only on a line whose post carried a shared-secret proof: the
+proof's nonce (never its HMAC), so the hub rebuilds the nonces it must refuse
+from the room itself (trust/nonces.py). Checking the raw keys first, before any
+model, lets every rejection name the exact field and what to do about it.
 """
 
 from __future__ import annotations
@@ -20,16 +23,17 @@ from room import strictjson
 from room.errors import BadPost, Unauthorized
 
 NICK_PATTERN = r"[a-z][a-z0-9_-]{0,31}"
+NONCE_PATTERN = r"^[A-Za-z0-9_-]+$"  # a proof's nonce: 8-64 of these
 _NICK = re.compile(NICK_PATTERN)
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}")
 
 MessageType = Literal["ask", "chat", "ack", "reply", "system"]
 MESSAGE_TYPES: tuple[str, ...] = ("ask", "chat", "ack", "reply", "system")
 
-HUB_FIELDS = ("seq", "id", "ts", "verified", "via", "prev")
+HUB_FIELDS = ("seq", "id", "ts", "verified", "via", "nonce", "prev")
 POSTER_FIELDS = ("from", "to", "type", "body", "data", "in_reply_to", "thread", "sig")
 REQUEST_FIELDS = (*POSTER_FIELDS, "proof")
-LINE_FIELDS = ("seq", "id", "ts", *POSTER_FIELDS, "verified", "via", "prev")
+LINE_FIELDS = ("seq", "id", "ts", *POSTER_FIELDS, "verified", "via", "nonce", "prev")
 
 VIA_RELAXED = "relaxed"  # admitted verified on the relaxed listener's token, with no proof
 
@@ -80,7 +84,7 @@ class Signature(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ts: int
-    nonce: str = Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    nonce: str = Field(min_length=8, max_length=64, pattern=NONCE_PATTERN)
     value: str = Field(min_length=1, max_length=256)
 
 
@@ -90,7 +94,7 @@ class HmacProof(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ts: int
-    nonce: str = Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    nonce: str = Field(min_length=8, max_length=64, pattern=NONCE_PATTERN)
     hmac: str = Field(min_length=64, max_length=64, pattern=r"^[0-9a-f]+$")
 
 
@@ -149,12 +153,14 @@ class Message(BaseModel):
     sig: dict[str, Any] | None = None
     verified: bool = False
     via: str | None = None
+    nonce: str | None = None  # a shared-secret proof's nonce (never its HMAC)
     prev: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         fields = self.model_dump(by_alias=True)
-        if fields["via"] is None:  # the hub writes it only where it matters
-            del fields["via"]
+        for optional in ("via", "nonce"):  # the hub writes them only where they matter
+            if fields[optional] is None:
+                del fields[optional]
         return fields
 
     def addressed_to(self, nick: str) -> bool:
@@ -278,6 +284,7 @@ class _AuditedLine(Message):
     from_: FromNick = Field(alias="from")
     to: StoredAddress
     via: Literal["relaxed"] | None = None
+    nonce: str | None = Field(default=None, min_length=8, max_length=64, pattern=NONCE_PATTERN)
 
 
 def check_stored(raw: bytes) -> Message:

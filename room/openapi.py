@@ -79,6 +79,11 @@ _LINE: dict[str, Any] = {
         "sig": {"type": ["object", "null"]},
         "verified": {"type": "boolean"},
         "via": {"enum": ["relaxed"], "description": "how a proofless verified post was admitted"},
+        "nonce": {
+            "type": "string",
+            "description": "the nonce of the shared-secret proof the post carried (never its "
+            "HMAC): the hub refuses it again, across restarts, from the room itself",
+        },
         "prev": {"type": "string"},
     },
 }

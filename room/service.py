@@ -72,10 +72,10 @@ def build_log(
     """The configured log engine and the nonce store that goes with it."""
     if settings.engine == "jsonl":
         settings.room.parent.mkdir(parents=True, exist_ok=True)
+        # The nonces live in the room's lines (trust/nonces.py): no journal to sync per batch.
         nonces = NonceStore(nonce_journal(settings.room))
         room_log = JsonlLog(
             settings.room,
-            before_sync=[nonces.flush],
             io=fileio.from_environment(),
             checkpoint=known,
             cache_max_bytes=settings.limits.cache_max_bytes,
@@ -96,6 +96,7 @@ def build_log(
 
 
 def nonce_journal(room: Path) -> Path:
+    """Where hubs before nonces moved into the lines kept them: read at start, never written."""
     return room.with_name(room.name + ".nonces")
 
 
@@ -259,13 +260,13 @@ async def run_hub(settings: HubSettings) -> int:
         if isinstance(exc, ConfigError | RoomCorrupt):  # only a person can fix these
             return EXIT_CONFIG
         return EXIT_DISK if isinstance(exc, DurabilityError) else EXIT_START
-    try:
-        nonces.open()
+    try:  # the nonces of the last two windows, from the room's tail (and a legacy journal)
+        nonces.open(settings.room if settings.engine == "jsonl" else None)
     except OSError as exc:
         await room_log.close()
         _say(
-            f"bullpen hub: cannot open the nonce journal ({exc.strerror or exc}); "
-            "free space or fix the disk, then start the hub again"
+            f"bullpen hub: cannot read the room's recent proof nonces ({exc.strerror or exc}); "
+            "fix the disk, then start the hub again"
         )
         return EXIT_DISK
     problem = None if known is None else await _contradiction(room_log, known)

@@ -110,6 +110,11 @@ class Gate:
                 f"the read token is wrong; send the one in {where} (read_token_file in trust.toml)"
             )
 
+    @property
+    def judges_at_once(self) -> bool:
+        """True when `judge` needs no await: this hub's own nonce store, not a shared one."""
+        return self._nonces.synchronous
+
     def judge(self, request: PostRequest, relaxed: bool) -> bool:
         """Return `verified` for this post, or raise Unauthorized / BadPost."""
         verified, fresh = self._judge(request, relaxed)

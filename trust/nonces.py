@@ -1,97 +1,85 @@
 """Seen proof nonces, so a captured proof cannot be replayed, even across restarts.
 
 A proof is accepted only within the hub's time window, so a nonce needs
-remembering only for twice that long. Reservations are appended to a journal
-beside the room; the log syncs the journal with every batch of lines, so a
-post is never acknowledged while its nonce could still be forgotten.
+remembering only for twice that long. The room itself is the record: a line
+whose post carried a shared-secret proof keeps the proof's `nonce` (never its
+HMAC), and a line signed with a nick's own key keeps its `sig`, nonce
+included. Both reach the disk in the line's own fsync, so a post is never
+acknowledged while its nonce could be forgotten, and no second sync is paid
+per batch. At start the hub reads the room back from its tail for the lines
+of the last two windows (`room_nonces`) and refuses their nonces again.
 
-A journal that cannot be written (a full or failing disk) refuses the post
-with a DurabilityError (503) and makes the next sync fail, so the log stops
-the hub exactly as when the room itself cannot be written.
+Rooms from before this kept their nonces in a journal beside the room
+(`room.jsonl.nonces`); it is still read at start when present, so an upgrade
+does not reopen the window, and no longer written.
 """
 
 from __future__ import annotations
 
-import errno
-import os
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 
-from room.errors import DurabilityError
-from room.fileio import fsync_dir
+from room import strictjson
+from room.ids import rfc3339_ms
+from room.reader import CHUNK, RoomFile
 
-COMPACT_BYTES = 4 * 1024 * 1024
+EXPIRE_EVERY = 1024  # reservations between two sweeps of the expired nonces
 
 
 class NonceStore:
+    synchronous = True  # reserve() answers at once (trust/streamnonces.py: a round trip)
+
     def __init__(
         self,
         journal: Path | None,
         window_s: int = 120,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._journal = journal
+        self._journal = journal  # the legacy journal: read at open, never written
         self._window = window_s
         self._clock = clock
-        self._seen: dict[str, int] = {}  # nonce -> proof ts
-        self._fd: int | None = None
-        self._dirty = False
-        self._size = 0
+        self._seen: dict[str, int] = {}  # nonce -> the time it expires from (proof or line ts)
         self._lock = threading.Lock()
-        self._broken: OSError | None = None
 
-    def open(self) -> None:
-        if self._journal is None:
-            return
+    @property
+    def window_s(self) -> int:
+        return self._window
+
+    def open(self, room: Path | None = None) -> None:
+        """Remember the nonces still inside the window: the legacy journal's, then the room's."""
         cutoff = int(self._clock()) - 2 * self._window
-        if self._journal.exists():
+        if self._journal is not None and self._journal.exists():
             for line in self._journal.read_bytes().split(b"\n"):
                 parts = line.split(b" ")
-                if len(parts) == 2 and parts[0].isdigit():
-                    ts = int(parts[0])
-                    if ts >= cutoff:
-                        self._seen[parts[1].decode("ascii", "replace")] = ts
-        self._rewrite()
+                if len(parts) == 2 and parts[0].isdigit() and int(parts[0]) >= cutoff:
+                    self._seen[parts[1].decode("ascii", "replace")] = int(parts[0])
+        if room is not None:
+            self.remember(room_nonces(room, cutoff))
 
-    def _rewrite(self) -> None:
-        """Replace the journal with only the nonces still inside the window."""
-        assert self._journal is not None
-        tmp = self._journal.with_name(self._journal.name + ".tmp")
-        payload = "".join(f"{ts} {nonce}\n" for nonce, ts in self._seen.items()).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            _write_all(fd, payload)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self._journal)
-        fsync_dir(self._journal.parent)  # the rename itself must survive a power loss
-        if self._fd is not None:
-            os.close(self._fd)
-        self._fd = os.open(self._journal, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-        self._size = len(payload)
+    def remember(self, nonces: Iterable[tuple[str, int]]) -> None:
+        """Mark these (nonce, ts) as used, as a restart must (no check, no record)."""
+        with self._lock:
+            for nonce, ts in nonces:
+                self._seen[nonce] = max(ts, self._seen.get(nonce, ts))
 
     def reserve(self, nonce: str, ts: int) -> bool:
-        """Record a nonce; False when it was already used."""
+        """Record a nonce; False when it was already used.
+
+        The record is this process's memory until the post's line is stored:
+        the line carries the nonce to the disk. A post refused after this (a
+        limit, a failed write) stored nothing, so its proof is not spent
+        across a restart; it is spent until then.
+        """
         with self._lock:
-            if self._broken is not None:
-                raise self._refusal(self._broken)
             if nonce in self._seen:
                 return False
             self._seen[nonce] = ts
-            try:
-                if self._fd is not None:
-                    record = f"{ts} {nonce}\n".encode()
-                    self._dirty = True
-                    _write_all(self._fd, record)
-                    self._size += len(record)
-                if len(self._seen) % 1024 == 0:
-                    self._expire()
-            except OSError as exc:
-                self._broken = exc
-                raise self._refusal(exc) from None
+            if len(self._seen) % EXPIRE_EVERY == 0:
+                self._expire()
             return True
 
     async def reserve_async(self, nonce: str, ts: int) -> bool:
@@ -99,45 +87,63 @@ class NonceStore:
         round trip here, this one does not."""
         return self.reserve(nonce, ts)
 
-    @staticmethod
-    def _refusal(exc: OSError) -> DurabilityError:
-        return DurabilityError(
-            f"recording a proof's nonce failed ({exc.strerror or exc}); the hub stops "
-            "acknowledging posts. Free space or fix the disk, then start the hub again",
-            errno=exc.errno,
-        )
-
     def _expire(self) -> None:
         cutoff = int(self._clock()) - 2 * self._window
         for nonce in [n for n, ts in self._seen.items() if ts < cutoff]:
             del self._seen[nonce]
-        if self._journal is not None and self._size > COMPACT_BYTES:
-            self._rewrite()
-
-    def flush(self) -> None:
-        """Make reservations durable; called by the log before it syncs a batch."""
-        with self._lock:
-            if self._broken is not None:
-                raise OSError(
-                    self._broken.errno, f"the nonce journal failed: {self._broken.strerror}"
-                )
-            if self._fd is None or not self._dirty:
-                return
-            self._dirty = False
-            fd = self._fd
-        os.fdatasync(fd)
 
     def close(self) -> None:
-        """Sync and close; after a failure just close (every acknowledged nonce was synced)."""
-        if self._fd is not None:
-            if self._broken is None:
-                self.flush()
-            os.close(self._fd)
-            self._fd = None
+        """Nothing to sync: every acknowledged nonce is in a line the room fsynced."""
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    """Write every byte or raise: a short write on a nearly full disk is a failure."""
-    written = os.write(fd, data)
-    if written != len(data):
-        raise OSError(errno.ENOSPC, f"short write: {written} of {len(data)} bytes")
+def room_nonces(room: Path, cutoff: int) -> Iterator[tuple[str, int]]:
+    """The proof nonces in the room's lines stamped at or after `cutoff` (Unix seconds), each
+    with its line's time, read back from the tail.
+
+    A line's time is a safe stand-in for its proof's: the hub took the proof
+    only while its ts was within the window of the hub's clock, so a proof
+    older than the line by more than the window could not be taken, and one
+    newer expires by the line's time plus two windows, as it is kept here.
+    Lines are stamped in order, so the walk stops at the first older one; the
+    stamps are compared as text (RFC 3339 in UTC sorts as time), and only a
+    line that holds a nonce is parsed.
+    """
+    if not room.exists():
+        return
+    oldest = rfc3339_ms(cutoff * 1000).encode()
+    with RoomFile(room) as reader:
+        for raw in _lines_backward(reader):
+            stamp = _STAMP.match(raw)
+            if stamp is None:
+                continue  # not a hub-written line (recovery refuses a room of those)
+            if stamp.group(1) < oldest:
+                return
+            if b'"nonce":' not in raw:
+                continue
+            try:
+                obj = strictjson.loads(raw)
+            except strictjson.JsonRejected:
+                continue
+            stamped = int(datetime.fromisoformat(stamp.group(1).decode()).timestamp())
+            if isinstance(obj.get("nonce"), str):
+                yield obj["nonce"], stamped
+            sig = obj.get("sig")
+            if isinstance(sig, dict) and isinstance(sig.get("nonce"), str):
+                yield sig["nonce"], stamped
+
+
+_STAMP = re.compile(rb'^\{"seq":\d+,"id":"[0-9A-Z]+","ts":"([0-9T:.Z-]+)"')
+
+
+def _lines_backward(reader: RoomFile) -> Iterator[bytes]:
+    """The room's whole lines, last first, read in large blocks from the end."""
+    pos = reader.size()
+    head = b""  # the start of a line whose beginning is in the block before
+    while pos > 0:
+        begin = max(0, pos - CHUNK)
+        lines = (reader.pread(pos - begin, begin) + head).split(b"\n")
+        head = lines[0] if begin > 0 else b""
+        for line in reversed(lines[1:] if begin > 0 else lines):
+            if line:
+                yield line
+        pos = begin

@@ -1,6 +1,6 @@
 """Seen proof nonces shared by every hub on one stream: a JetStream KeyValue bucket.
 
-The per-hub journal (trust/nonces.py) cannot see what another hub accepted,
+A hub's own record (trust/nonces.py: the nonces in its room's lines) cannot see what another hub accepted,
 so with several hubs a captured proof could be replayed once per hub. Here
 a nonce is reserved by creating its key, which succeeds for exactly one
 hub; the bucket forgets keys after twice the proof window (a proof outside
@@ -38,9 +38,11 @@ log = structlog.get_logger("trust.streamnonces")
 class StreamNonces(NonceStore):
     """The nonce store for hubs on a JetStream room (the log binds it when it opens).
 
-    A NonceStore with no journal, so the hub's open/flush/close do nothing;
+    A NonceStore with no room to read, so the hub's open/close do nothing;
     reservations go through `reserve_async`, which `Gate.admit` uses.
     """
+
+    synchronous = False  # every reservation is a round trip: the hub awaits reserve_async
 
     def __init__(self, window_s: int = 120, deadline_s: float = 15.0) -> None:
         super().__init__(None, window_s)

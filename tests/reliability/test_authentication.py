@@ -528,3 +528,28 @@ def test_authorship_is_auditable_without_secrets(
     done = run_cli(auditor, "audit", str(auditor / "room.jsonl"))
     assert done.returncode == 1
     assert f"FAILED at seq {target['seq']}:" in done.stdout and "signature" in done.stdout
+
+
+def test_a_legacy_nonce_journal_is_still_honoured_and_no_longer_written(
+    society: Society, nick_keys: dict[str, Ed25519PrivateKey], rng: Seeded
+) -> None:
+    """A home from before nonces moved into the lines kept them in `room.jsonl.nonces`: a hub
+    started on it refuses those proofs (the upgrade reopens no window), and writes no more."""
+    write_trust(society.root / "trust.toml", nick_keys)
+    forger = Forger(rng, society.secret(), society.token(), nick_keys, time.time)
+    raws = [
+        Attempt("valid", forger.hmac(forger.fields("operator", "old"))).raw,
+        Attempt("valid", forger.sig(forger.fields("alice", "old"), "alice")).raw,
+    ]
+    journal = society.room.with_name(society.room.name + ".nonces")
+    society.room.parent.mkdir(parents=True, exist_ok=True)
+    records = []
+    for raw in raws:
+        proof = json.loads(raw).get("proof") or json.loads(raw)["sig"]
+        records.append(f"{proof['ts']} {proof['nonce']}\n")
+    journal.write_text("".join(records))
+    before = journal.read_bytes()
+    society.start_hub()
+    assert_replays_refused(society, raws)
+    replayable(society, nick_keys, rng)
+    assert journal.read_bytes() == before

@@ -134,49 +134,6 @@ def test_writer_bug_fails_stop_instead_of_hanging(
     assert audit_file(tmp_path / "room.jsonl").ok
 
 
-def test_nonce_journal_failure_refuses_and_fails_the_next_sync(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A nonce that cannot be journaled refuses its post (503, not 500) and makes the next batch fail-stop."""
-    import errno
-
-    import trust.nonces
-    from trust.nonces import NonceStore
-
-    store = NonceStore(tmp_path / "room.jsonl.nonces")
-    store.open()
-    assert store.reserve("first-nonce", 1)
-    real_write = os.write
-
-    def full(fd: int, data: bytes) -> int:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(trust.nonces.os, "write", full)
-    with pytest.raises(DurabilityError, match="nonce"):
-        store.reserve("second-nonce", 2)
-    monkeypatch.setattr(trust.nonces.os, "write", real_write)
-    with pytest.raises(OSError, match="No space left"):
-        store.flush()  # the log syncs this with every batch: the batch fails, the hub stops
-    with pytest.raises(DurabilityError):
-        store.reserve("third-nonce", 3)
-    store.close()  # shutting down after the failure does not raise
-
-
-def test_short_nonce_record_is_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A nonce record written only in part (a nearly full disk) is a failure, not a silent loss."""
-    import trust.nonces
-    from trust.nonces import NonceStore
-
-    store = NonceStore(tmp_path / "room.jsonl.nonces")
-    store.open()
-    real_write = os.write
-    monkeypatch.setattr(trust.nonces.os, "write", lambda fd, data: real_write(fd, data[:3]))
-    with pytest.raises(DurabilityError):
-        store.reserve("a-nonce-of-mine", 1)
-    monkeypatch.setattr(trust.nonces.os, "write", real_write)
-    store.close()
-
-
 @contextlib.contextmanager
 def small_disk(where: Path, size: str) -> Iterator[Path]:
     where.mkdir(parents=True)

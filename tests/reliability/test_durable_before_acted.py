@@ -3,8 +3,9 @@
 A real hub whose fsync is held up (BULLPEN_FAULTS=delay@fsync) has written a
 line it has not made durable: a lurker tailing the file must not act on it
 and /read must not serve it, until the fsync is done; then both do at once.
-The nonce journal must reach the disk before the room line whose proof it
-records: power-loss points over the real log and nonce store check it.
+A proof's nonce rides in its own line, so no line can reach the disk without
+it: power-loss points over the real log, and the nonce store rebuilt from what
+each left on disk, check it.
 """
 
 from __future__ import annotations
@@ -146,37 +147,26 @@ def test_a_file_follower_delivers_only_what_the_mark_covers(tmp_path: Path) -> N
 
 
 async def _one_power_loss(work: Path, rng: Seeded) -> int:
-    """Posts whose nonces are reserved first (as the gate does), a power failure, recovery:
-    every recovered room line's nonce must be in the recovered journal. Lines checked."""
+    """Posts whose nonces are reserved first (as the gate does) and kept in their lines (as the
+    hub does), a power failure, recovery: every recovered line's nonce must be refused by the
+    nonce store the next hub rebuilds from the room. Lines checked."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
-    room, journal = work / "room.jsonl", work / "room.jsonl.nonces"
-    nonces = NonceStore(journal)
-    nonces.open()
+    room = work / "room.jsonl"
+    nonces = NonceStore(None)
+    nonces.open(room)
     io = PowerLossIO(rng.randint(1, 12), rng)
-    synced = [journal.stat().st_size]  # what of the journal a power loss keeps
-
-    def flush() -> None:
-        time.sleep(0.003)  # the journal's sync is the slower one
-        size = journal.stat().st_size
-        nonces.flush()
-        if not io.crashed:
-            synced[0] = size
-
-    log = JsonlLog(room, before_sync=[flush], io=io)
+    log = JsonlLog(room, io=io)
     try:
         await log.open()
     except PowerCut:
-        nonces.close()
         return 0
     tasks = []
     for n in range(rng.randint(1, 12)):
-        nonce = f"{n}-{rng.random():.12f}"
+        nonce = f"n{n}-{rng.randrange(1 << 60):x}"
         assert nonces.reserve(nonce, int(time.time()))
-        post = Post.model_validate(
-            {"from": "w", "to": "@sink", "type": "chat", "body": "p", "data": {"nonce": nonce}}
-        )
-        tasks.append(asyncio.create_task(log.append(Draft(post, True))))
+        post = Post.model_validate({"from": "w", "to": "@sink", "type": "chat", "body": "p"})
+        tasks.append(asyncio.create_task(log.append(Draft(post, True, nonce=nonce))))
         for _ in range(rng.choice((0, 1, 3))):
             await asyncio.sleep(0)
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -185,22 +175,19 @@ async def _one_power_loss(work: Path, rng: Seeded) -> int:
     else:
         await log.close()
         io.durable = room.stat().st_size
-    nonces.close()
     room.write_bytes(disk_after_crash(room.read_bytes(), io.durable, rng.choice(MODES), rng))
-    journal.write_bytes(journal.read_bytes()[: synced[0]])  # unsynced journal bytes: lost
-    again = NonceStore(journal)
-    again.open()
     log = JsonlLog(room)
-    await log.open()
+    await log.open()  # recovery: a torn tail moved aside
     await log.close()
+    again = NonceStore(None)
+    again.open(room)
     lines = [json.loads(raw) for raw in room.read_bytes().split(b"\n")[:-1]]
     for line in lines:
-        nonce = line["data"]["nonce"]
+        nonce = line["nonce"]
         assert not again.reserve(nonce, int(time.time())), (
-            f"seq with nonce {nonce} survived the power loss but its nonce did not: the proof "
-            f"could be replayed (seed {rng.seed_value})"
+            f"seq {line['seq']} with nonce {nonce} survived the power loss but the rebuilt "
+            f"store took its nonce again: the proof could be replayed (seed {rng.seed_value})"
         )
-    again.close()
     return len(lines)
 
 
@@ -217,7 +204,47 @@ def test_no_proof_outlives_its_nonce_across_a_power_loss(tmp_path: Path, rng: Se
     asyncio.run(main())
     assert checked > 100, "too few lines survived to prove anything"
     figures(
-        "nonce journal before room",
+        "nonce in its line, rebuilt after power loss",
         lines_checked=checked,
         seconds=round(time.monotonic() - started, 1),
     )
+
+
+def test_the_nonce_store_is_rebuilt_from_the_rooms_recent_lines(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Both kinds of nonce (a secret proof's `nonce`, a key's `sig.nonce`) of the lines of the
+    last two windows come back from the room, read from the tail in blocks smaller than a
+    line; an older line's nonce is not kept (its proof is refused by its timestamp)."""
+    import trust.nonces
+    from room.ids import IdClock
+    from room.log import build_line
+    from room.message import Signature
+
+    monkeypatch.setattr(trust.nonces, "CHUNK", 97)  # lines span blocks
+    now = int(time.time())
+    clock, prev, raws = IdClock(), "0" * 64, []
+    stamped = [now - 1000, now - 300, now - 200, now - 5, now]  # the window is 120 s
+    for seq, when in enumerate(stamped, 1):
+        sig = Signature(ts=when, nonce=f"key-nonce-{seq}", value="AAAA") if seq % 2 else None
+        post = Post.model_validate(
+            {"from": "w", "to": "@sink", "type": "chat", "body": "x" * 150, "sig": sig}
+        )
+        ulid, ms = clock.next(when * 1000)
+        raw = build_line(seq, ulid, ms, Draft(post, True, nonce=f"secret-nonce-{seq}"), prev)
+        raws.append(raw)
+        prev = line_hash(raw)
+    room = tmp_path / "room.jsonl"
+    room.write_bytes(b"".join(raw + b"\n" for raw in raws))
+    found = dict(trust.nonces.room_nonces(room, now - 240))
+    assert found == {
+        "secret-nonce-3": now - 200,
+        "key-nonce-3": now - 200,
+        "secret-nonce-4": now - 5,
+        "secret-nonce-5": now,
+        "key-nonce-5": now,
+    }
+    store = NonceStore(None)
+    store.open(room)
+    assert not store.reserve("secret-nonce-4", now) and not store.reserve("key-nonce-5", now)
+    assert store.reserve("secret-nonce-1", now)  # older than two windows: not remembered

@@ -62,9 +62,11 @@ def count(society: Society) -> int:
 class TestStrict:
     def test_privileged_with_proof_is_verified(self, hubbed: Society) -> None:
         """A privileged nick proving the shared secret is stored with verified true."""
-        answer = post(hubbed.strict_url, signed(hubbed.secret()))
+        payload = signed(hubbed.secret())
+        answer = post(hubbed.strict_url, payload)
         assert answer.status_code == 200, answer.text
         line = answer.json()
+        assert line["nonce"] == payload["proof"]["nonce"]  # the room remembers it; not the HMAC
         assert line["verified"] is True
         assert line["from"] == "operator" and line["to"] == "@echo"
         assert set(line) == {
@@ -80,6 +82,7 @@ class TestStrict:
             "thread",
             "sig",
             "verified",
+            "nonce",
             "prev",
         }
 

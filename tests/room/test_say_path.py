@@ -2,7 +2,7 @@
 
 Through a real hub on loopback: bodies that arrive in pieces or without a
 declared length, the answer's exact bytes and headers, a hang-up mid-body,
-and a signed post's nonce journaled before its line is acknowledged. In
+and a signed post's nonce in its acknowledged line (never its HMAC). In
 process: the ULID and timestamp encoders against their plain definitions,
 and strict JSON's shortcut refusing all it refused before.
 """
@@ -168,20 +168,31 @@ def test_a_hang_up_mid_body_writes_nothing_and_the_hub_serves_on(hubbed: Society
     assert answer.status_code == 200 and answer.json()["body"] == "still here"
 
 
-def test_a_signed_posts_nonce_is_journaled_before_its_line_is_acknowledged(
+def test_a_signed_posts_nonce_is_in_its_acknowledged_line_and_its_hmac_nowhere(
     hubbed: Society,
 ) -> None:
-    """When the hub answers 200 for a proved post, its nonce is already in the journal."""
+    """When the hub answers 200 for a proved post, the line it returns (and the room) holds the
+    proof's nonce, so the room itself remembers it; the HMAC is stored nowhere, and no nonce
+    journal is written beside the room."""
     secret = hubbed.secret()
     for k in range(5):
         payload = {"from": "operator", "to": "@echo", "type": "chat", "body": f"signed {k}"}
         payload.update(SecretSigner(secret).prove(Post.model_validate(payload)))
         answer = HTTP.post(f"{hubbed.strict_url}/say", json=payload, timeout=10)
         assert answer.status_code == 200 and answer.json()["verified"] is True
-        journal = Path(str(hubbed.room) + ".nonces").read_bytes()
-        assert payload["proof"]["nonce"].encode() in journal
+        line = answer.json()
+        assert line["nonce"] == payload["proof"]["nonce"]
+        assert list(line)[-3:] == ["verified", "nonce", "prev"]  # docs/room.md's order
+        room = hubbed.room.read_bytes()
+        assert answer.content in room and payload["proof"]["hmac"].encode() not in room
         again = HTTP.post(f"{hubbed.strict_url}/say", json=payload, timeout=10)
         assert again.status_code == 401 and "already used" in again.json()["message"]
+    assert not Path(str(hubbed.room) + ".nonces").exists()
+    plain = {"from": "plain", "to": "@echo", "type": "chat", "body": "no proof"}
+    assert "nonce" not in HTTP.post(f"{hubbed.strict_url}/say", json=plain, timeout=10).json()
+    forged = {**plain, "nonce": "abcdefgh12"}
+    refused = HTTP.post(f"{hubbed.strict_url}/say", json=forged, timeout=10)
+    assert refused.status_code == 400 and "set by the hub" in refused.json()["message"]
 
 
 def _plain_base32(value: int, length: int) -> str:
@@ -281,3 +292,118 @@ def test_a_keep_alive_connection_stalling_its_next_request_is_cut_on_time(
     timeout = 1.0 if stall == "head" else 1.5
     assert took is not None, f"the stalled {stall} was never cut"
     assert timeout - 0.2 <= took <= timeout + 3, f"cut after {took:.2f} s, timeout {timeout} s"
+
+
+def _answers(port: int, request: bytes, count: int = 1) -> list[tuple[bytes, bytes]]:
+    """Send `request` (one or several pipelined) on a fresh connection and read `count`
+    answers (a 100 Continue counts as one): each (head without its date line, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        data, answers = b"", []
+        while len(answers) < count:
+            while b"\r\n\r\n" not in data:
+                chunk = sock.recv(65536)
+                assert chunk, f"the hub closed after {len(answers)} answers: {answers}"
+                data += chunk
+            head, _, data = data.partition(b"\r\n\r\n")
+            lines = [line for line in head.split(b"\r\n") if not line.startswith(b"date:")]
+            length = next(
+                (
+                    int(line.split(b":", 1)[1])
+                    for line in lines
+                    if line.startswith(b"content-") and line.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
+            while len(data) < length:
+                chunk = sock.recv(65536)
+                assert chunk, "the hub closed before its answer was whole"
+                data += chunk
+            answers.append((b"\r\n".join(lines), data[:length]))
+            data = data[length:]
+    return answers
+
+
+def _comparable(body: bytes) -> object:
+    """An answer's body with what the hub stamps per line (seq, id, ts, prev) left out."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return body
+    if isinstance(parsed, dict) and "seq" in parsed:
+        return {k: v for k, v in parsed.items() if k not in ("seq", "id", "ts", "prev", "body")}
+    return parsed
+
+
+def test_the_direct_say_path_answers_exactly_as_the_asgi_path(hubbed: Society) -> None:
+    """POST /say is read by the listener's protocol itself (room/direct.py); a percent-encoded
+    `/s%61y` still goes through the ASGI app (room/say.py's serve_say). Every kind of answer
+    (stored, refused by each check, 100 Continue, pipelined, relaxed without its token) has
+    the same status line, headers and body both ways."""
+    from tests.reliability.helpers import http_request
+
+    secret = hubbed.secret()
+    signed = {"from": "operator", "to": "@echo", "type": "chat", "body": "proved"}
+    signed.update(SecretSigner(secret).prove(Post.model_validate(signed)))
+
+    def plain(text: str = "hi", **extra: object) -> bytes:
+        return json.dumps(
+            {"from": "twin", "to": "@echo", "type": "chat", "body": text, **extra}
+        ).encode()
+
+    cases: list[tuple[str, int, str, bytes, dict[str, str], int]] = [
+        # (what, port, query, body, headers, answers expected)
+        ("stored", hubbed.strict_port, "", plain(), {}, 1),
+        ("bad json", hubbed.strict_port, "", b"{nope", {}, 1),
+        ("unknown field", hubbed.strict_port, "", plain(colour="red"), {}, 1),
+        ("hub field", hubbed.strict_port, "", plain(nonce="abcdefgh"), {}, 1),
+        ("secret in body", hubbed.strict_port, "", plain(secret.decode()), {}, 1),
+        ("secret in query", hubbed.strict_port, f"?x={secret.decode()}", plain(), {}, 1),
+        ("privileged, no proof", hubbed.strict_port, "", plain(**{"from": "operator"}), {}, 1),
+        ("replayed proof", hubbed.strict_port, "", json.dumps(signed).encode(), {}, 1),
+        ("expect 100", hubbed.strict_port, "", plain(), {"expect": "100-continue"}, 2),
+        ("relaxed, no token", hubbed.relaxed_port, "", plain(), {}, 1),
+        ("relaxed, bad token", hubbed.relaxed_port, "", plain(), {"authorization": "Bearer x"}, 1),
+        ("closing", hubbed.strict_port, "", plain(), {"connection": "close"}, 1),
+    ]
+    first = HTTP.post(f"{hubbed.strict_url}/say", json=signed, timeout=10)
+    assert first.status_code == 200  # so that the replay below is one
+    statuses = set()
+    for what, port, query, body, headers, count in cases:
+        got = {}
+        for path in ("/say", "/s%61y"):
+            answers = _answers(port, http_request("POST", path + query, body, headers), count)
+            got[path] = [(head, _comparable(answer)) for head, answer in answers]
+        assert got["/say"] == got["/s%61y"], what
+        statuses.add(got["/say"][-1][0].split(b"\r\n")[0])
+    assert statuses >= {
+        b"HTTP/1.1 200 OK",
+        b"HTTP/1.1 400 Bad Request",
+        b"HTTP/1.1 401 Unauthorized",
+    }
+    declared = request_head(MAX_REQUEST_BYTES + 1)  # refused on its head, before any body
+    too_big = [
+        _answers(hubbed.strict_port, declared.replace(b"/say", path, 1))
+        for path in (b"/say", b"/s%61y")
+    ]
+    assert too_big[0] == too_big[1] and too_big[0][0][0].startswith(b"HTTP/1.1 413")
+    # Pipelined: three posts and a read of /health in one send, answered in order.
+    pipelined = b"".join(
+        [
+            http_request("POST", "/say", plain("one")),
+            http_request("POST", "/say", b"{broken"),
+            http_request("GET", "/health"),
+            http_request("POST", "/say", plain("three")),
+        ]
+    )
+    answers = _answers(hubbed.strict_port, pipelined, 4)
+    assert [head.split(b"\r\n")[0] for head, _ in answers] == [
+        b"HTTP/1.1 200 OK",
+        b"HTTP/1.1 400 Bad Request",
+        b"HTTP/1.1 200 OK",
+        b"HTTP/1.1 200 OK",
+    ]
+    assert (
+        json.loads(answers[0][1])["body"] == "one" and json.loads(answers[3][1])["body"] == "three"
+    )
+    assert "seq" in json.loads(answers[2][1])  # /health's answer, between them
