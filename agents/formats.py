@@ -52,7 +52,11 @@ RECORD = "home.toml"
 
 # Every persistent family, its format in this bullpen, and where it lives.
 FORMATS: dict[str, tuple[int, str]] = {
-    "room": (1, "room/room.jsonl: the room's lines (plain, signed, relaxed) and their chain"),
+    "room": (
+        2,
+        "room/room.jsonl: the room's lines (plain, signed, relaxed, with the nonce of a "
+        "shared-secret proof) and their chain",
+    ),
     "tree": (1, "room/room.jsonl.tlog/level-NN: the Merkle tree's hashes"),
     "checkpoint": (1, "room/room.jsonl.tlog/checkpoint, cosignatures: signed notes"),
     "durable": (1, "room/room.jsonl.durable: the durable mark"),
@@ -149,9 +153,28 @@ def _recordings_by_caller_and_run(root: Path) -> list[str]:
     ]
 
 
+def _lines_keep_their_nonce(root: Path) -> list[str]:
+    """Room 1 -> 2 (issue 38): a line admitted on a shared-secret proof keeps the proof's
+    nonce (`nonce`, never the HMAC), and the hub rebuilds its replay set from the room's
+    recent lines, so the nonce journal is read once more and never written again. Nothing
+    is rewritten: format 1's lines read as they are. Recorded, so that a bullpen before
+    this one (whose audit refuses a line's unknown field) refuses the home as too new."""
+    if not (root / "room" / "room.jsonl").exists():
+        return []
+    return ["the room's new lines keep each shared-secret proof's nonce; its lines so far "
+            "are read as they are (nothing was rewritten)"]  # fmt: skip
+
+
 # The migrations this bullpen ships, oldest first. A format change adds its step here (and
 # its test beside tests/test_formats.py), and bumps FORMATS.
 MIGRATIONS: list[Migration] = [
+    Migration(
+        "room",
+        1,
+        safe=True,
+        what="lines keep a shared-secret proof's nonce",
+        apply=_lines_keep_their_nonce,
+    ),
     Migration(
         "gateway_recordings",
         1,

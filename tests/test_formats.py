@@ -57,7 +57,7 @@ def test_a_newer_home_is_refused_with_both_versions(
     done = run_cli(society.root, *command)
     assert done.returncode == 2, done.stderr
     assert "bullpen 9.0.0" in done.stderr and f"bullpen {__version__}" in done.stderr
-    assert "room 99 (this bullpen reads 1)" in done.stderr
+    assert f"room 99 (this bullpen reads {formats.FORMATS['room'][0]})" in done.stderr
     assert "Traceback" not in done.stderr
     # Nothing was made or changed: no room file, no lock, no tree, no state.
     assert sorted(p.relative_to(society.root) for p in society.root.rglob("*")) == before
@@ -198,3 +198,21 @@ def test_a_format_1_gateway_recording_is_migrated_at_start_and_still_read(
     with contextlib.closing(sqlite3.connect(path)) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == 2
     assert recording.Recording(path).answer("termgen", "exp-1", "d1") == {"old": 1}
+
+
+def test_a_format_1_room_is_recorded_as_2_at_start_and_never_rewritten(society: Society) -> None:
+    """Room 1 -> 2 (lines keep a shared-secret proof's nonce): any command records it, says
+    so, and leaves every byte of the room as it was; a bullpen that reads room 1 only (all
+    before this one) then refuses the home as too new instead of failing its audit."""
+    hub = society.start_hub()
+    assert run_cli(society.root, "say", "@nobody", "before the upgrade").returncode == 0
+    hub.stop()
+    before = society.room.read_bytes()
+    record = formats.read_record(society.root)
+    text = formats.render(record.made_by, record.formats | {"room": 1})
+    formats.record_path(society.root).write_text(text, encoding="utf-8")
+    done = run_cli(society.root, "audit")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "keep each shared-secret proof's nonce" in done.stderr
+    assert formats.read_record(society.root).formats["room"] == 2
+    assert society.room.read_bytes() == before
