@@ -61,6 +61,16 @@ WHAT_IS_A_TRACE = (
 )
 
 
+def handed_keys(key: str) -> tuple[str, str, str]:
+    """A run artifact's keys in a step's reply: its path, its SHA-256 in the object store,
+    and why it is not there (agents/backpass/artifacts.py): carried to the next step."""
+    return key, f"{key}_sha256", f"{key}_problem"
+
+
+def _handed(data: dict[str, object], key: str) -> dict[str, object]:
+    return {name: data.get(name) for name in handed_keys(key)}
+
+
 def _epoch(ts: str) -> float:
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
@@ -175,7 +185,7 @@ class Backpass:
 
         ledger = run.reply("ledger")
         if ledger is None:
-            data = {**base, "items_file": q.get("items_file"), "repos": ld.get("repos")}
+            data = {**base, **_handed(q, "items_file"), "repos": ld.get("repos")}
             return [Ask("ledger", self.nicks["ledger"], "step 4: ledger lines and prunes", data)]
         if run.failed("ledger"):
             return [
@@ -196,7 +206,7 @@ class Backpass:
         if synthesis is None:
             data = {
                 **base,
-                "ledger_file": lg.get("ledger_file"),
+                **_handed(lg, "ledger_file"),
                 "ledger_changed": bool(lg.get("changed")),
                 "repos": ld.get("repos"),
                 "succeeded": succeeded,
@@ -273,7 +283,7 @@ class Backpass:
                 failed.append({"n": trace["n"], "session": trace["session"], "reason": reason})
             else:
                 rd = reply.data or {}
-                keep = ("n", "session", "path", "sha256", "size", "artifact")
+                keep = ("n", "session", "path", "sha256", "size", *handed_keys("artifact"))
                 ok.append({k: rd.get(k) for k in keep})
                 for provenance in rd.get("provenances") or [rd.get("provenance")]:
                     tally.add_seat(provenance)  # each chunk of a long trace is one call

@@ -26,6 +26,7 @@ from typing import Any
 
 from agents.backpass import chunks, publish, relay, seating
 from agents.backpass import ledger as ledgers
+from agents.backpass.artifacts import arrive, artifact_bytes, hand_on
 from agents.backpass.config import RunParams, run_dir
 from agents.backpass.gitwork import RepoInfo, inspect_repo, repos_from, show_file
 from agents.backpass.memory import bullets
@@ -90,8 +91,7 @@ def _traces(ctx: StepContext, params: RunParams) -> Roots:
 
 
 def write_json(path: Path, value: Any, roots: Roots) -> str:
-    text = json.dumps(value, ensure_ascii=False, indent=1) + "\n"
-    roots.write_bytes("runs", path, text.encode("utf-8"), "the run artifact")
+    roots.write_bytes("runs", path, artifact_bytes(value), "the run artifact")
     return str(path)
 
 
@@ -353,7 +353,8 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
         "provenance": last.provenance(),
         "provenances": [j.provenance() for j in judgments],
     }
-    artifact = write_json(folder / "analysis" / f"{n:05d}.json", record, roots)
+    artifact = folder / "analysis" / f"{n:05d}.json"  # and in the store: step 3 may be elsewhere
+    handed = await hand_on(ctx, "analysis", artifact, artifact_bytes(record), roots, "artifact")
     seats = sorted({j.seat for j in judgments})
     fallback_used = any(j.fallback_used for j in judgments)
     body = (
@@ -372,12 +373,12 @@ async def analyse(message: Message, ctx: StepContext) -> Reply:
             "fallback_used": fallback_used,
             "items": len(items),
             "counts": counts,
-            "artifact": artifact,
+            **handed,
         },
     )
 
 
-def check_quotes(message: Message, ctx: StepContext) -> Reply:
+async def check_quotes(message: Message, ctx: StepContext) -> Reply:
     """Step 3: keep an item only if its whitespace-folded quote is in its trace."""
     data = _data(message)
     params, roots = _params(data, ctx)
@@ -390,7 +391,13 @@ def check_quotes(message: Message, ctx: StepContext) -> Reply:
     per_trace: list[dict[str, Any]] = []
     drops: dict[str, int] = {}
     for analysis in data.get("analyses") or []:
-        record = read_json(analysis["artifact"], roots)
+        named = analysis["artifact"]
+        local = folder / "analysis" / Path(str(named)).name
+        here_now = await arrive(
+            ctx, "quotes", named, analysis.get("artifact_sha256"), local, roots,
+            analysis.get("artifact_problem"),
+        )  # fmt: skip
+        record = read_json(here_now, roots)
         try:
             path, size, digest = Path(record["path"]), int(record["size"]), str(record["sha256"])
             raw = read_snapshot(path, size, digest, traces)
@@ -413,7 +420,9 @@ def check_quotes(message: Message, ctx: StepContext) -> Reply:
         if result.dropped:
             drops[record["session"]] = len(result.dropped)
         kept += [{**item, "session": record["session"], "n": record["n"]} for item in result.kept]
-    items_file = write_json(folder / "items.json", kept, roots)
+    handed = await hand_on(
+        ctx, "quotes", folder / "items.json", artifact_bytes(kept), roots, "items_file"
+    )
     worst = dict(sorted(drops.items(), key=lambda kv: (-kv[1], kv[0]))[:20])
     body = f"step 3: {returned} items, {dropped} dropped for a quote not in the trace, {len(kept)} kept"
     return Reply(
@@ -426,12 +435,12 @@ def check_quotes(message: Message, ctx: StepContext) -> Reply:
             "per_trace": per_trace,
             "changed": changed,
             "dropped_by_trace": worst,
-            "items_file": items_file,
+            **handed,
         },
     )
 
 
-def keep_ledger(message: Message, ctx: StepContext) -> Reply:
+async def keep_ledger(message: Message, ctx: StepContext) -> Reply:
     """Step 4: ledger lines, corroborations and prunes, written to the run folder."""
     data = _data(message)
     params, roots = _params(data, ctx)
@@ -440,7 +449,13 @@ def keep_ledger(message: Message, ctx: StepContext) -> Reply:
     memory = memory_bullets(repos, params.memory_file)
     private = repos["private"]
     original = show_file(Path(private.path), private.commit, params.ledger) or ""
-    items = read_json(data["items_file"], roots) if data.get("items_file") else []
+    items: list[Any] = []
+    if data.get("items_file"):
+        named = await arrive(
+            ctx, "ledger", data["items_file"], data.get("items_file_sha256"),
+            folder / "items.json", roots, data.get("items_file_problem"),
+        )  # fmt: skip
+        items = read_json(named, roots)
     update = ledgers.update(
         original,
         items,
@@ -450,8 +465,8 @@ def keep_ledger(message: Message, ctx: StepContext) -> Reply:
         match_threshold=params.match_threshold,
         cover_threshold=params.cover_threshold,
     )
-    ledger_file = folder / "ledger.md"
-    roots.write_bytes("runs", ledger_file, update.text.encode("utf-8"), "the run's ledger")
+    ledger = folder / "ledger.md"
+    handed = await hand_on(ctx, "ledger", ledger, update.text.encode("utf-8"), roots, "ledger_file")
     prunes = {"age": update.pruned_age, "covered": update.pruned_covered}
     write_json(folder / "prunes.json", prunes, roots)
     counts = update.counts()
@@ -460,7 +475,7 @@ def keep_ledger(message: Message, ctx: StepContext) -> Reply:
         f"corroborations, {counts['repeats']} repeats, {counts['covered']} already in memory, "
         f"{counts['prunes_age'] + counts['prunes_covered']} prunes"
     )
-    return Reply(body, {**counts, "ledger_file": str(ledger_file)})
+    return Reply(body, {**counts, **handed})
 
 
 async def synthesize(message: Message, ctx: StepContext) -> Reply:
@@ -468,5 +483,12 @@ async def synthesize(message: Message, ctx: StepContext) -> Reply:
     data = _data(message)
     params, roots = _params(data, ctx)
     folder = _folder(message, ctx, params, roots)
+    if data.get("ledger_file"):
+        data["ledger_file"] = str(
+            await arrive(
+                ctx, "synthesis", data["ledger_file"], data.get("ledger_file_sha256"),
+                folder / "ledger.md", roots, data.get("ledger_file_problem"),
+            )
+        )  # fmt: skip
     data["repos"] = {k: v.to_dict() for k, v in confined_repos(data, params, ctx).items()}
     return await publish.synthesize_and_publish(data, params, folder, ctx, roots)

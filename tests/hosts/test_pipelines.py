@@ -5,14 +5,13 @@ Host a runs the foreman and most steps; host b runs the steps of the score and e
 home. The knowledge base and the traces are read where the step that reads them runs:
 each host's home has its own copy (the demo's, laid down by `bullpen init --demo`), at
 the same path, since the foreman's asks name absolute paths (without the copy, host b's
-excerpter could not read the files host a's retriever listed). The backpass's steps also
-hand each other files in its run folder: see the backpass test.
+excerpter could not read the files host a's retriever listed). The backpass's steps hand
+each other files through the room's object store: see the backpass test.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -66,24 +65,11 @@ def test_an_expedition_with_steps_on_two_hosts_writes_its_brief(spread: Spread) 
         assert handled_by(b, nick) and not (a.root / "logs" / f"{nick}.log").exists()
 
 
-def share_run_folders(spread: Spread) -> Path:
-    """One folder for the backpass's run artifacts, at one path on every host (a network
-    share, in life): each step hands the next its output as a file in it."""
-    common = spread.net.root / "shared-runs"
-    common.mkdir()
-    for home in spread.homes.values():
-        path = home.root / "society.toml"
-        text = path.read_text().replace("\n[backpass]\n", f'\n[backpass]\nruns = "{common}"\n', 1)
-        path.write_text(text + f'\n[roots]\nruns = "{common}"\n')
-    return common
-
-
 def test_a_backpass_with_steps_on_two_hosts_analyses_every_trace(spread: Spread) -> None:
-    """The backpass's steps hand each other files under its runs folder (runs/<thread>/…):
-    that folder is shared by the hosts here. Without it, host a's ledger step cannot read the
-    items.json host b's quote check wrote, and the run fails at step 4 saying so (`cannot
-    read the run artifact …`); those files are not yet carried through the room's engine."""
-    common = share_run_folders(spread)
+    """The backpass's steps hand each other files under their own run folder
+    (runs/<thread>/…), and each also goes into the room's object store, named by SHA-256 in
+    the reply: host a's ledger step fetches the items.json host b's quote check wrote (no
+    folder is shared), checks its hash, and the run finishes as on one host."""
     started(spread, BACKPASS_A, BACKPASS_B)
     a, b = spread.home("a"), spread.home("b")
     done = a.cli("backpass", timeout=240)
@@ -93,5 +79,8 @@ def test_a_backpass_with_steps_on_two_hosts_analyses_every_trace(spread: Spread)
     assert counts["failed"] == "0", done.stdout
     for nick in BACKPASS_B:
         assert handled_by(b, nick), nick
-    assert list(common.glob("backpass-*/items.json"))  # written on b, read on a
+    written = list(b.root.rglob("backpass-*/items.json"))  # by b's quote check
+    fetched = list(a.root.rglob("backpass-*/items.json"))  # by a's ledger step, from the store
+    assert len(written) == len(fetched) == 1, (written, fetched)
+    assert written[0].read_bytes() == fetched[0].read_bytes()
     assert "nothing pending" in a.cli("backpass", timeout=120).stdout
