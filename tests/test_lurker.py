@@ -13,6 +13,7 @@ import pytest
 from agents.runtime.lean import lone_args
 from agents.runtime.wake import certain_refusal, refusal, wake_set
 from room.message import Message, Post
+from room.traceids import child_span_id
 from tests.support import HTTP, Society, add_nick, run_cli, wait_for
 from trust.proof import SecretSigner
 
@@ -274,6 +275,30 @@ class TestFailures:
         ask = say(running, "@shell", "the message")
         reply = wait_reply(running, ask["id"])
         assert reply["body"] == "seen the message" and reply["data"] == {"id": ask["id"]}
+
+    def test_a_command_handler_is_given_its_traced_runs_context(
+        self, society: Society, tmp_path: Path
+    ) -> None:
+        """Issue 36: a step run by an external program gets `TRACEPARENT`, in the run's trace
+        and naming the lurker's own `handle` span as parent, so the spans it makes itself join
+        the run's trace; an ask of no traced run gives it none."""
+        script = tmp_path / "agent.py"
+        script.write_text(
+            "import json, os, sys\n"
+            "json.load(sys.stdin)\n"
+            "print(json.dumps({'body': os.environ.get('TRACEPARENT', 'none')}))\n"
+        )
+        add_nick(society.root, "shell", command=["python3", str(script)], timeout_s=10)
+        society.start_hub()
+        society.start_lurker("shell")
+        run = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
+        traced = say(society, "@shell", "a step", thread="exp-traced", data={"traceparent": run})
+        given = wait_reply(society, traced["id"])["body"]
+        version, trace, parent, flags = given.split("-")
+        assert (version, trace, flags) == ("00", "ab" * 16, "01"), given
+        assert parent == child_span_id("cd" * 8, f"handle shell {traced['seq']}")
+        plain = say(society, "@shell", "no run", thread="exp-plain")
+        assert wait_reply(society, plain["id"])["body"] == "none"
 
     @pytest.mark.parametrize(
         ("code", "reason"),

@@ -222,6 +222,12 @@ class CommandHandler(Handler):
             "BULLPEN_MESSAGE_ID": message.id,
             "BULLPEN_THREAD": message.thread or "",
         }
+        if (message.data or {}).get("traceparent"):  # a traced run's step: its spans join it
+            from agents.telemetry.process import handled_traceparent
+
+            traceparent = handled_traceparent(message, ctx.nick)
+            if traceparent is not None:
+                env["TRACEPARENT"] = traceparent
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self.argv,

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from agents.runtime.outcome import OutPost
     from room.message import Message
 
-__all__ = ["ForemanSpans", "handled_span"]
+__all__ = ["ForemanSpans", "handled_ids", "handled_span", "handled_traceparent"]
 
 
 class SpanSink(Protocol):
@@ -47,34 +47,52 @@ ENDED = ("done", "failed", "cancelled")
 THREADS = 1000  # runs whose sent spans the foreman remembers (a restart resends: same ids)
 
 
+def handled_ids(message: Message, nick: str) -> tuple[str, str, str] | None:
+    """(trace id, span id, parent span id) of `nick`'s work on an ask that carries a trace
+    context; None for any other line."""
+    carried = parse_traceparent((message.data or {}).get("traceparent"))
+    if carried is None or not message.thread or message.type != "ask":
+        return None
+    # A foreman's ask is a step, whose span its seq names; any other (the run's ticket, an
+    # ask of the operator's own) hangs under the span its traceparent names.
+    parent = step_span_id(message.thread, message.seq) if message.from_ == FOREMAN else carried[1]
+    return carried[0], child_span_id(parent, f"handle {nick} {message.seq}"), parent
+
+
+def handled_traceparent(message: Message, nick: str) -> str | None:
+    """The W3C traceparent a command handler is given (`TRACEPARENT`), naming the lurker's
+    `handle NICK` span, so the spans the program makes itself hang under it."""
+    ids = handled_ids(message, nick)
+    return f"00-{ids[0]}-{ids[1]}-01" if ids else None
+
+
 def handled_span(
     message: Message, nick: str, start_ns: int, outcome: str, error: str | None
 ) -> SpanRecord | None:
     """A lurker's work on one ask, under the ask's step span; None when the ask carries no
     trace context (it is no traced run's step)."""
     data = message.data or {}
-    carried = parse_traceparent(data.get("traceparent"))
-    if carried is None or not message.thread or message.type != "ask":
+    ids = handled_ids(message, nick)
+    if ids is None:
         return None
-    # A foreman's ask is a step, whose span its seq names; any other (the run's ticket, an
-    # ask of the operator's own) hangs under the span its traceparent names.
-    parent = step_span_id(message.thread, message.seq) if message.from_ == FOREMAN else carried[1]
+    trace, span, parent = ids
+    thread = message.thread or ""  # (handled_ids names no span for a line with no thread)
     return SpanRecord(
         f"handle {nick}",
-        carried[0],
-        child_span_id(parent, f"handle {nick} {message.seq}"),
+        trace,
+        span,
         parent,
         start_ns,
         max(start_ns, time.time_ns()),
         error=error,
         attributes={
-            "bullpen.thread": message.thread,
+            "bullpen.thread": thread,
             "bullpen.nick": nick,
             "bullpen.room.seq": message.seq,
             "bullpen.step.key": str(data.get("key", "")),
             "bullpen.outcome": outcome,
             "openinference.span.kind": "CHAIN",
-            "session.id": message.thread,
+            "session.id": thread,
         },
     )
 
