@@ -1,7 +1,8 @@
 """Benchmark a one-host build end to end, to see what the cross-host hand-on costs there.
 
-    python bench/handoff.py               # 6 builds, timed by `bullpen build`'s wall clock
+    python bench/handoff.py               # 6 builds and the hand-ons alone: a table
     python bench/handoff.py --builds 3    # fewer
+    python bench/handoff.py --quick       # 1 build, 3 hand-ons: that the bench still runs
 
 A real hub, foreman, @sandbox, @testdesigner and @py on one host sharing one build
 root; a fake code seat (tests/fakes/fake_coder.py, mode copy) writes the fix in one
@@ -9,8 +10,9 @@ iteration. Each build is `bullpen build TICKET` in a subprocess, on a fresh camp
 folder; the figure is its wall time, first build left out (warm-up). Run it from two
 trees (this one and the one before the hand-on landed, PYTHONPATH pointing at each) to
 compare: on one host the spec step bundles the build dir and the grind the green clone
-(two PUTs), and nothing is fetched, since every path is under the one build root. With
-`--parts` it also times those two hand-ons alone, in-process.
+(two PUTs), and nothing is fetched, since every path is under the one build root. The table
+sets the two hand-ons, timed alone in-process, against the build's wall time (the baseline,
+measured in the same run), so the ratio is what they add to a one-host build.
 """
 
 from __future__ import annotations
@@ -84,16 +86,24 @@ def parts(repeats: int = 10) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--builds", type=int, default=6)
-    parser.add_argument("--parts", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="1 build, 3 hand-ons")
+    parser.add_argument("--parts", action="store_true", help="(kept for old scripts: always on)")
     args = parser.parse_args()
-    times = builds(args.builds)
-    print(
-        f"builds: {len(times)}, median {statistics.median(times):.2f} s, "
-        f"mean {statistics.mean(times):.2f} s, min {min(times):.2f} s, max {max(times):.2f} s"
-    )
-    if args.parts:
-        for name, value in parts().items():
-            print(f"{name}: {value:.1f}")
+    times = builds(1 if args.quick else args.builds)
+    build = statistics.median(times)
+    hand_on_ms = next(iter(parts(3 if args.quick else 10).values()))
+    rows = [
+        ("one-host build, wall (median)", f"{build:.2f} s", "baseline"),
+        ("one hand-on: bundle + PUT (median)", f"{hand_on_ms:.1f} ms", ""),
+        (
+            "the build's two hand-ons",
+            f"{2 * hand_on_ms:.1f} ms",
+            f"{2 * hand_on_ms / 10 / build:.1f} % of the build",
+        ),
+    ]
+    print(f"{'measure':<40}{'value':>12}  vs baseline")
+    for name, value, ratio in rows:
+        print(f"{name:<40}{value:>12}  {ratio}")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ BENCHES = (
     "fixexisting",
     "foreman_junk",
     "telemetry",
+    "handoff",
 )
 # Programs the benches start, not benches themselves.
 HELPERS = frozenset(
