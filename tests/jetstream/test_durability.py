@@ -24,6 +24,8 @@ from tests.jetstream.servers import NatsCluster, make_cluster, settle
 from tests.support import HTTP, REPO, StreamSociety, wait_for
 from trust.audit import audit_file
 
+pytestmark = pytest.mark.long  # one of the suite's slowest: run first (tests/conftest.py)
+
 POSTER = str(REPO / "tests" / "tools" / "poster.py")
 
 

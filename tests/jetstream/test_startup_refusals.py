@@ -22,6 +22,8 @@ from tests.jetstream.helpers import Finished, log_events, run_side_by_side, with
 from tests.jetstream.servers import NatsCluster
 from tests.support import Society, StreamSociety, free_port, set_room_engine, wait_for
 
+pytestmark = pytest.mark.long  # one of the suite's slowest: run first (tests/conftest.py)
+
 EXIT_START, EXIT_CONFIG = 1, 78
 
 

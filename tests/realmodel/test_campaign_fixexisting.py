@@ -27,7 +27,7 @@ from tests.gateway.helpers import GatewayHome
 from tests.realmodel.helpers import real_seat
 from tests.realmodel.server import LlamaServer
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.long]
 
 # The seat's cap, and so the answer's budget: the sent schema (agents/build/editschema.py)
 # is sized to it, one edit of a line or two; two calls of a ~2,400-token prompt, minutes loaded.

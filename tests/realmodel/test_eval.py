@@ -21,7 +21,10 @@ from tests.realmodel.helpers import MODEL, SEAT_TIMEOUT_S
 from tests.realmodel.server import LlamaServer
 from tests.support import Society, run_cli, set_seat
 
-pytestmark = pytest.mark.timeout(3600)  # two runs and 30 step cases on a 135M model, 2 cores
+pytestmark = [
+    pytest.mark.timeout(3600),
+    pytest.mark.long,
+]  # two runs and 30 step cases on a 135M model, 2 cores
 GATE = re.compile(r"(?:run|expect)\.[a-z_]+|[a-z]+\.[a-z_]+|hidden_tests")
 REQUEST = "launch_slot_"  # llama-server logs this once per request it starts to answer
 

@@ -19,6 +19,8 @@ from tests.reliability.helpers import Load, Seeded, audit_whole, check_acks, fig
 from tests.support import Proc, Society
 from trust.audit import audit_file
 
+pytestmark = pytest.mark.long  # one of the suite's slowest: run first (tests/conftest.py)
+
 
 @pytest.mark.soak
 def test_sigkill_loop_loses_no_acknowledged_post(

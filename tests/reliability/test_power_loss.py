@@ -35,6 +35,8 @@ from tests.reliability.helpers import Seeded, figures
 from tests.reliability.powerloss import MODES, PowerCut, PowerLossIO, disk_after_crash
 from trust.audit import audit_file
 
+pytestmark = pytest.mark.long  # one of the suite's slowest: run first (tests/conftest.py)
+
 ALPHABET = 'abc xyz é ü 日本 \u2028 \u0085 \x1c " \\ \n\t'
 TEXT = "".join(Seeded(7).choice(ALPHABET) for _ in range(30000))  # bodies are slices of it
 

@@ -17,6 +17,8 @@ from tests.support import run_cli, wait_for
 from tests.telemetry.phoenix import Phoenix, start_phoenix
 from tests.telemetry.runs import Recorded, record_expedition
 
+pytestmark = pytest.mark.long  # one of the suite's slowest: run first (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
