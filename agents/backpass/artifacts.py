@@ -83,7 +83,7 @@ async def arrive(
             f"the run artifact {named} is not on host {here()} where @{ctx.nick} runs, and "
             f"could not be fetched from the store: {exc.message}{why}. Run the backpass again "
             "once every step's host reaches the store, or run this step where the one before "
-            "it ran (docs/scaling.md, 'Files travel through the store')"
+            "it ran (bullpen docs scaling, 'Files travel through the store')"
         ) from None
     roots.write_bytes("runs", local, data, "the run artifact")
     return local
