@@ -12,6 +12,7 @@ pointed to (`confirm --anchor FILE`) with the same gates (agents.expedition.anch
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from agents.expedition.anchor import (
     ANCHOR_ID,
     AnchorRefused,
     check_anchor,
-    excerpt_entry,
+    entry_of,
     tell_of,
 )
 from agents.expedition.brief import (
@@ -36,6 +37,7 @@ from agents.expedition.brief import (
     needs_anchor,
     render_brief,
 )
+from agents.expedition.config import ExpeditionConfig
 from agents.expedition.steps import (
     blaze_step,
     config_of,
@@ -44,23 +46,28 @@ from agents.expedition.steps import (
     kb_of,
     roots_of,
 )
+from agents.expedition.travel import KbReader
 from agents.roots import Roots
 from agents.runtime.step import Reply, StepContext
+from agents.wording import counted
 from room.errors import StepFailed
 from room.message import Message
 
 
-def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
-    """Step 5: an excerpt per chosen file, plus lived files that can anchor the voice."""
+async def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
+    """Step 5: an excerpt per chosen file, plus lived files that can anchor the voice.
+
+    Each file is read from the knowledge base on this host, or fetched from the object
+    store by the SHA-256 the retriever named for it (agents.expedition.travel)."""
     context = context_of(message)
     data = data_of(message)
     config = config_of(ctx)
     tell = tell_of(config)
-    kb = kb_of(ctx, context)
+    files = KbReader(ctx, kb_of(ctx, context))
     entries: list[dict[str, Any]] = []
     flags: list[str] = []
     for item in data.get("chosen") or []:
-        entry, flag, _ = excerpt_entry(kb, item, config, tell)
+        entry, flag, _ = await _entry(files, item, config, tell)
         if entry is not None:
             entries.append(entry)
             flags += entry["review"]
@@ -70,7 +77,7 @@ def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
     for item in data.get("others") or []:  # every other retrieved file, best scored first
         if found >= config.voice_anchors_wanted:
             break
-        entry, flag, role = excerpt_entry(kb, {**item, "kind": "voice"}, config, tell)
+        entry, flag, role = await _entry(files, {**item, "kind": "voice"}, config, tell)
         if flag and flag.startswith(("[KB_FILE", "[KB_FRONTMATTER")):
             flags.append(flag)
         if entry is not None and role == "lived":  # left out as an anchor: a person should look
@@ -81,9 +88,23 @@ def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
             if flag:
                 flags.append(flag)
     body = f"{len(entries)} excerpts, {found} voice anchors"
+    if files.fetched:
+        body += f" ({counted(len(files.fetched), 'file')} fetched from the store)"
     if flags:
         body += " " + " ".join(flags)
-    return Reply(body, {"excerpts": entries, "flags": flags})
+    return Reply(body, {"excerpts": entries, "flags": flags, "fetched": files.fetched})
+
+
+async def _entry(
+    files: KbReader, item: dict[str, Any], config: ExpeditionConfig, tell: re.Pattern[str]
+) -> tuple[dict[str, Any] | None, str | None, str]:
+    """excerpt_entry for one item, its file read here or fetched; the entry names the
+    SHA-256 of the bytes it was cut from when the retriever named one."""
+    read, sha = await files.read(item)
+    entry, flag, role = entry_of(read, item, config, tell)
+    if entry is not None and sha is not None:
+        entry["sha256"] = sha
+    return entry, flag, role
 
 
 def _blaze_phrases(context: dict[str, Any], roots: Roots) -> list[str]:

@@ -155,7 +155,15 @@ def chosen(
 
     def item(row_id: str, kind: str, **note: str) -> dict[str, Any]:
         row = by_id[row_id]
-        return {"id": row_id, "file": row["file"], "summary": row["summary"], "kind": kind, **note}
+        carried = {"sha256": row["sha256"]} if row.get("sha256") else {}  # its bytes' name
+        return {
+            "id": row_id,
+            "file": row["file"],
+            "summary": row["summary"],
+            "kind": kind,
+            **carried,
+            **note,
+        }
 
     direct = [
         item(i, "direct", why=str(by_id[i].get("why", "")))
@@ -169,7 +177,7 @@ def chosen(
     ]
     taken = {entry["id"] for entry in direct + deep}
     others = [
-        {k: row.get(k) for k in ("id", "file", "summary", "embodies", "why")}
+        {k: row.get(k) for k in ("id", "file", "summary", "embodies", "why", "sha256")}
         for row in merged
         if row["id"] not in taken
     ]

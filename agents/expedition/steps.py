@@ -37,6 +37,7 @@ from agents.expedition.retrieve import retrieve
 from agents.expedition.scoring import scores_schema
 from agents.expedition.scotoma import scotoma_schema, split_named
 from agents.expedition.terms import TermsAnswer, anchor_words, check_terms, settle, shares_word
+from agents.expedition.travel import hand_on_files
 from agents.expedition.vocabulary import corpus_words
 from agents.roots import Roots
 from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
@@ -231,12 +232,15 @@ async def gen_terms(message: Message, ctx: StepContext) -> Reply:
     )
 
 
-def retrieve_candidates(message: Message, ctx: StepContext) -> Reply:
+async def retrieve_candidates(message: Message, ctx: StepContext) -> Reply:
     """Step 2: substring retrieval over the index, prescored and capped.
 
     Every row is checked for its file (a stat); only the rows that matched
     are opened, and only as far as their frontmatter's closing fence, so a
-    file step 5 could not read is flagged here by name and left out.
+    file step 5 could not read is flagged here by name and left out. Each
+    candidate's file then goes into the room's object store, named by its
+    SHA-256 in the candidate, for a step 5 on a host without the knowledge
+    base (agents.expedition.travel).
     """
     context = context_of(message)
     terms = [str(t) for t in data_of(message).get("terms") or []]
@@ -283,7 +287,7 @@ def retrieve_candidates(message: Message, ctx: StepContext) -> Reply:
             f"no matching row names a file that can be read ({named(unusable)}); fix those "
             "files, or redirect with other words"
         )
-    candidates = found[: config.max_candidates]
+    candidates, problem = await hand_on_files(ctx, kb, found[: config.max_candidates])
     body = (
         f"{counted(len(candidates), 'candidate')} of {counted(len(found), 'matching row')} "
         f"({len(index.rows)} indexed)"
@@ -298,6 +302,7 @@ def retrieve_candidates(message: Message, ctx: StepContext) -> Reply:
             "left_out": len(unusable),
             "indexed": len(index.rows),
             "flags": flags,
+            **({"content_problem": problem} if problem else {}),
         },
     )
 
