@@ -123,8 +123,16 @@ def kb_name(kb: Path, typed: str, cwd: Path | None = None) -> str:
 def check_anchor(kb: Path, file: str, config: ExpeditionConfig) -> dict[str, Any]:
     """The excerpt entry of the file the operator named, or AnchorRefused saying why not."""
     name = kb_name(kb, file)
+    return judge_anchor(read_document(kb, name), name, config)
+
+
+def judge_anchor(
+    read: tuple[Document | None, str | None], name: str, config: ExpeditionConfig
+) -> dict[str, Any]:
+    """check_anchor's gates on a file already read (read_document's answer), here or
+    fetched by its hash (agents/expedition/travel.py): its entry, or AnchorRefused."""
     item = {"id": ANCHOR_ID, "file": name, "kind": "voice"}
-    entry, flag, role = excerpt_entry(kb, item, config, tell_of(config))
+    entry, flag, role = entry_of(read, item, config, tell_of(config))
     need = config.voice_anchor_paragraphs
     if entry is None and flag and flag.startswith("[KB_"):
         raise AnchorRefused(f"{name} cannot be read as a knowledge-base file: {flag}")

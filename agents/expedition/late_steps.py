@@ -24,6 +24,7 @@ from agents.expedition.anchor import (
     AnchorRefused,
     check_anchor,
     entry_of,
+    judge_anchor,
     tell_of,
 )
 from agents.expedition.brief import (
@@ -46,7 +47,8 @@ from agents.expedition.steps import (
     kb_of,
     roots_of,
 )
-from agents.expedition.travel import KbReader
+from agents.expedition.travel import KbReader, handed_on
+from agents.objects import here
 from agents.roots import Roots
 from agents.runtime.step import Reply, StepContext
 from agents.wording import counted
@@ -107,6 +109,26 @@ async def _entry(
     return entry, flag, role
 
 
+async def _pointed_anchor(
+    ctx: StepContext, kb: Path, data: dict[str, Any], pointed: str, config: ExpeditionConfig
+) -> dict[str, Any]:
+    """The anchor the operator named, through check_anchor's gates: read from the knowledge
+    base here, or, on a host without it, from the bytes of the file the run handed on
+    (a direct hit, deep cut or excerpt named by its SHA-256), fetched and checked."""
+    if kb.is_dir():
+        return check_anchor(kb, pointed, config)
+    item = handed_on(data, pointed)
+    if item is None:
+        raise AnchorRefused(
+            f"the knowledge base {kb} is not on host {here()} where @{ctx.nick} runs, and "
+            f"{pointed} is none of the files this run handed on; name a file the Dig Report "
+            "lists, or run @briefer where the knowledge base is"
+        )
+    file = str(item["file"])
+    read, sha = await KbReader(ctx, kb).read({"file": file, "sha256": item["sha256"]})
+    return {**judge_anchor(read, file, config), "sha256": sha}
+
+
 def _blaze_phrases(context: dict[str, Any], roots: Roots) -> list[str]:
     """The blaze's banned phrases: its frontmatter `phrases`, its marked spans, then its
     short plain-prose sentences (agents.expedition.phrases)."""
@@ -126,7 +148,7 @@ def _write(roots: Roots, path: Path, text: str) -> None:
         ) from None
 
 
-def assemble_brief(message: Message, ctx: StepContext) -> Reply:
+async def assemble_brief(message: Message, ctx: StepContext) -> Reply:
     """Step 6: the brief, written only when the voice-anchor gate passes."""
     context = context_of(message)
     data = data_of(message)
@@ -146,7 +168,7 @@ def assemble_brief(message: Message, ctx: StepContext) -> Reply:
     pointed = str(data.get("anchor") or "").strip()
     if pointed:  # the operator named the anchor: it passes the gates again here, or no brief
         try:
-            entry = check_anchor(kb_of(ctx, context), pointed, config)
+            entry = await _pointed_anchor(ctx, kb_of(ctx, context), data, pointed, config)
         except AnchorRefused as exc:
             prompt = f"voice_anchor: {MISSING} — {exc.message}; the brief was not written."
             return Reply(prompt, {"written": False, "voice_anchor": MISSING, "prompt": prompt})

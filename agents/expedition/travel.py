@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.expedition.kb import (
+    CORPUS_PREFIX,
     MAX_KB_FILE_BYTES,
     Document,
     document_of,
@@ -38,7 +39,7 @@ from room.objectnames import is_name
 if TYPE_CHECKING:
     from agents.runtime.step import StepContext
 
-__all__ = ["KbReader", "hand_on_files"]
+__all__ = ["KbReader", "hand_on_files", "handed_on"]
 
 ADVICE = (
     "Run @{nick} where the knowledge base is, or let every expedition step's host reach the "
@@ -114,3 +115,15 @@ class KbReader:
         except UnicodeDecodeError:
             return (None, f"[KB_FILE_UNREADABLE:{file}]"), sha
         return document_of(file, text), sha
+
+
+def handed_on(data: dict[str, Any], file: str) -> dict[str, Any] | None:
+    """The item of `data`'s excerpts, direct hits or deep cuts that names `file` (as the Dig
+    Report lists it, or with a leading `Corpus/`) with the SHA-256 of its bytes; else None."""
+    wanted = {file, file.removeprefix(CORPUS_PREFIX)}
+    for key in ("excerpts", "direct_hits", "deep_cuts"):
+        for item in data.get(key) or []:
+            named = isinstance(item, dict) and str(item.get("file")) in wanted
+            if named and isinstance(item.get("sha256"), str) and is_name(item["sha256"]):
+                return dict(item)
+    return None

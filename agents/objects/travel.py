@@ -42,8 +42,8 @@ async def put_all(
 ) -> tuple[list[str | None], str | None]:
     """Each blob put in the store: its SHA-256 (named without storing by a home that stores
     nothing, a replay's private copy), or None; and why one was not stored, if one was not.
-    The puts go side by side (PARALLEL_PUTS at a time): a step handing on many small files
-    waits for the slowest, not for the sum."""
+    After the first, the puts go side by side (PARALLEL_PUTS at a time): a step handing on
+    many small files waits for the slowest, not for the sum."""
     names: list[str | None] = [None] * len(blobs)
     problems: list[str] = []
     try:
@@ -60,7 +60,10 @@ async def put_all(
                     except BullpenError as exc:  # over the bound; the store out of reach
                         problems.append(exc.message)
 
-            await asyncio.gather(*(put(n, data) for n, data in enumerate(blobs)))
+            numbered = list(enumerate(blobs))
+            if numbered:  # the first alone: it opens the store (a NATS connection, the bucket)
+                await put(*numbered[0])
+            await asyncio.gather(*(put(n, data) for n, data in numbered[1:]))
     except BullpenError as exc:  # a token file missing, a store that cannot be opened
         problems.append(exc.message)
     return names, problems[0][:400] if problems else None

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from agents.expedition import late_steps
 from agents.expedition.late_steps import extract_excerpts
 from agents.expedition.steps import retrieve_candidates
 from room.errors import StepFailed
@@ -111,3 +112,37 @@ def test_a_file_with_no_hash_and_no_knowledge_base_here_fails_loud(
     said = failed.value.message
     assert f"the knowledge base {kb.resolve()} is not on host {socket.gethostname()}" in said
     assert "names no SHA-256" in said
+
+
+def test_a_pointed_anchor_is_judged_on_the_fetched_bytes_where_the_kb_is_not(
+    demo: Society, tmp_path: Path
+) -> None:
+    """`confirm --anchor FILE` on a run whose @briefer has no knowledge base: the file, a
+    direct hit the retriever handed on, is fetched by its hash and passes the same gates;
+    a file the run did not hand on is refused by name, and no brief is written."""
+    kb = demo.root / "kb"
+    anchor = "voice-logs/2024-03-glue-up.md"
+    (item,) = [c for c in _retrieved(demo, kb) if c["file"] == anchor]
+    shutil.move(kb, tmp_path / "kb-on-the-other-host")
+    ctx = step_context(demo.home, nick=demo.home.society.operator)
+    context = {
+        "kb": str(kb),
+        "title": "Waiting Is Part of the Work",
+        "keyword_primary": "patience",
+        "slug": "waiting-is-part-of-the-work",
+        "voice": "Carbon",
+        "pattern": "Files that embody patience.",
+        "briefs": str(demo.root / "briefs"),
+    }
+    hit = {"id": item["id"], "file": anchor, "why": "w", "sha256": item["sha256"]}
+    data = {"context": context, "excerpts": [], "direct_hits": [hit], "anchor": anchor}
+    done = asyncio.run(late_steps.assemble_brief(ask(data, to="briefer"), ctx)).data
+    assert done["written"], done
+    assert done["voice_anchor"].startswith(anchor)
+    refused = {**data, "anchor": "voice-logs/2024-04-lime-mortar.md"}
+    said = asyncio.run(late_steps.assemble_brief(ask(refused, to="briefer"), ctx)).data
+    assert not said["written"]
+    assert (
+        "voice-logs/2024-04-lime-mortar.md is none of the files this run handed on"
+        in (said["prompt"])
+    )
