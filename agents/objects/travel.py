@@ -61,7 +61,8 @@ async def put_all(
                         problems.append(exc.message)
 
             numbered = list(enumerate(blobs))
-            if numbered:  # the first alone: it opens the store (a NATS connection, the bucket)
+            if numbered:  # the first alone: it opens the store (a NATS connection, the
+                # bucket), which puts side by side from the start would each open anew
                 await put(*numbered[0])
             await asyncio.gather(*(put(n, data) for n, data in numbered[1:]))
     except BullpenError as exc:  # a token file missing, a store that cannot be opened
