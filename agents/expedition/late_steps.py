@@ -8,6 +8,8 @@ other retrieved files, best scored first, for lived voice anchors; the
 briefer re-checks the anchor from the excerpt text itself rather than
 trusting an earlier step's word for it, and checks a file the operator
 pointed to (`confirm --anchor FILE`) with the same gates (agents.expedition.anchor).
+On a host without the knowledge base, both read the files the retriever handed on,
+fetched by their SHA-256 (agents.expedition.travel).
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ async def _pointed_anchor(
             "lists, or run @briefer where the knowledge base is"
         )
     file = str(item["file"])
-    read, sha = await KbReader(ctx, kb).read({"file": file, "sha256": item["sha256"]})
+    read, sha = await KbReader(ctx, kb, "brief").read({"file": file, "sha256": item["sha256"]})
     return {**judge_anchor(read, file, config), "sha256": sha}
 
 

@@ -78,6 +78,7 @@ class KbReader:
 
     ctx: StepContext
     kb: Path
+    step: str = "excerpts"  # the step named in a failure: step 5, or the brief's anchor
     fetched: list[str] = field(default_factory=list)  # files fetched from the store
 
     async def read(
@@ -91,7 +92,7 @@ class KbReader:
             if not self.kb.is_dir():
                 raise StepFailed(
                     f"the knowledge base {self.kb} is not on host {here()} where "
-                    f"@{self.ctx.nick} runs (step excerpts), and the ask names no SHA-256 for "
+                    f"@{self.ctx.nick} runs (step {self.step}), and the ask names no SHA-256 for "
                     f"{file} to fetch it by (the retriever's reply says why, in "
                     f"content_problem). {ADVICE.format(nick=self.ctx.nick)}"
                 )
@@ -101,7 +102,7 @@ class KbReader:
         found, data = await find_or_fetch(
             self.ctx.home,
             self.ctx.nick,
-            "excerpts",
+            self.step,
             sha,
             places,
             what=f"the knowledge-base file {file} (object {sha})",
