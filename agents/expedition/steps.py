@@ -36,7 +36,14 @@ from agents.expedition.prompts import (
 from agents.expedition.retrieve import retrieve
 from agents.expedition.scoring import scores_schema
 from agents.expedition.scotoma import scotoma_schema, split_named
-from agents.expedition.terms import TermsAnswer, anchor_words, check_terms, settle, shares_word
+from agents.expedition.terms import (
+    TermsAnswer,
+    anchor_words,
+    check_terms,
+    settle,
+    shares_word,
+    terms_schema,
+)
 from agents.expedition.vocabulary import corpus_words
 from agents.roots import Roots
 from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
@@ -195,14 +202,18 @@ async def gen_terms(message: Message, ctx: StepContext) -> Reply:
     checked = check_terms(first.answer.terms, anchors, TERMS_INPUT_KEYS)
     retried = None
     if not checked.ok:
+        # The retry chooses among the corpus's own words: none shares a word with the
+        # anchors and each is found in a summary, so a model that wrote one term twelve times,
+        # or the title in costume, is held to terms that fan out and find files.
         request = termgen_request(
             context,
             avoid=checked.failing,
             problems=checked.problems(),
             guidance=guidance,
             vocabulary=vocabulary,
+            choose=bool(vocabulary),
         )
-        second = await _judge(ctx, "termgen", request, TermsAnswer)
+        second = await _judge(ctx, "termgen", request, terms_schema(vocabulary))
         judgments.append(second)
         retried = check_terms(second.answer.terms, anchors, TERMS_INPUT_KEYS)
     terms, flags = settle(checked, retried)
