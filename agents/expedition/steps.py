@@ -35,7 +35,7 @@ from agents.expedition.prompts import (
 )
 from agents.expedition.retrieve import retrieve
 from agents.expedition.scoring import scores_schema
-from agents.expedition.scotoma import scotoma_schema, split_named
+from agents.expedition.scotoma import DEEP_MIN, scotoma_schema, split_named
 from agents.expedition.terms import (
     TermsAnswer,
     anchor_words,
@@ -339,8 +339,8 @@ async def pick_scotoma(message: Message, ctx: StepContext) -> Reply:
     """Step 4: 0-2 deep cuts and the direct hits among the top rows.
 
     The direct hits (well-scored rows that name the keyword) are computed; the model is
-    asked only which of the rows that do not name it are deep cuts, and not asked at all
-    when every top row names it (pass 4 empty, no call).
+    asked only which of the well-scored rows that do not name it are deep cuts, and not
+    asked at all when there is none (pass 4 empty, no call).
     """
     data = data_of(message)
     rows = _rows(message)
@@ -363,7 +363,12 @@ async def pick_scotoma(message: Message, ctx: StepContext) -> Reply:
     body = (
         f"{counted(len(deep), 'deep cut')}, {counted(len(direct), 'direct hit')}"
         + (" (pass 4 empty)" if not deep else "")
-        + ("" if open_rows else "; every top row names the keyword, so no model was asked")
+        + (
+            ""
+            if open_rows
+            else f"; every top row names the keyword or scored below {DEEP_MIN}, "
+            "so no model was asked"
+        )
     )
     return Reply(
         body,
