@@ -26,6 +26,13 @@ from room.errors import StepFailed
 from tests.expedition.conftest import DEMO_KB
 from tests.expedition.sim import ScriptedJudge, ask, step_context
 
+DEMO_CONTEXT = {  # step 1's input for the demo knowledge base
+    "keyword_primary": "patience",
+    "title": "Waiting Is Part of the Work",
+    "blaze_phrases": [],
+    "blaze_claims": [],
+    "kb": str(DEMO_KB),
+}
 ANCHORS = anchor_words("patience", "Waiting Is Part of the Work", ["the watched pot"])
 GOOD = [
     "cure",
@@ -123,13 +130,7 @@ class TestStep:
         """Step 1 reads the index and hands the model the words its summaries use, those of
         rows naming the keyword first, never the keyword's own (agents/expedition/vocabulary.py)."""
         judge = ScriptedJudge({"termgen": [{"terms": GOOD}]})
-        context = {
-            "keyword_primary": "patience",
-            "title": "Waiting Is Part of the Work",
-            "blaze_phrases": [],
-            "blaze_claims": [],
-            "kb": str(DEMO_KB),
-        }
+        context = dict(DEMO_CONTEXT)
         asyncio.run(gen_terms(ask({"context": context}), step_context(demo_home, judge)))
         words = judge.requests[0].payload["corpus_words"]
         assert 0 < len(words) <= 40 and "patience" not in words and "patient" not in words
@@ -239,13 +240,7 @@ def test_a_term_written_twelve_times_is_retried_among_the_corpus_words(
     judge = SchemaKeepingJudge(
         {"termgen": [{"terms": ["waiting work"] * 12}, {"terms": words[:MAX_TERMS]}]}
     )
-    context = {
-        "keyword_primary": "patience",
-        "title": "Waiting Is Part of the Work",
-        "blaze_phrases": [],
-        "blaze_claims": [],
-        "kb": str(DEMO_KB),
-    }
+    context = dict(DEMO_CONTEXT)
     reply = asyncio.run(gen_terms(ask({"context": context}), step_context(demo_home, judge)))
     first, retry = (answer_schema(schema).schema for schema in judge.schemas)
     assert "enum" not in first["properties"]["terms"]["items"]  # the first answer is free
