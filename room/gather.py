@@ -9,8 +9,8 @@ time and two thread hand-offs (docs/performance.md). So after a batch the
 writer waits for as many posts as there are posters in flight (the batch
 just answered and the posts already queued), at most about one fsync's time:
 the answered posters are usually back by then, and one fsync carries them
-all. A lone poster never waits (a batch of one wants one post), nor does a
-post that finds the writer idle with no batch before it in that time.
+all. A lone poster never waits (a batch of one wants one post), and after a
+wait nobody ended (posters that post once) the next batch goes at once.
 """
 
 from __future__ import annotations
