@@ -80,6 +80,7 @@ def test_the_demo_gives_the_build_the_code_seat_of_model(tmp_path: Path) -> None
         assert "GRIND FAILED — no code-writing seat" not in done.stdout
         assert re.search(rf"the code seat demo-code \({re.escape(url)}\) ground it (green|red)",
                          done.stdout), done.stdout  # fmt: skip
+        assert log.exists(), f"the code seat was never asked:\n{done.stdout}"
         asked = [json.loads(line) for line in log.read_text().splitlines()]
         assert asked and all(a["model"] == "fix" for a in asked)
     finally:
