@@ -245,7 +245,11 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                 last = before
             result.iterations[tier] = result.iterations.get(tier, 0) + 1
             result.passing, result.total = last.passing, last.total
-            problem = broken or turn.problem
+            problem = (
+                broken
+                or turn.problem
+                or (f"code seat {tier}: {carried.refused}" if rolled else None)
+            )
             await announce(
                 {
                     "kind": "grind-iteration",

@@ -169,6 +169,7 @@ def test_a_candidate_no_better_is_rolled_back_and_the_next_is_sampled(bench: Ben
     assert outcome["green"] and outcome["iterations"] == 2, outcome
     first, second = outcome["turns"]
     assert first["rolled_back"] is True and first["passing"] == 4, first
+    assert "left the spec red (4/5 passing" in first["problem"], first  # the run says so
     assert "rolled_back" not in second and second["green"], second
     calls = bench.calls()
     assert len(calls) == 2
