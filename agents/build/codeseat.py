@@ -23,7 +23,9 @@ numbered-line edits and whole files (agents/build/edits.py) against what
 its prompt showed it, held by the server to a schema sized to the seat's
 `max_tokens` (agents/build/editschema.py), validated by the judge and applied here all or none,
 every path confined to the clone; an answer that does not apply comes back
-as `refused`, the next iteration's input. The built-in `local` seat writes no code:
+as `refused`, the next iteration's input. With a budget under FOCUS_TOKENS it is
+asked instead for the one function the failing test calls, as a code block
+(agents/build/focus.py), which becomes one such edit. The built-in `local` seat writes no code:
 a ladder of only local seats fails at once.
 """
 

@@ -11,7 +11,9 @@ or fails counts as an iteration without progress. The fence each program
 seat ran behind is in every iteration's data and the result (`seat_fence`).
 What each turn is shown, and carries to the next, is agents/build/seatturn.py;
 the lessons the grinder was handed reach every code seat's prompt, and the
-result names those that did (`lessons`).
+result names those that did (`lessons`). A focused turn's candidate (agents/build/focus.py)
+that leaves the spec no better is rolled back (`rolled_back`), so the next candidate
+starts from the same code and is told how the last one did.
 """
 
 from __future__ import annotations
