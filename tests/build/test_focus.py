@@ -21,7 +21,10 @@ from pydantic import ValidationError
 
 from agents.build.edits import apply_answer
 from agents.build.focus import FocusAnswer, find_region, focus_answer_for, focus_prompt
+from agents.seats import Seat, SeatRegistry, make_judge
+from agents.seats.base import Completion
 from agents.seats.jsonanswer import AnswerRejected, validate_answer
+from agents.seats.request import JudgmentRequest
 from bench import fixexisting
 from tests.build.helpers import set_build
 from tests.support import Proc, Society, set_seat, wait_for
@@ -104,6 +107,38 @@ def test_the_answer_is_the_code_block_and_a_copy_changes_nothing(tmp_path: Path)
     assert done.returncode == 0, done.stdout
 
 
+class CutSeat(Seat):
+    """A seat whose first answer stops at max_tokens inside its code block, the second not."""
+
+    kind = "fake"
+
+    def __init__(self) -> None:
+        super().__init__("small")
+        self.asked: list[JudgmentRequest] = []
+
+    async def complete(self, request: JudgmentRequest) -> str:
+        return (await self.answer(request)).text
+
+    async def answer(self, request: JudgmentRequest) -> Completion:
+        self.asked.append(request)
+        if len(self.asked) == 1:
+            return Completion(
+                "```python\ndef value(items):\n    return sum(", "prompt", cut_off=True
+            )
+        return Completion("```python\ndef value(items):\n    return 6\n```", "prompt")
+
+
+def test_a_text_answer_cut_at_its_bound_is_refused_and_asked_again() -> None:
+    seat = CutSeat()
+    judge = make_judge(SeatRegistry({"small": seat}), {"code": "small"})
+    request = JudgmentRequest("code", "step: code\nWrite the function.", structured=False)
+    told = asyncio.run(judge("code", request, FocusAnswer))
+    assert told.answer.code == "def value(items):\n    return 6"  # the whole one, not the cut
+    assert told.attempts == 2 and "cut off at its max_tokens" in told.misses[0]
+    retry = seat.asked[1].prompt
+    assert retry.endswith("Answer as asked.") and "JSON" not in retry
+
+
 class Bench:
     """A society home and the fake code model for one campaign's bug, as the bench sets them."""
 
@@ -148,6 +183,7 @@ def test_a_small_budget_asks_for_the_function_and_a_large_one_for_edits(bench: B
     (call,) = bench.calls()
     assert call["format"] is False  # a code block is asked: no response_format
     assert "temperature" not in call and "seed" not in call  # the first try: the seat's own
+    assert call["stop"] == ["\n```\n"]  # the answer ends at its block's closing fence
     assert "```python\ndef average(prices):" in call["prompt"]
     assert "FILES" not in call["prompt"] and "helper_0" not in call["prompt"]
     assert outcome["turns"][0]["judgment"]["structured"] == "prompt"

@@ -24,7 +24,7 @@ prose; `sloppy` first answers it with a comment added and the bug left (the spec
 red, so the grind rolls it back), then, told its answer was not kept, the fix.
 
 Every request is logged as one JSON line (model, prompt, whether a response_format was
-sent, temperature and seed when sent) to --log.
+sent, temperature, seed and stop when sent) to --log.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
             if args.log:
                 with open(args.log, "a", encoding="utf-8") as log:
                     said = {"model": model, "prompt": prompt, "format": "response_format" in body}
-                    sampling = {k: body[k] for k in ("temperature", "seed") if k in body}
+                    sampling = {k: body[k] for k in ("temperature", "seed", "stop") if k in body}
                     log.write(json.dumps({**said, **sampling}) + "\n")
             said = answer(prompt, model, args)
             content = said if isinstance(said, str) else json.dumps(said)
