@@ -18,8 +18,9 @@ the real fence, with real pytest. The seats:
   local     the built-in seat, which writes no code
   real      SmolLM2-135M-Instruct on llama.cpp's llama-server, an `openai` seat
             through the home's gateway (tests/realmodel/helpers.py: real_seat),
-            its prompt and answer sized to the server's 4096-token context (the
-            answer's schema to its 400-token cap: agents/build/editschema.py);
+            capped at 400 tokens, so each turn is the focused one (the failing
+            test's function answered as a code block: agents/build/focus.py), six
+            candidates tried in the fence, the first greedy and the later sampled;
             only with `--seat real` (build it: eval "$(bash .ci/build-llama-server)")
 
     python bench/fixexisting.py --seat real    # the real model alone: minutes a campaign
