@@ -21,6 +21,7 @@ import bisect
 import errno
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -31,6 +32,7 @@ from room import durable, pidlock
 from room.chain import GENESIS, line_hash
 from room.errors import DurabilityError, RoomLocked
 from room.fileio import FileIO, fsync_dir
+from room.gather import Gathering
 from room.ids import IdClock
 from room.linecache import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, LineCache
 from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Stored, build_line
@@ -130,6 +132,7 @@ class JsonlLog(RoomLog):
         self._closing = False
         self._writer_task: asyncio.Task[None] | None = None
         self._kick: asyncio.Event | None = None
+        self._gathering: Gathering | None = None
         self._reader: RoomFile | None = None
 
     @property
@@ -176,6 +179,7 @@ class JsonlLog(RoomLog):
             raise
         self._reader = RoomFile(self.path)
         self._kick = asyncio.Event()
+        self._gathering = Gathering(self._kick.set)
         self._writer_task = asyncio.create_task(self._writer(), name="room-writer")
         return OpenReport(self._head, notes)
 
@@ -186,7 +190,7 @@ class JsonlLog(RoomLog):
             raise DurabilityError("the room is closing; post again once the hub is back")
         future: asyncio.Future[Stored] = asyncio.get_running_loop().create_future()
         self._queue.append((draft, future))
-        self._kick.set()
+        self._queued()
         return await future
 
     def submit(self, draft: Draft, done: Callable[[Stored | BaseException], None]) -> None:
@@ -198,7 +202,11 @@ class JsonlLog(RoomLog):
             done(DurabilityError("the room is closing; post again once the hub is back"))
             return
         self._queue.append((draft, _Done(done)))
-        self._kick.set()
+        self._queued()
+
+    def _queued(self) -> None:
+        assert self._gathering is not None
+        self._gathering.queued(len(self._queue))
 
     async def _writer(self) -> None:
         assert self._kick is not None
@@ -236,6 +244,9 @@ class JsonlLog(RoomLog):
             stored.append(Stored(seq, raw, post.from_, post.to, post.thread, draft.verified))
         batch, self._queue = self._queue[: len(stored)], self._queue[len(stored) :]
         blob = b"".join(s.raw + b"\n" for s in stored)
+        assert self._gathering is not None
+        self._gathering.writing()
+        started = time.perf_counter()
         try:
             await self._syncer.run(blob)
             self._publish(self._size + len(blob), Head(seq, prev))
@@ -246,6 +257,8 @@ class JsonlLog(RoomLog):
         for (_, future), line in zip(batch, stored, strict=True):
             if not future.done():
                 future.set_result(line)
+        if not self._closing:  # the next batch: when the posters just answered are back
+            self._gathering.written(len(stored), len(self._queue), time.perf_counter() - started)
         return self._closing and not self._queue
 
     def _write_and_sync(self, blob: bytes) -> None:
@@ -429,6 +442,8 @@ class JsonlLog(RoomLog):
 
     async def close(self) -> None:
         self._closing = True
+        if self._gathering is not None:
+            self._gathering.close()
         if self._kick is not None:
             self._kick.set()
         if self._writer_task is not None:

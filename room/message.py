@@ -201,7 +201,9 @@ def parse_request(raw: bytes, screen: Callable[[bytes], None] | None = None) -> 
     except strictjson.JsonRejected as exc:
         raise BadPost(f"the request body is not acceptable JSON: {exc}") from None
     if screen is not None:
-        screen(strictjson.dumps(obj).encode("utf-8"))
+        stored = strictjson.dumps(obj).encode("utf-8")
+        if stored != raw:  # the same bytes were screened above (a compact body: our clients')
+            screen(stored)
     return parse_request_obj(obj)
 
 

@@ -16,13 +16,11 @@ store it asked).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents.objects import here, objects_for
-from room.errors import BullpenError, StepFailed
+from agents.objects.travel import find_or_fetch, put_all
 
 if TYPE_CHECKING:
     from agents.roots import Roots
@@ -38,14 +36,11 @@ async def hand_on(
     `<key>` (the path), `<key>_sha256`, or `<key>_problem` when the store is out of reach."""
     roots.write_bytes("runs", path, data, "the run artifact")
     said: dict[str, Any] = {key: str(path)}
-    try:
-        async with objects_for(ctx.home, ctx.nick, step) as store:
-            if store.read_only:  # a replay's private copy: it names what it would hand on
-                said[f"{key}_sha256"] = hashlib.sha256(data).hexdigest()
-            else:
-                said[f"{key}_sha256"] = await store.put(data)
-    except BullpenError as exc:  # out of reach, too big, a replay's private copy
-        said[f"{key}_problem"] = exc.message[:400]
+    (sha,), problem = await put_all(ctx.home, ctx.nick, step, [data])
+    if sha is not None:
+        said[f"{key}_sha256"] = sha
+    if problem is not None:
+        said[f"{key}_problem"] = problem
     return said
 
 
@@ -65,25 +60,26 @@ async def arrive(
 ) -> Path:
     """The artifact the ask names, as a file under this host's run folder: `named` itself
     when it is there with the named hash (one host, a shared folder), else `local`,
-    fetched from the store by its SHA-256 and checked first."""
+    fetched from the store by its SHA-256 and checked first (agents/objects/travel.py)."""
     if not isinstance(sha, str):  # written by a step that could not store it (or older)
         return Path(str(named))
-    for candidate in (Path(str(named)), local):
-        try:
-            if hashlib.sha256(roots.read_bytes("runs", candidate)).hexdigest() == sha:
-                return candidate
-        except (OSError, BullpenError):
-            continue  # not on this host (or not under this host's run folder)
-    try:
-        async with objects_for(ctx.home, ctx.nick, step) as store:
-            data = await store.get(sha)
-    except BullpenError as exc:
-        why = f"; the step that wrote it said: {problem}" if problem else ""
-        raise StepFailed(
-            f"the run artifact {named} is not on host {here()} where @{ctx.nick} runs, and "
-            f"could not be fetched from the store: {exc.message}{why}. Run the backpass again "
-            "once every step's host reaches the store, or run this step where the one before "
-            "it ran (bullpen docs scaling, 'Files travel through the store')"
-        ) from None
+    places = [
+        (candidate, lambda candidate=candidate: roots.read_bytes("runs", candidate))
+        for candidate in (Path(str(named)), local)
+    ]
+    found, data = await find_or_fetch(
+        ctx.home,
+        ctx.nick,
+        step,
+        sha,
+        places,
+        what=f"the run artifact {named}",
+        advice="Run the backpass again once every step's host reaches the store, or run this "
+        "step where the one before it ran (bullpen docs scaling, 'Files travel through the "
+        "store')",
+        problem=str(problem) if problem else None,
+    )
+    if found is not None:
+        return found
     roots.write_bytes("runs", local, data, "the run artifact")
     return local

@@ -13,7 +13,8 @@ with nothing posted to the foreman, when a nick
   language (`go`, `node`, `bwrap`, `chromium`, pytest), or, for @sandbox, REPO itself;
 - does not see the build root @sandbox sees (another host, or another mount of it),
   so the build dir @sandbox prepares would not be visible to it: @testdesigner must
-  share it; a grinder need not, its files travel through the object store (files_travel).
+  share it; a grinder need not, its files travel through the object store
+  (files_travel in agents/build/preflight.py, the one rule both checks apply).
 
 Each refusal names the nick, its host, what is missing and the fix. The same view of
 the build nicks' placement is what `bullpen trust check --live` flags (split_hosts).
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agents.build.pipeline import NICKS
-from agents.build.preflight import same_place
+from agents.build.preflight import files_travel, same_place
 from agents.build.routing import LANGUAGES
 from agents.runtime.ping import ask_each, config_drift, other_host_society
 from agents.runtime.preflight import KEY
@@ -44,9 +45,9 @@ __all__ = [
     "PreflightFailed",
     "apart",
     "build_nicks",
-    "files_travel",
     "preflight",
     "split_across",
+    "travels",
 ]
 
 PREFLIGHT_S = 30.0  # a lurker's first wake loads its step: seconds on a busy machine
@@ -58,12 +59,11 @@ class PreflightFailed(BullpenError):
     """A nick the run would use cannot do its step where it runs: nothing was posted."""
 
 
-def files_travel(nick: str) -> bool:
-    """Whether `nick` may see another build root than @sandbox's. A grinder may: the spec
-    step hands it the build dir as a git bundle through the room's object store, and the
-    green clone comes back the same way (agents/build/handoff.py). @testdesigner may not:
-    it writes the spec into the build dir @sandbox made, so the two share the build root."""
-    return nick not in NICKS.values()
+def travels(nick: str) -> bool:
+    """Whether `nick`'s files travel (agents.build.preflight.files_travel): a nick that is
+    not @sandbox or @testdesigner is a grinder."""
+    roles = {nick: role for role, nick in NICKS.items()}
+    return files_travel(roles.get(nick, "grind"))
 
 
 def build_nicks(home: Home) -> list[str]:
@@ -94,14 +94,14 @@ class Placement:
 
 
 def apart(home: Home, answers: dict[str, dict[str, Any]], maker: str = MAKER) -> list[str]:
-    """The nicks whose build root is not the folder `maker` sees and must be (files_travel),
+    """The nicks whose build root is not the folder `maker` sees and must be (travels),
     each said with both hosts; [] when `maker` did not answer."""
     made = answers.get(maker)
     if made is None or made.get("place") is None:
         return []  # (a maker with no build root has said so among its own problems)
     said = []
     for nick, answer in answers.items():
-        if nick == maker or files_travel(nick) or "place" not in answer:
+        if nick == maker or travels(nick) or "place" not in answer:
             continue
         if same_place(answer, made):
             continue

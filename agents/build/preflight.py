@@ -45,6 +45,18 @@ if TYPE_CHECKING:
 __all__ = ["check", "same_place"]
 
 ROLES = ("prepare", "spec", "grind")  # the step each build nick runs (agents/build/pipeline.py)
+
+
+def files_travel(role: str) -> bool:
+    """Whether the nick playing `role` may see another build root than @sandbox's: the one
+    rule for "the grinder travels", which the pre-flight (here) and the placement check
+    (agents/build/placement.py) both apply. A grinder may: the spec step hands it the build
+    dir as a git bundle through the room's object store, and the green clone comes back the
+    same way (agents/build/handoff.py). @testdesigner may not: it writes the spec into the
+    build dir @sandbox made, so the two share the build root."""
+    return role == "grind"
+
+
 INSTALL = {  # how a missing tool is usually installed (Debian names); else the tool's own
     "git": "git",
     "go": "golang-go",
@@ -94,7 +106,7 @@ def _root_view(
 ) -> tuple[dict[str, Any], list[dict[str, str]]]:
     root = os.path.realpath(config.root)
     view = {"root": root, "place": place(root)}
-    if not os.path.isdir(root) and role == "grind" and _can_make(root):
+    if not os.path.isdir(root) and files_travel(role) and _can_make(root):
         # a grinder's build dir comes to it through the object store when it does not see
         # @sandbox's: it makes its build root then (agents/build/handoff.py)
         return view, []

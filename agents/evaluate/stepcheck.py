@@ -31,6 +31,9 @@ class Asked:
     request: JudgmentRequest
     schema: type[BaseModel]
     check: Check
+    # The answer the step's own code gives without a model, as the pipeline does (the
+    # scotoma step with no row a deep cut may come from): checked, and no call made.
+    answered: dict[str, Any] | None = None
 
 
 def _folded(text: str) -> str:
@@ -121,9 +124,9 @@ def _score(society: EvalSociety, loaded: Loaded, given: Any, expect: Any) -> Ask
 def _scotoma(society: EvalSociety, loaded: Loaded, given: Any, expect: Any) -> Asked:
     from agents.expedition.config import ExpeditionConfig
     from agents.expedition.prompts import scotoma_request
-    from agents.expedition.scotoma import scotoma_schema
+    from agents.expedition.scotoma import scotoma_schema, split_named
 
-    rows = _rows(given)
+    _, rows = split_named(_rows(given), given.keyword)  # the rows the step would offer
     guidance = ExpeditionConfig.from_home(society.home).guidance.get("scotoma", "")
     request = scotoma_request(
         given.pattern, given.keyword, list(given.terms), rows, guidance=guidance
@@ -142,7 +145,8 @@ def _scotoma(society: EvalSociety, loaded: Loaded, given: Any, expect: Any) -> A
             failed["none"] = "no row qualifies, but it chose " + ", ".join(sorted(chosen))
         return failed
 
-    return Asked("scotoma", request, scotoma_schema([row["id"] for row in rows]), check)
+    schema = scotoma_schema([row["id"] for row in rows])
+    return Asked("scotoma", request, schema, check, None if rows else {"deep_cuts": []})
 
 
 def _template(society: EvalSociety, step: str) -> str:

@@ -94,6 +94,9 @@ def run_step(
                 result.skipped = why
                 return
         asked = stepcheck.prepare(society, loaded, Path(scratch), route)
+        if asked.answered is not None:  # the step's code answers; no model is asked
+            _judged(result, asked.check(asked.answered))
+            return
         role = route or asked.role
         recall = f"{case.step} " + json.dumps(case.input, ensure_ascii=False)[:RECALL_CHARS]
         judge, told = _judge(home, NICK[case.step], lessons, recall)
@@ -118,7 +121,11 @@ def run_step(
             result.model_calls += int(provenance.get("attempts") or 1)
         if judgment.attempts > 1:
             result.rescued += 1
-        failed = asked.check(judgment.answer.model_dump(mode="json"))
-    result.failed_gates += [f"{case.step}.{name}" for name in failed]
+        _judged(result, asked.check(judgment.answer.model_dump(mode="json")))
+
+
+def _judged(result: CaseResult, failed: dict[str, str]) -> None:
+    """The case's verdict from the validators that failed (none: it passed)."""
+    result.failed_gates += [f"{result.step}.{name}" for name in failed]
     result.note = "; ".join(failed.values())[:300]
     result.passed = not result.failed_gates

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.expedition import excerpts as cut
 from agents.expedition.config import ExpeditionConfig
-from agents.expedition.kb import locate, on_disk, read_document
+from agents.expedition.kb import Document, locate, on_disk, read_document
 from agents.roots import inside
 
 if TYPE_CHECKING:
@@ -47,7 +47,18 @@ def excerpt_entry(
 
     A short lived file comes back as an entry and `[EXCERPT_SHORT:file]` both.
     """
-    document, flag = read_document(kb, str(item["file"]))
+    return entry_of(read_document(kb, str(item["file"])), item, config, tell)
+
+
+def entry_of(
+    read: tuple[Document | None, str | None],
+    item: dict[str, Any],
+    config: ExpeditionConfig,
+    tell: re.Pattern[str],
+) -> tuple[dict[str, Any] | None, str | None, str]:
+    """excerpt_entry for a file already read (`read`: read_document's answer), here or
+    fetched by its hash from the object store (agents/expedition/travel.py)."""
+    document, flag = read
     if document is None:
         return None, flag, ""
     result = cut.slice_excerpt(
@@ -112,8 +123,16 @@ def kb_name(kb: Path, typed: str, cwd: Path | None = None) -> str:
 def check_anchor(kb: Path, file: str, config: ExpeditionConfig) -> dict[str, Any]:
     """The excerpt entry of the file the operator named, or AnchorRefused saying why not."""
     name = kb_name(kb, file)
+    return judge_anchor(read_document(kb, name), name, config)
+
+
+def judge_anchor(
+    read: tuple[Document | None, str | None], name: str, config: ExpeditionConfig
+) -> dict[str, Any]:
+    """check_anchor's gates on a file already read (read_document's answer), here or
+    fetched by its hash (agents/expedition/travel.py): its entry, or AnchorRefused."""
     item = {"id": ANCHOR_ID, "file": name, "kind": "voice"}
-    entry, flag, role = excerpt_entry(kb, item, config, tell_of(config))
+    entry, flag, role = entry_of(read, item, config, tell_of(config))
     need = config.voice_anchor_paragraphs
     if entry is None and flag and flag.startswith("[KB_"):
         raise AnchorRefused(f"{name} cannot be read as a knowledge-base file: {flag}")

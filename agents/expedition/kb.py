@@ -276,10 +276,7 @@ def resolve(kb: Path, file: str) -> Path | None:
 
 
 def _read_text(kb: Path, path: Path) -> str:
-    roots = _confined(kb)
-    return roots.read_bytes("kb", path, "the knowledge-base file", limit=MAX_KB_FILE_BYTES).decode(
-        "utf-8"
-    )
+    return read_kb_bytes(kb, path).decode("utf-8")
 
 
 class UnclosedFrontmatter(ValueError):
@@ -432,9 +429,20 @@ def read_document(kb: Path, file: str) -> tuple[Document | None, str | None]:
         return None, f"[KB_FILE_TOO_LARGE:{file}]"
     except (OSError, UnicodeDecodeError):
         return None, f"[KB_FILE_UNREADABLE:{file}]"
+    return document_of(file, text)
+
+
+def document_of(file: str, text: str) -> tuple[Document | None, str | None]:
+    """(document, None), or (None, the flag naming the file) when its frontmatter is refused:
+    read_document's verdict on text read here or fetched (agents/expedition/travel.py)."""
     try:
         return parse_document(file, text), None
     except UnclosedFrontmatter:
         return None, f"[KB_FRONTMATTER_UNCLOSED:{file}]"
     except BadFrontmatter:
         return None, f"[KB_FRONTMATTER_INVALID:{file}]"
+
+
+def read_kb_bytes(kb: Path, path: Path) -> bytes:
+    """A knowledge-base file's bytes, opened inside `kb` and bounded by MAX_KB_FILE_BYTES."""
+    return _confined(kb).read_bytes("kb", path, "the knowledge-base file", limit=MAX_KB_FILE_BYTES)

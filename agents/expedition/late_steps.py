@@ -8,10 +8,13 @@ other retrieved files, best scored first, for lived voice anchors; the
 briefer re-checks the anchor from the excerpt text itself rather than
 trusting an earlier step's word for it, and checks a file the operator
 pointed to (`confirm --anchor FILE`) with the same gates (agents.expedition.anchor).
+On a host without the knowledge base, both read the files the retriever handed on,
+fetched by their SHA-256 (agents.expedition.travel).
 """
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,8 @@ from agents.expedition.anchor import (
     ANCHOR_ID,
     AnchorRefused,
     check_anchor,
-    excerpt_entry,
+    entry_of,
+    judge_anchor,
     tell_of,
 )
 from agents.expedition.brief import (
@@ -36,6 +40,7 @@ from agents.expedition.brief import (
     needs_anchor,
     render_brief,
 )
+from agents.expedition.config import ExpeditionConfig
 from agents.expedition.steps import (
     blaze_step,
     config_of,
@@ -44,23 +49,29 @@ from agents.expedition.steps import (
     kb_of,
     roots_of,
 )
+from agents.expedition.travel import KbReader, handed_on
+from agents.objects import here
 from agents.roots import Roots
 from agents.runtime.step import Reply, StepContext
+from agents.wording import counted
 from room.errors import StepFailed
 from room.message import Message
 
 
-def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
-    """Step 5: an excerpt per chosen file, plus lived files that can anchor the voice."""
+async def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
+    """Step 5: an excerpt per chosen file, plus lived files that can anchor the voice.
+
+    Each file is read from the knowledge base on this host, or fetched from the object
+    store by the SHA-256 the retriever named for it (agents.expedition.travel)."""
     context = context_of(message)
     data = data_of(message)
     config = config_of(ctx)
     tell = tell_of(config)
-    kb = kb_of(ctx, context)
+    files = KbReader(ctx, kb_of(ctx, context))
     entries: list[dict[str, Any]] = []
     flags: list[str] = []
     for item in data.get("chosen") or []:
-        entry, flag, _ = excerpt_entry(kb, item, config, tell)
+        entry, flag, _ = await _entry(files, item, config, tell)
         if entry is not None:
             entries.append(entry)
             flags += entry["review"]
@@ -70,7 +81,7 @@ def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
     for item in data.get("others") or []:  # every other retrieved file, best scored first
         if found >= config.voice_anchors_wanted:
             break
-        entry, flag, role = excerpt_entry(kb, {**item, "kind": "voice"}, config, tell)
+        entry, flag, role = await _entry(files, {**item, "kind": "voice"}, config, tell)
         if flag and flag.startswith(("[KB_FILE", "[KB_FRONTMATTER")):
             flags.append(flag)
         if entry is not None and role == "lived":  # left out as an anchor: a person should look
@@ -81,9 +92,43 @@ def extract_excerpts(message: Message, ctx: StepContext) -> Reply:
             if flag:
                 flags.append(flag)
     body = f"{len(entries)} excerpts, {found} voice anchors"
+    if files.fetched:
+        body += f" ({counted(len(files.fetched), 'file')} fetched from the store)"
     if flags:
         body += " " + " ".join(flags)
-    return Reply(body, {"excerpts": entries, "flags": flags})
+    return Reply(body, {"excerpts": entries, "flags": flags, "fetched": files.fetched})
+
+
+async def _entry(
+    files: KbReader, item: dict[str, Any], config: ExpeditionConfig, tell: re.Pattern[str]
+) -> tuple[dict[str, Any] | None, str | None, str]:
+    """excerpt_entry for one item, its file read here or fetched; the entry names the
+    SHA-256 of the bytes it was cut from when the retriever named one."""
+    read, sha = await files.read(item)
+    entry, flag, role = entry_of(read, item, config, tell)
+    if entry is not None and sha is not None:
+        entry["sha256"] = sha
+    return entry, flag, role
+
+
+async def _pointed_anchor(
+    ctx: StepContext, kb: Path, data: dict[str, Any], pointed: str, config: ExpeditionConfig
+) -> dict[str, Any]:
+    """The anchor the operator named, through check_anchor's gates: read from the knowledge
+    base here, or, on a host without it, from the bytes of the file the run handed on
+    (a direct hit, deep cut or excerpt named by its SHA-256), fetched and checked."""
+    if kb.is_dir():
+        return check_anchor(kb, pointed, config)
+    item = handed_on(data, pointed)
+    if item is None:
+        raise AnchorRefused(
+            f"the knowledge base {kb} is not on host {here()} where @{ctx.nick} runs, and "
+            f"{pointed} is none of the files this run handed on; name a file the Dig Report "
+            "lists, or run @briefer where the knowledge base is"
+        )
+    file = str(item["file"])
+    read, sha = await KbReader(ctx, kb, "brief").read({"file": file, "sha256": item["sha256"]})
+    return {**judge_anchor(read, file, config), "sha256": sha}
 
 
 def _blaze_phrases(context: dict[str, Any], roots: Roots) -> list[str]:
@@ -105,7 +150,7 @@ def _write(roots: Roots, path: Path, text: str) -> None:
         ) from None
 
 
-def assemble_brief(message: Message, ctx: StepContext) -> Reply:
+async def assemble_brief(message: Message, ctx: StepContext) -> Reply:
     """Step 6: the brief, written only when the voice-anchor gate passes."""
     context = context_of(message)
     data = data_of(message)
@@ -125,7 +170,7 @@ def assemble_brief(message: Message, ctx: StepContext) -> Reply:
     pointed = str(data.get("anchor") or "").strip()
     if pointed:  # the operator named the anchor: it passes the gates again here, or no brief
         try:
-            entry = check_anchor(kb_of(ctx, context), pointed, config)
+            entry = await _pointed_anchor(ctx, kb_of(ctx, context), data, pointed, config)
         except AnchorRefused as exc:
             prompt = f"voice_anchor: {MISSING} — {exc.message}; the brief was not written."
             return Reply(prompt, {"written": False, "voice_anchor": MISSING, "prompt": prompt})

@@ -71,9 +71,11 @@ def termgen_request(
     problems: str = "",
     guidance: str = "",
     vocabulary: Sequence[str] = (),
+    choose: bool = False,
 ) -> JudgmentRequest:
     """Step 1: concept-adjacent search terms for files that embody the pattern; `vocabulary`
-    is the knowledge base's own words near the theme (agents/expedition/vocabulary.py)."""
+    is the knowledge base's own words near the theme (agents/expedition/vocabulary.py), and
+    with `choose` every term is to be one of them (the retry's schema: terms_schema)."""
     inputs = {
         "keyword_primary": context["keyword_primary"],
         "title": context["title"],
@@ -104,6 +106,11 @@ def termgen_request(
         lines += ["", "Your previous answer failed the check: " + problems]
     if avoid:
         lines += ["Do not reuse these terms: " + "; ".join(avoid)]
+    if choose and vocabulary:
+        lines += [
+            "This time each term is one of corpus_words, each a different one: choose those",
+            "closest to the pattern.",
+        ]
     payload = {**inputs, "avoid": list(avoid), "kb": context.get("kb")}
     return JudgmentRequest(
         "termgen",

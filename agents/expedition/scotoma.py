@@ -19,6 +19,7 @@ from agents.seats.placeholder import copied, plain_text
 MAX_DEEP_CUTS = 2
 MAX_CONNECTION = 200  # one line; what a schema-constraining server holds it to
 DIRECT_MIN = 2  # the score a row naming the keyword needs to be a direct hit
+DEEP_MIN = DIRECT_MIN  # and a row that does not, to be offered as a deep cut
 PASS4_EMPTY_LINE = "Pass 4 empty; pattern may be new to corpus."
 
 
@@ -124,15 +125,19 @@ def split_named(
     """(the direct hits' ids, the rows a deep cut may come from), in the rows' order.
 
     A direct hit is a well-scored row (embodies 2 or more) that names the keyword; a deep
-    cut can only be a row that does not. Both are facts the code can see, so the model is
-    asked only the judgment: which of the others embody the pattern.
+    cut can only be an equally well-scored row that does not. Step 3 is the discrimination
+    (the spec's words): a row it scored 0 or 1 (none, faint) does not embody the pattern,
+    so it is not offered again. Both are facts the code can see, so the model is asked only
+    the judgment left: which of the others are deep cuts, and what connects them.
     """
-    direct = [
-        str(row["id"])
-        for row in rows
-        if names_keyword(row, keyword) and int(row.get("embodies") or 0) >= DIRECT_MIN
-    ]
-    open_rows = [row for row in rows if not names_keyword(row, keyword)]
+    direct, open_rows = [], []
+    for row in rows:
+        well_scored = int(row.get("embodies") or 0) >= DIRECT_MIN
+        if names_keyword(row, keyword):
+            if well_scored:
+                direct.append(str(row["id"]))
+        elif well_scored:
+            open_rows.append(row)
     return direct, open_rows
 
 
@@ -155,7 +160,15 @@ def chosen(
 
     def item(row_id: str, kind: str, **note: str) -> dict[str, Any]:
         row = by_id[row_id]
-        return {"id": row_id, "file": row["file"], "summary": row["summary"], "kind": kind, **note}
+        carried = {"sha256": row["sha256"]} if row.get("sha256") else {}  # its bytes' name
+        return {
+            "id": row_id,
+            "file": row["file"],
+            "summary": row["summary"],
+            "kind": kind,
+            **carried,
+            **note,
+        }
 
     direct = [
         item(i, "direct", why=str(by_id[i].get("why", "")))
@@ -169,7 +182,7 @@ def chosen(
     ]
     taken = {entry["id"] for entry in direct + deep}
     others = [
-        {k: row.get(k) for k in ("id", "file", "summary", "embodies", "why")}
+        {k: row.get(k) for k in ("id", "file", "summary", "embodies", "why", "sha256")}
         for row in merged
         if row["id"] not in taken
     ]

@@ -35,8 +35,16 @@ from agents.expedition.prompts import (
 )
 from agents.expedition.retrieve import retrieve
 from agents.expedition.scoring import scores_schema
-from agents.expedition.scotoma import scotoma_schema, split_named
-from agents.expedition.terms import TermsAnswer, anchor_words, check_terms, settle, shares_word
+from agents.expedition.scotoma import DEEP_MIN, scotoma_schema, split_named
+from agents.expedition.terms import (
+    TermsAnswer,
+    anchor_words,
+    check_terms,
+    settle,
+    shares_word,
+    terms_schema,
+)
+from agents.expedition.travel import hand_on_files
 from agents.expedition.vocabulary import corpus_words
 from agents.roots import Roots
 from agents.runtime.step import Judgment, JudgmentRequest, Reply, StepContext
@@ -195,14 +203,18 @@ async def gen_terms(message: Message, ctx: StepContext) -> Reply:
     checked = check_terms(first.answer.terms, anchors, TERMS_INPUT_KEYS)
     retried = None
     if not checked.ok:
+        # The retry chooses among the corpus's own words: none shares a word with the
+        # anchors and each is found in a summary, so a model that wrote one term twelve times,
+        # or the title in costume, is held to terms that fan out and find files.
         request = termgen_request(
             context,
             avoid=checked.failing,
             problems=checked.problems(),
             guidance=guidance,
             vocabulary=vocabulary,
+            choose=bool(vocabulary),
         )
-        second = await _judge(ctx, "termgen", request, TermsAnswer)
+        second = await _judge(ctx, "termgen", request, terms_schema(vocabulary))
         judgments.append(second)
         retried = check_terms(second.answer.terms, anchors, TERMS_INPUT_KEYS)
     terms, flags = settle(checked, retried)
@@ -231,12 +243,15 @@ async def gen_terms(message: Message, ctx: StepContext) -> Reply:
     )
 
 
-def retrieve_candidates(message: Message, ctx: StepContext) -> Reply:
+async def retrieve_candidates(message: Message, ctx: StepContext) -> Reply:
     """Step 2: substring retrieval over the index, prescored and capped.
 
     Every row is checked for its file (a stat); only the rows that matched
     are opened, and only as far as their frontmatter's closing fence, so a
-    file step 5 could not read is flagged here by name and left out.
+    file step 5 could not read is flagged here by name and left out. Each
+    candidate's file then goes into the room's object store, named by its
+    SHA-256 in the candidate, for a step 5 on a host without the knowledge
+    base (agents.expedition.travel).
     """
     context = context_of(message)
     terms = [str(t) for t in data_of(message).get("terms") or []]
@@ -283,7 +298,7 @@ def retrieve_candidates(message: Message, ctx: StepContext) -> Reply:
             f"no matching row names a file that can be read ({named(unusable)}); fix those "
             "files, or redirect with other words"
         )
-    candidates = found[: config.max_candidates]
+    candidates, problem = await hand_on_files(ctx, kb, found[: config.max_candidates])
     body = (
         f"{counted(len(candidates), 'candidate')} of {counted(len(found), 'matching row')} "
         f"({len(index.rows)} indexed)"
@@ -298,6 +313,7 @@ def retrieve_candidates(message: Message, ctx: StepContext) -> Reply:
             "left_out": len(unusable),
             "indexed": len(index.rows),
             "flags": flags,
+            **({"content_problem": problem} if problem else {}),
         },
     )
 
@@ -328,8 +344,8 @@ async def pick_scotoma(message: Message, ctx: StepContext) -> Reply:
     """Step 4: 0-2 deep cuts and the direct hits among the top rows.
 
     The direct hits (well-scored rows that name the keyword) are computed; the model is
-    asked only which of the rows that do not name it are deep cuts, and not asked at all
-    when every top row names it (pass 4 empty, no call).
+    asked only which of the well-scored rows that do not name it are deep cuts, and not
+    asked at all when there is none (pass 4 empty, no call).
     """
     data = data_of(message)
     rows = _rows(message)
@@ -352,7 +368,12 @@ async def pick_scotoma(message: Message, ctx: StepContext) -> Reply:
     body = (
         f"{counted(len(deep), 'deep cut')}, {counted(len(direct), 'direct hit')}"
         + (" (pass 4 empty)" if not deep else "")
-        + ("" if open_rows else "; every top row names the keyword, so no model was asked")
+        + (
+            ""
+            if open_rows
+            else f"; every top row names the keyword or scored below {DEEP_MIN}, "
+            "so no model was asked"
+        )
     )
     return Reply(
         body,

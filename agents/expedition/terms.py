@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,20 +29,39 @@ TERM_CHARS = 32  # three plain words
 
 
 class TermsAnswer(BaseModel):
-    """The termgen seat's answer; the count and fan-out are judged by the gate, not here."""
+    """The termgen seat's answer; the count and fan-out are judged by the gate, not here.
+    Subclasses made by `terms_schema` offer a fixed set of words to choose from."""
 
     model_config = ConfigDict(extra="ignore")
+    choices: ClassVar[tuple[str, ...]] = ()
 
     terms: list[str] = Field(max_length=100)
 
     @classmethod
     def sent_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
         """What a schema-constraining server is sent: ten to twelve short terms of plain
-        words, never a placeholder or a key name (the gate judges the rest)."""
+        words, never a placeholder or a key name (the gate judges the rest); with `choices`,
+        each term one of them (as many as there are, when they are fewer than ten)."""
         terms = schema["properties"]["terms"]
-        terms["items"] = plain_text(TERM_CHARS)
-        terms["minItems"], terms["maxItems"] = MIN_TERMS, MAX_TERMS
+        if cls.choices:
+            terms["items"] = {"type": "string", "enum": list(cls.choices)}
+            count = len(cls.choices)
+            terms["minItems"], terms["maxItems"] = min(MIN_TERMS, count), min(MAX_TERMS, count)
+        else:
+            terms["items"] = plain_text(TERM_CHARS)
+            terms["minItems"], terms["maxItems"] = MIN_TERMS, MAX_TERMS
         return schema
+
+
+def terms_schema(choices: Iterable[str]) -> type[TermsAnswer]:
+    """A TermsAnswer whose sent schema holds every term to one of `choices` (the retry's:
+    the knowledge base's own words, agents/expedition/vocabulary.py); no choices, the
+    plain TermsAnswer. A choice longer than a term may be is left out, so the worst answer
+    still fits the step's max_tokens."""
+    kept = tuple(word for word in distinct(choices) if len(word) <= TERM_CHARS)
+    if not kept:
+        return TermsAnswer
+    return type("TermsAnswerFromChoices", (TermsAnswer,), {"choices": kept, "__module__": __name__})
 
 
 def anchor_words(keyword: str, title: str, phrases: Iterable[str] = ()) -> set[str]:

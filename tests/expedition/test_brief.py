@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,9 @@ def home(tmp_path: Path) -> Home:
 
 
 def brief(home: Home, data: dict[str, Any]) -> Any:
-    return assemble_brief(ask(data, to="briefer", thread="exp-abc"), step_context(home))
+    return asyncio.run(
+        assemble_brief(ask(data, to="briefer", thread="exp-abc"), step_context(home))
+    )
 
 
 class TestBannedPhrases:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from agents.expedition.late_steps import extract_excerpts
@@ -34,7 +35,7 @@ def test_voice_anchors_are_sought_beyond_the_chosen_files(tmp_path: Path, make_k
             {"id": "row_3", "file": "mine.md", **item},
         ],
     }
-    reply = extract_excerpts(ask(data, to="excerpter"), step_context(home))
+    reply = asyncio.run(extract_excerpts(ask(data, to="excerpter"), step_context(home)))
     excerpts = reply.data["excerpts"]
     assert [(e["file"], e["kind"], e["voice_anchor"]) for e in excerpts] == [
         ("rules.md", "direct", False),

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,7 @@ def retrieve_step(tmp_path: Path, kb: Path, terms: list[str]) -> Reply:
     home = write_home(tmp_path / "home", kb)
     context = {"kb": str(kb), "archetype_primary": None, "monomyth_hint": None}
     message = ask({"context": context, "terms": terms}, to="retriever")
-    return retrieve_candidates(message, step_context(home, nick="retriever"))
+    return asyncio.run(retrieve_candidates(message, step_context(home, nick="retriever")))
 
 
 class TestStep:

@@ -162,11 +162,24 @@ class TestScotoma:
         rows = [
             {"id": "row_1", "summary": "Patience at the kiln", "embodies": 3},
             {"id": "row_2", "summary": "Glue cures overnight", "embodies": 2},
-            {"id": "row_3", "summary": "An impatient buyer", "embodies": 1},
+            {"id": "row_3", "summary": "An impatient buyer", "embodies": 2},
         ]
         direct, open_rows = split_named(rows, "patience")
         assert direct == ["row_1"]
         assert [r["id"] for r in open_rows] == ["row_2", "row_3"]
+
+    def test_a_row_the_scorer_found_faint_is_no_deep_cut(self) -> None:
+        """SmolLM2 chose every row it was shown, a row scored 0 among them (the scotoma step
+        cases): a row scored below 2 (none, faint) is not offered, whether or not it names
+        the keyword; one that names it is no direct hit either."""
+        rows = [
+            {"id": "row_1", "summary": "Patience at the kiln", "embodies": 1},
+            {"id": "row_2", "summary": "Glue cures overnight", "embodies": 2},
+            {"id": "row_3", "summary": "Sold spoons at the market", "embodies": 1},
+            {"id": "row_4", "summary": "A new saw", "embodies": 0},
+        ]
+        direct, open_rows = split_named(rows, "patience")
+        assert direct == [] and [r["id"] for r in open_rows] == ["row_2"]
 
     def test_top_rows_takes_the_best_n(self) -> None:
         """top_rows keeps the first n merged rows and only the fields the judgment needs."""
@@ -199,6 +212,24 @@ def test_the_scotoma_step_counts_in_the_singular_and_plural(demo_home: Any) -> N
     assert reply.data and reply.data["direct_hits"] == ["row_2", "row_3"]
     shown = judge.requests[0].payload["rows"]
     assert [row["id"] for row in shown] == ["row_1"]
+
+
+def test_no_model_is_asked_when_no_unnamed_row_scored_two(demo_home: Any) -> None:
+    """The rows that do not name the keyword all scored below 2: pass 4 is empty, no call."""
+    import asyncio
+
+    from agents.expedition.steps import pick_scotoma
+    from tests.expedition.sim import ScriptedJudge, ask, step_context
+
+    rows = [
+        {"id": "row_1", "summary": "patience itself", "keypoints": "", "embodies": 3},
+        {"id": "row_2", "summary": "a new saw", "keypoints": "", "embodies": 1},
+    ]
+    judge = ScriptedJudge({"scotoma": []})
+    data = {"pattern": "patience", "keyword": "patience", "terms": ["wait"], "rows": rows}
+    reply = asyncio.run(pick_scotoma(ask(data), step_context(demo_home, judge)))
+    assert judge.requests == [] and reply.data and reply.data["pass4_empty"] is True
+    assert "scored below 2, so no model was asked" in reply.body
 
 
 def test_no_model_is_asked_when_every_top_row_names_the_keyword(demo_home: Any) -> None:

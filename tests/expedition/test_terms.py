@@ -1,16 +1,38 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
+from agents.expedition.kb import load_index
 from agents.expedition.steps import gen_terms
-from agents.expedition.terms import WEAK_FLAG, anchor_words, check_terms, settle
+from agents.expedition.terms import (
+    MAX_TERMS,
+    MIN_TERMS,
+    TERM_CHARS,
+    WEAK_FLAG,
+    TermsAnswer,
+    anchor_words,
+    check_terms,
+    settle,
+    terms_schema,
+)
+from agents.expedition.vocabulary import corpus_words
 from agents.home import Home
+from agents.seats.answerschema import answer_schema
 from room.errors import StepFailed
 from tests.expedition.conftest import DEMO_KB
 from tests.expedition.sim import ScriptedJudge, ask, step_context
 
+DEMO_CONTEXT = {  # step 1's input for the demo knowledge base
+    "keyword_primary": "patience",
+    "title": "Waiting Is Part of the Work",
+    "blaze_phrases": [],
+    "blaze_claims": [],
+    "kb": str(DEMO_KB),
+}
 ANCHORS = anchor_words("patience", "Waiting Is Part of the Work", ["the watched pot"])
 GOOD = [
     "cure",
@@ -108,13 +130,7 @@ class TestStep:
         """Step 1 reads the index and hands the model the words its summaries use, those of
         rows naming the keyword first, never the keyword's own (agents/expedition/vocabulary.py)."""
         judge = ScriptedJudge({"termgen": [{"terms": GOOD}]})
-        context = {
-            "keyword_primary": "patience",
-            "title": "Waiting Is Part of the Work",
-            "blaze_phrases": [],
-            "blaze_claims": [],
-            "kb": str(DEMO_KB),
-        }
+        context = dict(DEMO_CONTEXT)
         asyncio.run(gen_terms(ask({"context": context}), step_context(demo_home, judge)))
         words = judge.requests[0].payload["corpus_words"]
         assert 0 < len(words) <= 40 and "patience" not in words and "patient" not in words
@@ -199,3 +215,47 @@ def test_a_lone_first_answer_beats_an_empty_retry() -> None:
     first = check_terms(["patience"], ANCHORS)
     terms, flags = settle(first, check_terms([], ANCHORS))
     assert terms == ["patience"] and flags == [WEAK_FLAG]
+
+
+class SchemaKeepingJudge(ScriptedJudge):
+    """A ScriptedJudge that also keeps the schema each judgment was asked with."""
+
+    def __init__(self, answers: dict[str, list[dict[str, Any]]]) -> None:
+        super().__init__(answers)
+        self.schemas: list[type[BaseModel]] = []
+
+    async def __call__(self, role: str, request: Any, schema: Any) -> Any:
+        self.schemas.append(schema)
+        return await super().__call__(role, request, schema)
+
+
+def test_a_term_written_twelve_times_is_retried_among_the_corpus_words(
+    demo_home: Home,
+) -> None:
+    """SmolLM2 wrote the title in costume twelve times, twice (the campaign's *courage*): the
+    retry's sent schema holds every term to one of the knowledge base's own words, which fan
+    out and are found in a summary by construction."""
+    anchors = anchor_words("patience", "Waiting Is Part of the Work")
+    words = corpus_words(load_index(DEMO_KB).rows, anchors)
+    judge = SchemaKeepingJudge(
+        {"termgen": [{"terms": ["waiting work"] * 12}, {"terms": words[:MAX_TERMS]}]}
+    )
+    context = dict(DEMO_CONTEXT)
+    reply = asyncio.run(gen_terms(ask({"context": context}), step_context(demo_home, judge)))
+    first, retry = (answer_schema(schema).schema for schema in judge.schemas)
+    assert "enum" not in first["properties"]["terms"]["items"]  # the first answer is free
+    items = retry["properties"]["terms"]["items"]
+    assert items["enum"] == words and len(words) >= MIN_TERMS
+    assert "each term is one of corpus_words" in judge.requests[1].prompt
+    assert reply.data is not None and reply.data["terms"] == words[:MAX_TERMS]
+    assert reply.data["flags"] == [] and reply.data["gate_rescued"] is True
+
+
+def test_the_choices_offered_are_distinct_and_no_longer_than_a_term() -> None:
+    """A repeated word is offered once, a word longer than a term not at all; no words,
+    the free schema."""
+    schema = terms_schema(["frost", "Frost", "cure", "x" * (TERM_CHARS + 1)])
+    sent = answer_schema(schema).schema["properties"]["terms"]
+    assert sent["items"]["enum"] == ["frost", "cure"]
+    assert (sent["minItems"], sent["maxItems"]) == (2, 2)  # as many as there are
+    assert terms_schema([]) is TermsAnswer

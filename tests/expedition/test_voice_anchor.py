@@ -3,6 +3,7 @@ a file the operator points to checked with the same gates, paths shown as on dis
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def test_a_voice_log_the_scorer_rated_0_still_anchors_the_voice(
     direct, deep, others = chosen(rows, {"direct_hits": ["row_1"], "deep_cuts": []})
     assert [o["id"] for o in others] == ["row_2"]
     data = {"context": {"kb": str(kb)}, "chosen": direct + deep, "others": others}
-    reply = extract_excerpts(ask(data, to="excerpter"), step_context(home))
+    reply = asyncio.run(extract_excerpts(ask(data, to="excerpter"), step_context(home)))
     anchors = [(e["file"], e["kind"]) for e in reply.data["excerpts"] if e["voice_anchor"]]
     assert anchors == [("log.md", "voice")]
 
@@ -67,7 +68,7 @@ def test_a_short_lived_file_is_kept_whole_and_flagged(tmp_path: Path, make_kb: M
         ],
         "others": [],
     }
-    reply = extract_excerpts(ask(data, to="excerpter"), step_context(home))
+    reply = asyncio.run(extract_excerpts(ask(data, to="excerpter"), step_context(home)))
     (entry,) = reply.data["excerpts"]
     assert entry["file"] == "short.md" and entry["short"] and entry["voice_anchor"]
     assert entry["text"] == SHORT_VOICE and entry["words"] < 150
@@ -110,7 +111,7 @@ def test_retrieval_names_files_as_they_are_on_disk(tmp_path: Path, make_kb: Make
     kb = make_kb({"voice-logs/x.md": document(VOICE), "y.md": document(VOICE)}, index(rows))
     home = write_home(tmp_path / "home", kb)
     data = {"context": {"kb": str(kb)}, "terms": ["kiln"]}
-    reply = retrieve_candidates(ask(data, to="retriever"), step_context(home))
+    reply = asyncio.run(retrieve_candidates(ask(data, to="retriever"), step_context(home)))
     files = sorted(c["file"] for c in reply.data["candidates"])
     assert files == ["voice-logs/x.md", "y.md"]
     assert all((kb / f).is_file() for f in files)

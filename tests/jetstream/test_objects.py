@@ -104,3 +104,16 @@ def test_missing_and_over_the_bound_fail_loud_and_store_nothing(society: Any) ->
     with pytest.raises(ObjectMissing, match="no such object"):
         asyncio.run(get())
     assert asyncio.run(_raw_names(society.servers, society.bucket)) == []
+
+
+def test_many_puts_side_by_side_each_store_their_object(society: Any) -> None:
+    """agents/objects/travel.put_all, as @retriever hands on a dig's files: the first put
+    opens the connection and makes the bucket, the rest go side by side on it; every one
+    is stored, under its own name, in a bucket that did not exist before."""
+    from agents.objects.travel import put_all
+
+    blobs = [os.urandom(2048) + bytes([n]) for n in range(24)]
+    names, problem = asyncio.run(put_all(society.home, "retriever", "retrieve", blobs))
+    assert problem is None
+    assert names == [sha256_of(blob) for blob in blobs]
+    assert asyncio.run(_raw_names(society.servers, society.bucket)) == sorted(names)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -24,7 +25,8 @@ from tests.support import Society, run_cli, set_seat
 pytestmark = [
     pytest.mark.timeout(3600),
     pytest.mark.long,
-]  # two runs and 30 step cases on a 135M model, 2 cores
+]  # two runs and one step case per step on a 135M model, 2 cores
+EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "eval" / "example"
 GATE = re.compile(r"(?:run|expect)\.[a-z_]+|[a-z]+\.[a-z_]+|hidden_tests")
 REQUEST = "launch_slot_"  # llama-server logs this once per request it starts to answer
 
@@ -33,10 +35,27 @@ def requests_so_far(llama: LlamaServer) -> int:
     return llama.proc.output().count(REQUEST)
 
 
+def one_case_per_step(into: Path) -> int:
+    """The example suite's two runs and the first case of each step, as a suite folder.
+
+    The scoreboard's honesty does not grow with the number of cases, and every step case
+    costs the 2-core CI machine seconds of a 135M model: one per step asks each step's
+    prompt and gate of the real model (the shipped suite whole is the hand run in
+    docs/performance.md, "Small models")."""
+    kept: set[str] = set()
+    for case in sorted(EXAMPLE.iterdir()):
+        step = case.name.split("-")[1] if case.name.startswith("step-") else case.name
+        if step not in kept:
+            kept.add(step)
+            shutil.copytree(case, into / case.name)
+    return len(kept)
+
+
 def test_the_example_suite_on_smollm2_is_scored_truthfully(
     llama: LlamaServer, tmp_path: Path
 ) -> None:
     operator = Society(tmp_path / "home")
+    cases = one_case_per_step(tmp_path / "suite")
     table = [
         'kind = "openai"',
         f'base_url = "{llama.base_url}"',
@@ -50,7 +69,9 @@ def test_the_example_suite_on_smollm2_is_scored_truthfully(
     set_seat(operator.root, "smol", "\n".join(table))
     before, asked = llama.metrics(), requests_so_far(llama)
     started = time.monotonic()
-    done = run_cli(operator.root, "eval", "example", "--seat", "smol", "--json", timeout=3500)
+    done = run_cli(
+        operator.root, "eval", str(tmp_path / "suite"), "--seat", "smol", "--json", timeout=3500
+    )
     elapsed = time.monotonic() - started
     after, answered = llama.metrics(), requests_so_far(llama) - asked
     print(f"eval example on SmolLM2: exit {done.returncode} in {elapsed:.0f} s\n{done.stdout}")
@@ -59,7 +80,16 @@ def test_the_example_suite_on_smollm2_is_scored_truthfully(
     (seat,) = board["seats"]
     results = seat["results"]
     assert seat["seat"] == "smol" and seat["lessons"] == "on"
-    assert seat["cases"] == len(results) >= 32
+    assert seat["cases"] == len(results) == cases >= 9
+    assert {r["step"] for r in results} - {None} == {
+        "analysis",
+        "code",
+        "score",
+        "scotoma",
+        "synthesis",
+        "terms",
+        "testdesign",
+    }
     runs = [r for r in results if r["step"] is None]
     assert {r["case"]: r["kind"] for r in runs} == {
         "sample-backpass": "backpass",

@@ -88,8 +88,9 @@ def test_a_step_case_repo_linking_out_is_refused_before_any_seat(tmp_path: Path)
 
 def test_a_step_answer_is_judged_by_the_case_validators(tmp_path: Path) -> None:
     """A fake model that scores every row 0 and picks no deep cut: the score case that wants
-    two rows high fails `score.high`, the scotoma case that wants none passes; the per-step
-    rates say so, each call is one model call, and the exit is 1."""
+    two rows high fails `score.high`; the scotoma case that wants none passes with no call
+    (its rows scored 0 and 1: the step offers no deep cut, as the pipeline does); the
+    per-step rates say so, each call is one model call, and the exit is 1."""
     society = Society(tmp_path / "home")
     log = tmp_path / "calls.jsonl"
     set_seat(society.root, "fake", cmd_table(FAKES / "step_model.py", {"FAKE_STEP_LOG": str(log)}))
@@ -104,7 +105,7 @@ def test_a_step_answer_is_judged_by_the_case_validators(tmp_path: Path) -> None:
     assert seat["steps"]["score"] == {"cases": 1, "passed": 0, "skipped": 0, "rate": 0.0}
     assert seat["steps"]["scotoma"] == {"cases": 1, "passed": 1, "skipped": 0, "rate": 1.0}
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    assert sorted(c["step"] for c in calls) == ["score", "scotoma"]
+    assert [c["step"] for c in calls] == ["score"]
     assert seat["model_calls"] == len(calls)
     table = run_cli(society.root, "eval", str(suite), "--seat", "fake", timeout=300).stdout
     assert "score" in table and "0/1 0%" in table and "1/1 100%" in table

@@ -25,7 +25,8 @@ from agents.expedition.config import ExpeditionConfig
 from agents.expedition.prompts import score_request, scotoma_request, termgen_request
 from agents.expedition.scoring import scores_schema
 from agents.expedition.scotoma import scotoma_schema
-from agents.expedition.terms import TermsAnswer
+from agents.expedition.terms import TERM_CHARS, TermsAnswer, terms_schema
+from agents.expedition.vocabulary import CORPUS_WORDS
 from agents.packaged import defaults
 from agents.runtime.step import JudgmentRequest
 from agents.seats.answerschema import answer_schema, worst_case_tokens
@@ -67,6 +68,11 @@ def _steps() -> list[tuple[str, JudgmentRequest, type[BaseModel]]]:
     entries = _entries(300)
     return [
         ("termgen", termgen_request({"keyword_primary": "k", "title": "t"}), TermsAnswer),
+        (  # the retry: every term one of the corpus's words, the longest a term may be
+            "termgen",
+            termgen_request({"keyword_primary": "k", "title": "t"}, choose=True),
+            terms_schema([f"{n:02d}" + "w" * (TERM_CHARS - 2) for n in range(CORPUS_WORDS)]),
+        ),
         (
             "score",
             score_request("p", ["t"], batch, keyword="k"),
