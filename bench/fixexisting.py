@@ -18,8 +18,9 @@ the real fence, with real pytest. The seats:
   local     the built-in seat, which writes no code
   real      SmolLM2-135M-Instruct on llama.cpp's llama-server, an `openai` seat
             through the home's gateway (tests/realmodel/helpers.py: real_seat),
-            its prompt and answer sized to the server's 4096-token context (the
-            answer's schema to its 400-token cap: agents/build/editschema.py);
+            capped at 400 tokens, so each turn is the focused one (the failing
+            test's function answered as a code block: agents/build/focus.py), six
+            candidates tried in the fence, the first greedy and the later sampled;
             only with `--seat real` (build it: eval "$(bash .ci/build-llama-server)")
 
     python bench/fixexisting.py --seat real    # the real model alone: minutes a campaign
@@ -66,7 +67,9 @@ NICK = "py"  # the grinder nick whose caller token the real seat's calls carry
 # repository (about 4 characters a token) and the answer's bound leave room for the rest.
 REAL_PROMPT_TOKENS = 2000
 REAL_ANSWER_TOKENS = 400  # an edit of one function fits; at ~7 tokens/s a call is a minute
-REAL_ITERATIONS = 2  # the second is told why the first failed: minutes, not an hour
+# Each a candidate: the first greedy, the later ones sampled, each told how the last did
+# (a focused turn's answer is a function of a few lines: seconds a call).
+REAL_ITERATIONS = 6
 FILLER = "".join(
     f'\n\ndef helper_{i}(items):\n    """Helper {i}: a step of the stock report."""\n'
     f"    return [item for item in items if item.get('kind') == 'k{i}']\n"
@@ -125,7 +128,8 @@ def build_config(builds: Path, sandbox: Path, seat: str) -> BuildConfig:
     seat's sized to its server's context."""
     tokens = {"unshown": 500, "real": REAL_PROMPT_TOKENS}.get(seat, 12000)
     iterations = REAL_ITERATIONS if seat == "real" else 3
-    return BuildConfig(root=str(builds), alias=str(sandbox), stall_after=2,
+    stall = REAL_ITERATIONS if seat == "real" else 2  # every candidate is tried
+    return BuildConfig(root=str(builds), alias=str(sandbox), stall_after=stall,
                        max_iterations=iterations, prompt_tokens=tokens)  # fmt: skip
 
 

@@ -23,7 +23,9 @@ numbered-line edits and whole files (agents/build/edits.py) against what
 its prompt showed it, held by the server to a schema sized to the seat's
 `max_tokens` (agents/build/editschema.py), validated by the judge and applied here all or none,
 every path confined to the clone; an answer that does not apply comes back
-as `refused`, the next iteration's input. The built-in `local` seat writes no code:
+as `refused`, the next iteration's input. With a budget under FOCUS_TOKENS it is
+asked instead for the one function the failing test calls, as a code block
+(agents/build/focus.py), which becomes one such edit. The built-in `local` seat writes no code:
 a ladder of only local seats fails at once.
 """
 
@@ -40,6 +42,16 @@ from agents.build.config import BuildConfig
 from agents.build.edits import EditRefused, apply_answer
 from agents.build.editschema import code_answer_for
 from agents.build.fence import BWRAP, FenceLimits, run_fenced
+from agents.build.focus import (
+    CLOSING_FENCE,
+    FOCUS_TOKENS,
+    SAMPLE_TEMPERATURE,
+    Focus,
+    Region,
+    find_region,
+    focus_answer_for,
+    focus_prompt,
+)
 from agents.build.homeplaces import bullpen_places, interpreter_places
 from agents.build.runs import Workspace
 from agents.build.ticket import OS_TREES, SHARED_AREAS
@@ -89,6 +101,7 @@ class CodeTurn:
     fence: str | None = None  # what fenced the program a cmd seat ran; None: none ran
     refused: str | None = None  # why an openai seat's answer did not apply: its next input
     judgment: dict[str, Any] | None = None  # an openai seat's provenance (attempts, misses)
+    focused: Region | None = None  # the function a focused turn replaced (agents/build/focus.py)
 
 
 def code_seat_kind(home: Home, name: str) -> str:
@@ -303,6 +316,7 @@ async def _openai_turn(
     clone: Path,
     prompt: str,
     shown: Shown,
+    focus: Focus | None = None,
 ) -> CodeTurn:
     name, config = seat
     gateway = None
@@ -312,21 +326,35 @@ async def _openai_turn(
     # The answer's budget: the step's, or the seat's own cap when smaller; the schema the
     # server is sent is sized to it, so an answer is never cut off mid-JSON.
     budget = min(CODE_TOKENS, config.max_tokens or CODE_TOKENS)
+    editable = _editable(clone, shown)
+    region = None
+    if focus is not None and budget < FOCUS_TOKENS:  # one function, its test, a code block
+        region = find_region(focus.spec, focus.output, editable)
     try:
-        request = JudgmentRequest("code", prompt, max_tokens=budget)
-        judgment = await judge("code", request, code_answer_for(_editable(clone, shown), budget))
+        if region is not None and focus is not None:
+            sampled = focus.iteration > 1  # a later try asks for another answer than the first
+            request = JudgmentRequest(
+                "code", focus_prompt(region, focus.said), max_tokens=budget,
+                structured=False, temperature=SAMPLE_TEMPERATURE if sampled else None,
+                seed=focus.iteration if sampled else None, stop=(CLOSING_FENCE,),
+            )  # fmt: skip
+            told = await judge("code", request, focus_answer_for(region))
+            said, answer = told.provenance(), told.answer.as_edit(region)
+        else:
+            request = JudgmentRequest("code", prompt, max_tokens=budget)
+            judgment = await judge("code", request, code_answer_for(editable, budget))
+            said, answer = judgment.provenance(), judgment.answer
     except SeatError as exc:
         return CodeTurn(False, f"code seat {name}: {exc.message}")
-    said = judgment.provenance()
     try:
-        apply_answer(clone, judgment.answer, shown.files, shown.protected)
+        apply_answer(clone, answer, shown.files, shown.protected)
     except OutsideRoot as exc:
         problem = f"code seat {name} wrote outside the clone: {exc.message}"
         return CodeTurn(False, problem, True, judgment=said)
     except EditRefused as exc:
         problem = f"code seat {name}: {exc.message}"
         return CodeTurn(False, problem, refused=exc.message, judgment=said)
-    return CodeTurn(True, judgment=said)
+    return CodeTurn(True, judgment=said, focused=region)
 
 
 @dataclass(frozen=True)
@@ -346,15 +374,17 @@ async def take_turn(
     extra: dict[str, str],
     build: BuildConfig,
     shown: Shown | None = None,
+    focus: Focus | None = None,
 ) -> CodeTurn:
     """Ask the code seat `name` for the next change in the clone (`space.folder`), behind the
-    grind's fence (`space.fence`, `space.hidden`); an openai seat may edit only `shown`."""
+    grind's fence (`space.fence`, `space.hidden`); an openai seat may edit only `shown`, and
+    with a small budget is asked for the function `focus`'s failing test calls."""
     home.screen.check(prompt, f"the prompt for code seat {name}")
     config: Any = parse_seat_table(name, home.society.seats[name])
     if isinstance(config, CmdSeatConfig):
         return await _cmd_turn(home, name, config, space, prompt, extra, build)
     if isinstance(config, OpenAISeatConfig):
         return await _openai_turn(
-            home, nick, (name, config), space.folder, prompt, shown or Shown(set(), set())
+            home, nick, (name, config), space.folder, prompt, shown or Shown(set(), set()), focus
         )
     return CodeTurn(False, NO_CODE_SEAT, fatal=True)

@@ -11,7 +11,9 @@ or fails counts as an iteration without progress. The fence each program
 seat ran behind is in every iteration's data and the result (`seat_fence`).
 What each turn is shown, and carries to the next, is agents/build/seatturn.py;
 the lessons the grinder was handed reach every code seat's prompt, and the
-result names those that did (`lessons`).
+result names those that did (`lessons`). A focused turn's candidate (agents/build/focus.py)
+that leaves the spec no better is rolled back (`rolled_back`), so the next candidate
+starts from the same code and is told how the last one did.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.build.codeseat import NO_CODE_SEAT, check_code_seat, code_seat_kind, take_turn
 from agents.build.config import BuildConfig
+from agents.build.focus import Focus, Region
 from agents.build.routing import Language
 from agents.build.runs import SpecRun, Workspace, run_spec
 from agents.build.seatturn import Carried, own_change, turn_prompt
@@ -167,6 +170,21 @@ def _broke_rule(job: GrindJob, spec_digest: str | None, tier: str) -> str | None
     return None
 
 
+def _rolled_back(
+    job: GrindJob, head: str, region: Region, run: SpecRun, lessons: list[str]
+) -> Carried:
+    """Put the focused function back as it was at `head` (the candidate made the spec no
+    better) and commit that; what the next turn is told: how the candidate did."""
+    apart_git(job.space.repo, "checkout", "-q", head, "--", region.path, check=False)
+    _commit(job, "grind: the last candidate rolled back", "the grind")
+    failed = next((line.strip() for line in run.output.splitlines() if line.startswith("E ")), "")
+    said = (
+        f"your {region.name} left the spec red ({run.passing}/{run.total} passing"
+        f"{': ' + failed[:200] if failed else ''}), so it was rolled back; write another"
+    )
+    return Carried("", said, lessons)
+
+
 async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announce) -> GrindResult:
     """Climb the ladder from the clone's first run until green, the top, or the clock."""
     seats, skipped = ladder(job.home, job.tiers, job.config)
@@ -201,8 +219,9 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                 (tier, kind, number), last.output, carried, job.lessons, job.config.prompt_tokens,
             )  # fmt: skip
             result.lessons = carried.lessons_shown
+            focus = Focus((job.spec_relative, spec_text), last.output, carried.refused, number)
             turn = await take_turn(
-                job.home, job.nick, tier, job.space, prompt, extra, job.config, shown
+                job.home, job.nick, tier, job.space, prompt, extra, job.config, shown, focus
             )
             if turn.fence:
                 result.seat_fence[tier] = turn.fence
@@ -213,6 +232,7 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
             _guard(job, f"code seat {tier}")
             broken = _broke_rule(job, spec_digest, tier)
             message = f"grind: tier {tier}, iteration {number}"
+            before, head = last, job.head
             changed = _commit(job, message, f"code seat {tier}")
             change = own_change(job.space.repo, job.head, changed)
             carried = Carried(change, turn.refused, result.lessons)
@@ -220,9 +240,18 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
             last = await run_spec(job.config, job.language, job.space, job.spec_relative, spec_text)
             test_ms = round((time.monotonic() - tested) * 1000, 1)  # the fenced run: a span
             _guard(job, "the code under test")
+            no_better = not last.green and last.passing <= before.passing
+            rolled = turn.focused is not None and not broken and no_better
+            if rolled and turn.focused is not None:  # a candidate no better: the tree goes back
+                carried = _rolled_back(job, head, turn.focused, last, result.lessons)
+                last = before
             result.iterations[tier] = result.iterations.get(tier, 0) + 1
             result.passing, result.total = last.passing, last.total
-            problem = broken or turn.problem
+            problem = (
+                broken
+                or turn.problem
+                or (f"code seat {tier}: {carried.refused}" if rolled else None)
+            )
             await announce(
                 {
                     "kind": "grind-iteration",
@@ -236,6 +265,7 @@ async def grind(job: GrindJob, first: SpecRun, spec_text: str, announce: Announc
                     "test_ms": test_ms,
                     "iteration_ms": round((time.monotonic() - began) * 1000, 1),
                     **({"seat_fence": turn.fence} if turn.fence else {}),
+                    **({"rolled_back": True} if rolled else {}),
                     **({"judgment": turn.judgment} if turn.judgment else {}),
                     **({"problem": problem} if problem else {}),
                 },

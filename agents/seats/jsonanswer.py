@@ -89,11 +89,14 @@ def describe(exc: ValidationError, limit: int = 5) -> str:
 
 
 def validate_answer(text: str, schema: type[AnswerT]) -> AnswerT:
-    """The answer as an instance of `schema`, or AnswerRejected saying what did not match."""
-    value = parse_answer(text)
+    """The answer as an instance of `schema`, or AnswerRejected saying what did not match.
+    A schema with a `from_text` classmethod reads a text answer itself (a code block)."""
+    reader = getattr(schema, "from_text", None)
+    value = reader(text) if callable(reader) else parse_answer(text)
     try:
         return schema.model_validate(value)
     except ValidationError as exc:
         raise AnswerRejected(
-            f"the JSON does not match the {schema.__name__} schema: {describe(exc)}"
+            f"the {'answer' if callable(reader) else 'JSON'} does not match the "
+            f"{schema.__name__} schema: {describe(exc)}"
         ) from None

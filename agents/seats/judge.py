@@ -48,12 +48,10 @@ ATTEMPTS_PER_SEAT = 2
 CUT_OFF = "the answer was cut off at its max_tokens bound before it was complete; answer shorter"
 
 
-def retry_prompt(prompt: str, error: str) -> str:
+def retry_prompt(prompt: str, error: str, structured: bool = True) -> str:
     """The prompt again, with why the last answer was rejected."""
-    return (
-        f"{prompt}\n\nYour previous answer was rejected: {error}. "
-        "Return ONLY valid JSON matching the schema."
-    )
+    ask = "Return ONLY valid JSON matching the schema." if structured else "Answer as asked."
+    return f"{prompt}\n\nYour previous answer was rejected: {error}. {ask}"
 
 
 class SeatJudge:
@@ -117,6 +115,8 @@ class SeatJudge:
                     completion = await seat.answer(prompt_request)
                     if completion.tokens is not None:
                         tokens = (tokens or 0) + completion.tokens
+                    if completion.cut_off and not request.structured:  # no grammar closed it
+                        raise AnswerRejected("the answer is incomplete")
                     answer = validate_answer(completion.text, schema)
                 except SeatError as exc:
                     error = str(exc.details.get("reason", exc.message))
@@ -134,7 +134,7 @@ class SeatJudge:
                     if completion.cut_off:  # say why it broke off: the bound, not the model
                         error = f"{CUT_OFF} ({error})"
                     prompt_request = dataclasses.replace(
-                        request, prompt=retry_prompt(request.prompt, error)
+                        request, prompt=retry_prompt(request.prompt, error, request.structured)
                     )
                 else:
                     self._log(role, request, seat, try_number, attempts, started, None)

@@ -26,7 +26,10 @@ upgraded. A step-down is remembered only once the lower mode answered, so a
 server. The reply's data says which mode answered ("structured").
 
 A step's `max_tokens` (what its answer can need) is sent, lowered to the
-table's `max_tokens` when that is smaller.
+table's `max_tokens` when that is smaller. A request that asks for text
+(`structured = False`: a code block) is sent no response_format; one that
+names its own temperature or seed (a later attempt sampling another answer)
+is sent those over the table's, and its stop strings beside the table's.
 """
 
 from __future__ import annotations
@@ -99,7 +102,7 @@ class OpenAISeat(Seat):
     def ladder(self, request: JudgmentRequest) -> list[str]:
         """The modes to try for `request`, strongest first (see the module docstring)."""
         mode = self.config.json_mode
-        if mode is False:
+        if mode is False or not request.structured:
             return [PROMPT]
         modes = [m for m in LADDER if m != JSON_SCHEMA or request.answer_schema is not None]
         if mode is True:
@@ -146,10 +149,16 @@ class OpenAISeat(Seat):
             "messages": [{"role": "user", "content": request.prompt}],
             "stream": False,
         }
-        if self.config.stop:
-            body["stop"] = list(self.config.stop)
-        if self.config.temperature is not None:
-            body["temperature"] = self.config.temperature
+        stops = [*self.config.stop, *(s for s in request.stop if s not in self.config.stop)]
+        if stops:
+            body["stop"] = stops
+        temperature = request.temperature
+        if temperature is None:
+            temperature = self.config.temperature
+        if temperature is not None:
+            body["temperature"] = temperature
+        if request.seed is not None:
+            body["seed"] = request.seed
         for penalty in ("frequency_penalty", "presence_penalty"):
             if getattr(self.config, penalty) is not None:
                 body[penalty] = getattr(self.config, penalty)

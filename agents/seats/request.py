@@ -40,7 +40,12 @@ class JudgmentRequest:
     terms is a few hundred): a seat asks for no more, so a weak model that
     runs on is cut off long before the seat's timeout. `answer_schema` is
     filled by the judge from the step's pydantic schema; a seat that can
-    constrain a server's decoding sends it.
+    constrain a server's decoding sends it. `structured = False`: the answer
+    is asked as text the step's schema reads itself (its `from_text`, e.g. a
+    code block), so no response_format is sent. `temperature` and `seed`:
+    this call's sampling, over the seat's own (a step's later attempts ask
+    for another answer than its first, greedy one). `stop`: strings that end
+    this answer, beside the seat's own (a code block's closing fence).
     """
 
     step: str
@@ -48,6 +53,10 @@ class JudgmentRequest:
     payload: dict[str, Any] = field(default_factory=dict)
     max_tokens: int | None = None
     answer_schema: AnswerSchema | None = None
+    structured: bool = True
+    temperature: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         first = self.prompt.split("\n", 1)[0].strip()

@@ -18,7 +18,13 @@ everything it answers comes from the prompt. The request's `model` picks how it 
   lesson   like fix, but only when the prompt carries the lesson text --lesson; otherwise
            an edit that changes nothing useful (a comment).
 
-Every request is logged as one JSON line (model, prompt) to --log.
+A focused prompt (agents/build/focus.py: the function alone in a ```python block, no FILES)
+is answered as a model talks, the corrected function in a code block after a line of
+prose; `sloppy` first answers it with a comment added and the bug left (the spec stays as
+red, so the grind rolls it back), then, told its answer was not kept, the fix.
+
+Every request is logged as one JSON line (model, prompt, whether a response_format was
+sent, temperature, seed and stop when sent) to --log.
 """
 
 from __future__ import annotations
@@ -57,7 +63,24 @@ def function_in(lines: list[str], func: str) -> tuple[int, int] | None:
     return None
 
 
-def answer(prompt: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
+def focused(prompt: str, model: str, args: argparse.Namespace) -> str | None:
+    """The answer to a focused prompt that shows `def FUNC` with the bug, or None."""
+    found = re.search(rf"```python\n(def {re.escape(args.func)}\(.*?)\n```", prompt, re.S)
+    if found is None or args.wrong not in found[1]:
+        return None
+    body = found[1]
+    fixed = (
+        body + "\n    # checked"
+        if model == "sloppy" and "not kept" not in prompt
+        else (body.replace(args.wrong, args.right))
+    )
+    return f"Here is the corrected function:\n\n```python\n{fixed}\n```\n"
+
+
+def answer(prompt: str, model: str, args: argparse.Namespace) -> dict[str, Any] | str:
+    said = focused(prompt, model, args)
+    if said is not None:
+        return said
     for found in FILE_BLOCK.finditer(prompt):
         lines = unnumbered(found["text"])
         where = function_in(lines, args.func)
@@ -90,8 +113,11 @@ def handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
             model = str(body.get("model", "fix"))
             if args.log:
                 with open(args.log, "a", encoding="utf-8") as log:
-                    log.write(json.dumps({"model": model, "prompt": prompt}) + "\n")
-            content = json.dumps(answer(prompt, model, args))
+                    said = {"model": model, "prompt": prompt, "format": "response_format" in body}
+                    sampling = {k: body[k] for k in ("temperature", "seed", "stop") if k in body}
+                    log.write(json.dumps({**said, **sampling}) + "\n")
+            said = answer(prompt, model, args)
+            content = said if isinstance(said, str) else json.dumps(said)
             reply = {
                 "id": "fake",
                 "object": "chat.completion",
