@@ -29,9 +29,11 @@ TERM_CHARS = 32  # three plain words
 
 
 class TermsAnswer(BaseModel):
-    """The termgen seat's answer; the count and fan-out are judged by the gate, not here.
-    Subclasses made by `terms_schema` offer a fixed set of words to choose from."""
+    """The termgen seat's answer; the count and fan-out are judged by the gate, not here."""
 
+    # This docstring is the sent schema's description, so it is part of every termgen
+    # request: reworded, a recorded request no longer matches (tests/golden replays one).
+    # Subclasses made by `terms_schema` offer a fixed set of words to choose from.
     model_config = ConfigDict(extra="ignore")
     choices: ClassVar[tuple[str, ...]] = ()
 

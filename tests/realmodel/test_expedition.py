@@ -88,6 +88,10 @@ def test_an_expedition_on_smollm2_reaches_its_report_or_fails_loud(
         data = reply["data"]
         if data.get("failed"):
             continue
+        if nick == "scotoma" and data["seat"] is None:  # no row left to offer: no call
+            assert "so no model was asked" in reply["body"] and data["pass4_empty"], reply
+            assert "judgment" not in data, reply
+            continue
         assert data["seat"] == {"termgen": "termgen", "scorer": "score"}.get(nick, nick)
         judgments += data.get("judgments") or [data["judgment"]]
     evidence = gather(demo_gw, llama, NICKS, before)
