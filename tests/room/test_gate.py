@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -12,8 +11,9 @@ import pytest
 
 from room.message import Post
 from tests.conftest import ENGINES
+from tests.room.posting import count, fields, post, signed
 from tests.support import HTTP, Society, run_cli, society_on, wait_for
-from trust.proof import KeySigner, SecretSigner, hmac_hex, new_nonce, proof_bytes
+from trust.proof import KeySigner, hmac_hex, new_nonce, proof_bytes
 
 
 @pytest.fixture(scope="module", params=ENGINES)
@@ -31,32 +31,6 @@ def hubbed(
         yield society
     finally:
         society.stop_all()
-
-
-def post(
-    url: str, payload: Any, token: str | None = None, raw: bytes | None = None
-) -> httpx.Response:
-    headers = {"content-type": "application/json"}
-    if token is not None:
-        headers["authorization"] = f"Bearer {token}"
-    content = raw if raw is not None else json.dumps(payload).encode()
-    return HTTP.post(f"{url}/say", content=content, headers=headers, timeout=10)
-
-
-def fields(sender: str = "operator", body: str = "hello", **extra: Any) -> dict[str, Any]:
-    return {"from": sender, "to": "@echo", "type": "ask", "body": body, **extra}
-
-
-def signed(
-    secret: bytes, sender: str = "operator", body: str = "hello", **extra: Any
-) -> dict[str, Any]:
-    payload = fields(sender, body, **extra)
-    payload.update(SecretSigner(secret).prove(Post.model_validate(payload)))
-    return payload
-
-
-def count(society: Society) -> int:
-    return len(society.lines())
 
 
 class TestStrict:
