@@ -4,13 +4,16 @@
 
 MODE is `idle` (connect, send nothing), `half` (send half a request head,
 then nothing) or `trickle` (send a request head one byte every 0.5 s).
-Runs until its stdin closes or SECONDS pass, then prints one line: `opened=… cut=… max_held=…`. Used by
-bench/flood.py and tests/room/test_flood.py; every socket is its own.
+Runs until its stdin closes or SECONDS pass, then prints one line: `opened=… cut=… max_held=…`.
+Each line `counts` on its stdin prints that line at once and goes on, so a test can wait
+for the cuts it expects instead of guessing how long they take. Used by bench/flood.py and
+tests/room/test_flood.py; every socket is its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import resource
 import sys
 
@@ -42,9 +45,13 @@ async def hold(host: str, port: int, mode: str, counts: Counts) -> None:
                 for pos in range(len(TRICKLE)):
                     writer.write(TRICKLE[pos : pos + 1])
                     await writer.drain()
-                    await asyncio.sleep(0.5)
-                    if reader.at_eof():
-                        break
+                    # The pause between bytes watches the socket: a cut is seen when it
+                    # happens, not at the next byte (a sleep here saw it up to 0.5 s late).
+                    try:
+                        if not await asyncio.wait_for(reader.read(65536), 0.5):
+                            break  # the hub closed it
+                    except TimeoutError:
+                        continue
             else:
                 if mode == "half":
                     writer.write(HALF)
@@ -59,6 +66,21 @@ async def hold(host: str, port: int, mode: str, counts: Counts) -> None:
         await asyncio.sleep(REOPEN_S)  # a client that holds its sockets, not a SYN flood
 
 
+def report(counts: Counts) -> None:
+    print(f"opened={counts.opened} cut={counts.cut} max_held={counts.max_held}", flush=True)
+
+
+async def answer_until_stdin_closes(counts: Counts) -> None:
+    """Print the counts for each `counts` line on stdin; return when stdin closes."""
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            return
+        if line.strip() == "counts":
+            report(counts)
+
+
 async def main(host: str, port: int, mode: str, n: int, seconds: float) -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -69,12 +91,15 @@ async def main(host: str, port: int, mode: str, n: int, seconds: float) -> None:
         if len(tasks) % 500 == 0:
             await asyncio.sleep(0.05)
     print("started", flush=True)
-    stdin = asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-    await asyncio.wait([stdin], timeout=seconds)  # until its stdin closes, or `seconds`
+    answering = asyncio.create_task(answer_until_stdin_closes(counts))
+    await asyncio.wait([answering], timeout=seconds)  # until its stdin closes, or `seconds`
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    print(f"opened={counts.opened} cut={counts.cut} max_held={counts.max_held}", flush=True)
+    report(counts)
+    # The stdin reader's thread may still be blocked in readline: leave without joining it.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

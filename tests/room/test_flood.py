@@ -73,11 +73,22 @@ def test_half_open_and_trickling_connections_are_cut_and_the_operator_gets_in(
         assert conns["open"] <= 200 + 50  # the bound, plus what one accept batch may hold
         assert conns["cut_full"] > 0  # 520 wanted in, 200 fit: the longest-idle made room
         assert rss_mib(hub.pid)[0] - rss_before < 64
+        # Every trickler is cut (by its head timeout, or at the bound): waited for, since a
+        # quick run can reach here before the tricklers' last cut has reached them.
+        wait_for(lambda: counts(floods[1])["cut"] >= 20, 30, "20 tricklers cut")
     finally:
         outputs = [proc.communicate(input="", timeout=60)[0] for proc in floods]
     trickled = dict(item.split("=") for item in outputs[1].split())
     # no trickler outlived its head timeout (the message: the tricklers' and the idlers' counts)
     assert int(trickled["cut"]) >= 20, f"trickle: {outputs[1]}; idle: {outputs[2]}"
+
+
+def counts(flood: subprocess.Popen[str]) -> dict[str, int]:
+    """A running bench/flood_client.py's counts so far (it answers a `counts` line)."""
+    assert flood.stdin is not None and flood.stdout is not None
+    flood.stdin.write("counts\n")
+    flood.stdin.flush()
+    return {k: int(v) for k, v in (item.split("=") for item in flood.stdout.readline().split())}
 
 
 @pytest.mark.long
