@@ -17,8 +17,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Files holding one of the longest tests (`soak`, `long`) run first, whole and in their
-    order (a module's shared fixtures are still made once): under `pytest -n 2` a 60 s test
-    dealt out last would keep one core busy alone at the end of the run."""
+    order (a module's shared fixtures are still made once): under `pytest -n 4` xdist deals
+    whole files in this order (pyproject's `--dist loadfile`), so each long file starts on the
+    next free worker at the start, and a 60 s test dealt out last never keeps a worker busy
+    alone at the end of the run."""
     first = {item.path for item in items if item.get_closest_marker("soak") is not None}
     first |= {item.path for item in items if item.get_closest_marker("long") is not None}
     items.sort(key=lambda item: item.path not in first)
