@@ -93,6 +93,58 @@ class RoomFile:
                 yield start, line
                 start += len(line) + 1
 
+    def lines_containing(
+        self, needle: bytes, offset: int = 0, end: int | None = None, *, chunk: int = CHUNK
+    ) -> Iterator[tuple[int, bytes]]:
+        """Yield (offset, line) for the whole lines from `offset` up to `end` that contain
+        `needle`: the same lines as filtering `lines_from`, without a Python step per line.
+
+        A scan of the room for one thread used to test every line in Python, and a few such
+        scans on worker threads held the GIL the event loop needs for every post. Here the
+        search is `bytes.find` over a window of whole lines at most `chunk` long (each C call
+        bounded, so no one holds the GIL long), and only the lines around a hit are cut out.
+        """
+        if not needle or b"\n" in needle:
+            raise ValueError("the needle must be non-empty and hold no newline")
+        stop = self.size() if end is None else end
+        pos = offset
+        while pos < stop:
+            window = self.pread(min(chunk, stop - pos), pos)
+            if not window:
+                return
+            last = window.rfind(b"\n")
+            if last < 0:  # one line longer than the window: read it whole, like lines_from
+                line = self._rest_of_line(window, pos + len(window), stop, chunk)
+                if line is None:
+                    return  # no newline before `stop`: a line still being written
+                if needle in line:
+                    yield pos, line
+                pos += len(line) + 1
+                continue
+            hit = window.find(needle, 0, last)
+            while hit >= 0:
+                start = window.rfind(b"\n", 0, hit) + 1
+                finish = window.find(b"\n", hit, last + 1)
+                yield pos + start, window[start:finish]
+                hit = window.find(needle, finish + 1, last)
+            pos += last + 1
+
+    def _rest_of_line(self, head: bytes, pos: int, stop: int, chunk: int) -> bytes | None:
+        """The line that starts with `head` (which holds no newline) read on from `pos` to its
+        newline; None when the file has none before `stop`."""
+        parts = [head]
+        while pos < stop:
+            more = self.pread(min(chunk, stop - pos), pos)
+            if not more:
+                return None
+            cut = more.find(b"\n")
+            if cut >= 0:
+                parts.append(more[:cut])
+                return b"".join(parts)
+            parts.append(more)
+            pos += len(more)
+        return None
+
     def line_end(self, offset: int, end: int | None = None) -> int:
         """Offset just past the whole lines readable from `offset` (where a reader resumes)."""
         last = offset
