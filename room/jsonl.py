@@ -352,8 +352,13 @@ class JsonlLog(RoomLog):
         needles = flt.prefilter()
         lines: list[bytes] = []
         offset = self._reader.offset_after(after, end)
-        for _, raw in self._reader.lines_from(offset, end):
-            if needles and not all(n in raw for n in needles):
+        found = (
+            self._reader.lines_containing(needles[0], offset, end)
+            if needles
+            else self._reader.lines_from(offset, end)
+        )
+        for _, raw in found:
+            if not all(n in raw for n in needles[1:]):
                 continue
             if not flt.empty:
                 try:
@@ -394,7 +399,7 @@ class JsonlLog(RoomLog):
         assert self._reader is not None
         if older:  # not in the cache: one pass over the file, off the event loop
             picked = await asyncio.to_thread(
-                pick, self._reader, wanted[:older], flt if narrower else None, limit, end
+                pick, self._reader, wanted[:older], thread, flt if narrower else None, limit, end
             )
             if len(picked.lines) == limit:
                 return picked
@@ -402,7 +407,7 @@ class JsonlLog(RoomLog):
         for seq in wanted:
             cached = self._cached(seq)
             if cached is None:  # dropped from the cache while the older lines were read
-                lines += pick(self._reader, [seq], flt if narrower else None, 1, end).lines
+                lines += pick(self._reader, [seq], thread, flt if narrower else None, 1, end).lines
             elif not narrower or flt.matches(
                 cached.sender, cached.to, cached.thread, cached.verified
             ):
@@ -428,8 +433,8 @@ class JsonlLog(RoomLog):
         needle = Filter(thread=thread).prefilter()[0]
         return [
             seq_of(raw)
-            for _, raw in self._reader.lines_from(0, end)
-            if needle in raw and json.loads(raw).get("thread") == thread
+            for _, raw in self._reader.lines_containing(needle, 0, end)
+            if json.loads(raw).get("thread") == thread
         ]
 
     def _raw(self, end: int) -> Iterator[bytes]:

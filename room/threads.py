@@ -134,18 +134,20 @@ class ThreadIndex:
         self._known.complete = True
 
 
-def pick(reader: RoomFile, seqs: list[int], flt: Filter | None, limit: int, end: int) -> ReadResult:
-    """The lines at `seqs` (ascending) that match `flt`, in one pass from the first:
-    a thread's old lines cost one read of the file, not one search per line."""
+def pick(
+    reader: RoomFile, seqs: list[int], thread: str, flt: Filter | None, limit: int, end: int
+) -> ReadResult:
+    """The lines at `seqs` (ascending, all in `thread`) that match `flt`, in one pass from the
+    first: a thread's old lines cost one read of the file, not one search per line, and that
+    read jumps between the lines holding the thread's key (bytes.find), not line by line."""
     wanted, last = set(seqs), seqs[-1]
-    needles = flt.prefilter() if flt is not None else []
+    needles = (flt or Filter(thread=thread)).prefilter()
     lines: list[bytes] = []
     offset = reader.offset_after(seqs[0] - 1, end)
-    for _, raw in reader.lines_from(offset, end):
+    past = reader.offset_after(last, end)  # the scan stops at the first line after `last`
+    for _, raw in reader.lines_containing(needles[0], offset, past):
         seq = seq_of(raw)
-        if seq > last:
-            break
-        if seq not in wanted or (needles and not all(n in raw for n in needles)):
+        if seq not in wanted or not all(n in raw for n in needles[1:]):
             continue
         if flt is not None:
             message = parse_line(raw)
