@@ -39,6 +39,7 @@ from room.log import Draft, Filter, Head, OpenReport, ReadResult, RoomLog, Store
 from room.message import parse_line
 from room.reader import RoomFile, seq_of
 from room.recovery import MAX_BATCH_BYTES, Checkpointed, recover
+from room.scanpool import ScanPool
 from room.syncthread import SyncThread
 from room.threads import ThreadIndex, pick
 
@@ -119,8 +120,9 @@ class JsonlLog(RoomLog):
         self._cache: LineCache[_Cached] = LineCache(cache_max_bytes, cache_lines)
         self._threads = ThreadIndex(thread_index_size)
         self._building: dict[str, asyncio.Future[tuple[list[int], int]]] = {}
+        self._scans = ScanPool()  # reads that scan the file: few at once (room/scanpool.py)
         # The writer's own thread (the room's write and fsync): reads run
-        # on the default executor, so no read can queue in front of a write.
+        # elsewhere, so no read can queue in front of a write.
         self._syncer = SyncThread(self._write_and_sync)
         self._ids = IdClock()
         self._queue: list[tuple[Draft, _Pending]] = []
@@ -345,7 +347,7 @@ class JsonlLog(RoomLog):
                     if len(lines) == limit:
                         return ReadResult(lines, entry.seq)
             return ReadResult(lines, head)
-        return await asyncio.to_thread(self._scan, after, limit, flt, head, end)
+        return await self._scans.run(self._scan, after, limit, flt, head, end)
 
     def _scan(self, after: int, limit: int, flt: Filter, head: int, end: int) -> ReadResult:
         assert self._reader is not None
@@ -398,7 +400,7 @@ class JsonlLog(RoomLog):
         older = bisect.bisect_left(wanted, first) if first is not None else len(wanted)
         assert self._reader is not None
         if older:  # not in the cache: one pass over the file, off the event loop
-            picked = await asyncio.to_thread(
+            picked = await self._scans.run(
                 pick, self._reader, wanted[:older], thread, flt if narrower else None, limit, end
             )
             if len(picked.lines) == limit:
@@ -418,7 +420,7 @@ class JsonlLog(RoomLog):
 
     async def _index_thread(self, thread: str, head: int, end: int) -> tuple[list[int], int]:
         """The seqs of `thread`'s lines, found by a scan (off the event loop) and indexed."""
-        seqs = await asyncio.to_thread(self._thread_seqs, thread, end)
+        seqs = await self._scans.run(self._thread_seqs, thread, end)
         # Lines appended while the scan ran are in the cache; add them before indexing.
         first = self._cache.first_seq
         if first is None or first <= head + 1:
@@ -454,6 +456,7 @@ class JsonlLog(RoomLog):
         if self._writer_task is not None:
             await self._writer_task
             self._writer_task = None
+        await self._scans.close()
         self._release()
 
     def _release(self) -> None:
