@@ -351,17 +351,9 @@ class JsonlLog(RoomLog):
 
     def _scan(self, after: int, limit: int, flt: Filter, head: int, end: int) -> ReadResult:
         assert self._reader is not None
-        needles = flt.prefilter()
         lines: list[bytes] = []
         offset = self._reader.offset_after(after, end)
-        found = (
-            self._reader.lines_containing(needles[0], offset, end)
-            if needles
-            else self._reader.lines_from(offset, end)
-        )
-        for _, raw in found:
-            if not all(n in raw for n in needles[1:]):
-                continue
+        for _, raw in self._reader.lines_holding(flt.prefilter(), offset, end):
             if not flt.empty:
                 try:
                     msg = parse_line(raw)

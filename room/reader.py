@@ -129,6 +129,20 @@ class RoomFile:
                 hit = window.find(needle, finish + 1, last)
             pos += last + 1
 
+    def lines_holding(
+        self, needles: list[bytes], offset: int = 0, end: int | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        """The whole lines from `offset` up to `end` that contain every one of `needles` (a
+        Filter's prefilter): found by the first with `lines_containing`, checked for the rest;
+        with no needles, every line."""
+        if not needles:
+            yield from self.lines_from(offset, end)
+            return
+        first, rest = needles[0], needles[1:]
+        for start, line in self.lines_containing(first, offset, end):
+            if all(n in line for n in rest):
+                yield start, line
+
     def _rest_of_line(self, head: bytes, pos: int, stop: int, chunk: int) -> bytes | None:
         """The line that starts with `head` (which holds no newline) read on from `pos` to its
         newline; None when the file has none before `stop`."""

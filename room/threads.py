@@ -145,9 +145,9 @@ def pick(
     lines: list[bytes] = []
     offset = reader.offset_after(seqs[0] - 1, end)
     past = reader.offset_after(last, end)  # the scan stops at the first line after `last`
-    for _, raw in reader.lines_containing(needles[0], offset, past):
+    for _, raw in reader.lines_holding(needles, offset, past):
         seq = seq_of(raw)
-        if seq not in wanted or not all(n in raw for n in needles[1:]):
+        if seq not in wanted:
             continue
         if flt is not None:
             message = parse_line(raw)

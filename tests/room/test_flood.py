@@ -78,9 +78,8 @@ def test_half_open_and_trickling_connections_are_cut_and_the_operator_gets_in(
         wait_for(lambda: counts(floods[1])["cut"] >= 20, 30, "20 tricklers cut")
     finally:
         outputs = [proc.communicate(input="", timeout=60)[0] for proc in floods]
-    trickled = dict(item.split("=") for item in outputs[1].split())
     # no trickler outlived its head timeout (the message: the tricklers' and the idlers' counts)
-    assert int(trickled["cut"]) >= 20, f"trickle: {outputs[1]}; idle: {outputs[2]}"
+    assert parsed(outputs[1])["cut"] >= 20, f"trickle: {outputs[1]}; idle: {outputs[2]}"
 
 
 def counts(flood: subprocess.Popen[str]) -> dict[str, int]:
@@ -88,7 +87,12 @@ def counts(flood: subprocess.Popen[str]) -> dict[str, int]:
     assert flood.stdin is not None and flood.stdout is not None
     flood.stdin.write("counts\n")
     flood.stdin.flush()
-    return {k: int(v) for k, v in (item.split("=") for item in flood.stdout.readline().split())}
+    return parsed(flood.stdout.readline())
+
+
+def parsed(line: str) -> dict[str, int]:
+    """The flood client's `opened=… cut=… max_held=…` line as numbers."""
+    return {key: int(value) for key, value in (item.split("=") for item in line.split())}
 
 
 @pytest.mark.long

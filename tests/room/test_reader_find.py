@@ -132,3 +132,12 @@ def test_random_rooms_give_what_lines_from_gives(tmp_path: Path) -> None:
         with RoomFile(path) as reader:
             got = list(reader.lines_containing(needle, offset, end, chunk=chunk))
             assert got == by_lines_from(reader, needle, offset, end), (trial, blob, needle)
+
+
+def test_lines_holding_every_needle_or_every_line_without_needles(tmp_path: Path) -> None:
+    """lines_holding: every needle in the line (a Filter's prefilter), or every line for none."""
+    blob = b'{"to":"@a","thread":"t"}\n{"to":"@b","thread":"t"}\n{"to":"@a"}\npartial'
+    with RoomFile(room_of(tmp_path, blob)) as reader:
+        both = [raw for _, raw in reader.lines_holding([b'"thread":"t"', b'"to":"@a"'])]
+        assert both == [b'{"to":"@a","thread":"t"}']
+        assert list(reader.lines_holding([])) == list(reader.lines_from(0))
