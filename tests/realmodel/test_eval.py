@@ -27,6 +27,8 @@ pytestmark = [
     pytest.mark.long,
 ]  # two runs and one step case per step on a 135M model, 2 cores
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "eval" / "example"
+SAMPLE_TRACES = EXAMPLE.parents[1] / "demo" / "traces"
+TWO_SESSIONS = ("2026-10-17-deploy.md", "2026-10-18-tests.md")
 GATE = re.compile(r"(?:run|expect)\.[a-z_]+|[a-z]+\.[a-z_]+|hidden_tests")
 REQUEST = "launch_slot_"  # llama-server logs this once per request it starts to answer
 
@@ -48,7 +50,24 @@ def one_case_per_step(into: Path) -> int:
         if step not in kept:
             kept.add(step)
             shutil.copytree(case, into / case.name)
+    two_sample_traces(into / "sample-backpass")
     return len(kept)
+
+
+def two_sample_traces(case: Path) -> None:
+    """The backpass case over the two sample sessions its expectations quote, not all six.
+
+    The deploy and tests sessions hold the quote and the lesson seen twice that the case
+    expects; each further trace is two more calls of a 135M model on a 2-core machine and
+    adds nothing to what the scoreboard must tell truthfully."""
+    traces = case / "traces"
+    traces.mkdir()
+    for name in TWO_SESSIONS:
+        shutil.copy(SAMPLE_TRACES / name, traces / name)
+    toml = case / "case.toml"
+    text = toml.read_text()
+    assert 'traces = "@sample"' in text, text
+    toml.write_text(text.replace('traces = "@sample"', 'traces = "traces"'))
 
 
 def test_the_example_suite_on_smollm2_is_scored_truthfully(
