@@ -8,6 +8,8 @@ import pytest
 
 from tests.support import Society
 
+pytest_plugins = ["tests.stopsignal"]  # SIGTERM tears the run down as Ctrl-C does
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
