@@ -108,9 +108,10 @@ class ObjectFolder:
                 "([hub] min_free_disk_bytes), kept for the room's posts; nothing was stored"
             )
 
-    async def receive(self, name: str, request: Request) -> int:
-        """Stream the body into the folder under `name`; its size. Nothing is left behind
-        when it is refused (over the bound, a hash that is not its name, a hang-up)."""
+    async def receive(self, name: str, request: Request, declared: int) -> None:
+        """Stream the body into the folder under `name`. Nothing is left behind, and an
+        object already stored under that name is untouched, when it is refused (over the
+        bound, not the size its proof declared, a hash that is not its name, a hang-up)."""
         self.ensure()
         temp = self.root / f".incoming-{secrets.token_hex(8)}"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -121,10 +122,14 @@ class ObjectFolder:
                     size += len(chunk)
                     if size > self.max_bytes:
                         raise self.too_big(f"over {self.max_bytes}")
+                    if size > declared:
+                        raise _not_declared(declared, f"over {declared}")
                     digest.update(chunk)
                     out.write(chunk)
                 out.flush()
                 await asyncio.to_thread(os.fsync, out.fileno())
+            if size != declared:
+                raise _not_declared(declared, str(size))
             if digest.hexdigest() != name:
                 raise BadPost(
                     f"the body's SHA-256 is {digest.hexdigest()}, not {name}: the object's "
@@ -135,7 +140,6 @@ class ObjectFolder:
         finally:
             if not done:
                 temp.unlink(missing_ok=True)
-        return size
 
     def _place(self, temp: Path, name: str) -> None:
         final = self.path_of(name)
@@ -148,6 +152,13 @@ class ObjectFolder:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def _not_declared(declared: int, size: str) -> BadPost:
+    return BadPost(
+        f"the proof declared {declared} bytes, the body had {size}; nothing was stored. "
+        "Prove the object's exact size"
+    )
 
 
 class ObjectHub(Protocol):
@@ -198,11 +209,8 @@ async def _put(hub: ObjectHub, folder: ObjectFolder, request: Request, relaxed: 
             "[privileged]) may store objects; nothing was stored"
         )
     folder.check_room(declared)
-    size = await folder.receive(name, request)
-    if size != declared:
-        folder.path_of(name).unlink(missing_ok=True)
-        raise BadPost(f"the proof declared {declared} bytes, the body had {size}; nothing stored")
-    return JSONResponse({"sha256": name, "bytes": size, "stored_by": nick}, status_code=201)
+    await folder.receive(name, request, declared)
+    return JSONResponse({"sha256": name, "bytes": declared, "stored_by": nick}, status_code=201)
 
 
 async def serve_object(hub: ObjectHub, request: Request, relaxed: bool) -> Response:

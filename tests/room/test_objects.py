@@ -126,10 +126,13 @@ def test_over_the_bound_is_413_and_nothing_is_stored(hubbed: Society) -> None:
         asyncio.run(own())
 
 
-def _raw_put(society: Society, nick: str, name: str, body: bytes, prove: bool) -> Any:
+def _raw_put(
+    society: Society, nick: str, name: str, body: bytes, prove: bool, declared: int | None = None
+) -> Any:
     from room.message import parse_request_obj
 
-    post = parse_request_obj(proof_post(nick, name, len(body))).post
+    size = len(body) if declared is None else declared
+    post = parse_request_obj(proof_post(nick, name, size)).post
     payload = post.signed_fields()
     if prove:
         payload.update(SecretSigner(society.secret()).prove(post))
@@ -167,6 +170,25 @@ def test_a_body_whose_hash_is_not_its_name_is_refused(hubbed: Society) -> None:
     assert _stored(hubbed) == []
     bad = HTTP.get(f"{hubbed.strict_url}/objects/../secrets", headers=hubbed.read_headers())
     assert bad.status_code in (400, 404)
+
+
+def test_a_proof_declaring_the_wrong_size_leaves_the_stored_object_alone(
+    hubbed: Society,
+) -> None:
+    """A second PUT of a stored object whose proof declares another size is refused, and
+    the object the room already names stays (it was deleted with the refusal before)."""
+    body = b"a bundle another host will fetch"
+    name = sha256_of(body)
+    assert _raw_put(hubbed, "operator", name, body, prove=True).status_code == 201
+    answer = _raw_put(hubbed, "operator", name, body, prove=True, declared=len(body) + 1)
+    assert answer.status_code == 400 and "declared" in answer.json()["message"]
+    assert _stored(hubbed) == [name]
+    got = HTTP.get(f"{hubbed.strict_url}/objects/{name}", headers=hubbed.read_headers())
+    assert got.status_code == 200 and got.content == body
+    # a new object with a lying proof is refused and nothing is stored
+    other = b"a second bundle"
+    answer = _raw_put(hubbed, "operator", sha256_of(other), other, prove=True, declared=3)
+    assert answer.status_code == 400 and _stored(hubbed) == [name]
 
 
 def test_the_schema_describes_the_objects_endpoints(hubbed: Society) -> None:
