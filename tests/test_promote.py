@@ -152,7 +152,11 @@ class TestRefusedBeyondTheBound:
         )  # nothing of the ask becomes operator-verified words
         assert replies_to(worker, ask["id"]) == []
         assert cursor_seq(worker, "worker") < ask["seq"]
-        state = json.loads((worker.root / "state" / "worker" / "refused.json").read_text())
+        # the lurker records the report once it is stored (the record names its seq): the
+        # line can be read before the file is written
+        record = worker.root / "state" / "worker" / "refused.json"
+        wait_for(record.exists, 20, "the refusal's record beside the report")
+        state = json.loads(record.read_text())
         assert state["stuck"][ask["id"]]["report"] == {"seq": line["seq"], "verified": True}
 
         check = run_cli(worker.root, "trust", "check", "--static")
@@ -166,11 +170,7 @@ class TestRefusedBeyondTheBound:
         start_lurker(worker, "worker", 2)
         reply = wait_reply(worker, ask["id"])
         assert reply["verified"] is True and reply["body"] == "echo: zq-kept-ask"
-        wait_for(
-            lambda: not (worker.root / "state" / "worker" / "refused.json").exists(),
-            10,
-            "the record to clear",
-        )
+        wait_for(lambda: not record.exists(), 10, "the record to clear")
         assert len(replies_to(worker, ask["id"])) == 1
 
 

@@ -20,7 +20,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 INNER = """
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from tests.support import Proc
 
 @pytest.fixture
 def server(tmp_path):
-    proc = Proc([sys.executable, "-c", "import time; time.sleep(600)"], tmp_path / "server.log")
+    proc = Proc(["sleep", "600"], tmp_path / "server.log")
     yield proc
     proc.stop()
     Path(os.environ["STOPPED_FILE"]).write_text("stopped")
