@@ -13,6 +13,7 @@ with the suite's conftest.
 from __future__ import annotations
 
 import signal
+import threading
 from types import FrameType
 
 import pytest
@@ -24,4 +25,14 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    signal.signal(signal.SIGTERM, _interrupt)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Again before each test: code a test ran in this process may have taken SIGTERM for
+    itself (a command's StopSignals on asyncio's loop) and left it at the default."""
+    on_main = threading.current_thread() is threading.main_thread()  # where handlers live
+    if on_main and signal.getsignal(signal.SIGTERM) is not _interrupt:
+        signal.signal(signal.SIGTERM, _interrupt)

@@ -1,6 +1,7 @@
 """A pytest run stopped with SIGTERM stops the processes its fixtures started (tests/stopsignal.py).
 
-Run for real: a pytest process of its own runs a test whose fixture starts a
+Run for real: a pytest process of its own runs a test that leaves SIGTERM at its
+default (as a command run in-process does), then a test whose fixture starts a
 process in a session of its own (as the suite's servers are) and waits; this
 test sends that pytest SIGTERM and checks the started process is gone when it
 has exited, and that it said why it stopped.
@@ -20,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 INNER = """
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -34,6 +36,11 @@ def server(tmp_path):
     yield proc
     proc.stop()
     Path(os.environ["STOPPED_FILE"]).write_text("stopped")
+
+
+def test_takes_sigterm_and_leaves_it_at_the_default():
+    # as a command run in-process does when asyncio removes its StopSignals handler
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def test_waits(server):
