@@ -87,6 +87,16 @@ HTTP = httpx.Client(
 )
 
 
+def pid_alive(pid: int) -> bool:
+    """True while `pid` runs: a zombie, whose parent has not reaped it (or never will), counts
+    as gone."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def wait_for(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
     """Poll `condition` until it returns something truthy, or fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout

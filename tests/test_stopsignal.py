@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support import wait_for
+from tests.support import pid_alive, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,14 +49,6 @@ def test_waits(server):
 """
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_sigterm_stops_what_the_fixtures_started(tmp_path: Path) -> None:
     (tmp_path / "test_inner.py").write_text(INNER)
     pid_file, stopped_file = tmp_path / "pid", tmp_path / "stopped"
@@ -79,16 +71,16 @@ def test_sigterm_stops_what_the_fixtures_started(tmp_path: Path) -> None:
     try:
         wait_for(lambda: pid_file.exists() and pid_file.read_text() != "", 60, "the inner test")
         server = int(pid_file.read_text())
-        assert alive(server)
+        assert pid_alive(server)
         run.send_signal(signal.SIGTERM)
         out, _ = run.communicate(timeout=60)
     finally:
         if run.poll() is None:
             run.kill()
             run.wait(10)
-        if server and alive(server):
+        if server and pid_alive(server):
             os.kill(server, signal.SIGKILL)
     assert "stopped by SIGTERM" in out, out
     assert stopped_file.read_text() == "stopped", out  # the fixture's teardown ran
-    # Proc.stop waited for it, so it is gone, not a zombie: alive, it would be an orphan
-    assert not alive(server), f"the fixture's process {server} outlived the stopped run"
+    # Proc.stop stopped and reaped it: still running, it would be an orphan nobody stopped
+    assert not pid_alive(server), f"the fixture's process {server} outlived the stopped run"

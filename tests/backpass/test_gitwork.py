@@ -24,22 +24,9 @@ from agents.backpass.gitwork import (
 )
 from tests.backpass.helpers import git as tgit
 from tests.backpass.helpers import make_repo
-from tests.support import wait_for
+from tests.support import pid_alive, wait_for
 
 PREFIX = "memory-backpass"
-
-
-def _alive(pid: int) -> bool:
-    """Running, not merely a zombie waiting for an init that may never reap it."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 @pytest.fixture
@@ -167,7 +154,7 @@ class TestTimeout:
                     with contextlib.suppress(OSError):
                         if str(fifo).encode() in (entry / "cmdline").read_bytes():
                             found.append(entry.name)
-                return [pid for pid in found if _alive(int(pid))]
+                return [pid for pid in found if pid_alive(int(pid))]
 
             wait_for(lambda: not hanging(), timeout=10, what="the hanging git to be killed")
             assert bystander.poll() is None

@@ -27,7 +27,7 @@ from agents.runtime.outcome import Failure, Outbox
 from agents.runtime.step import StepContext
 from room.message import Message
 from tests.mcp.helpers import AGENT, ask
-from tests.support import Society, add_nick, wait_for
+from tests.support import Society, add_nick, pid_alive, wait_for
 
 STEP = "agents.mcp.handler:agent_step"
 # The hanging agents' timeout: it must outlast an agent's start (two Python programs that load
@@ -61,15 +61,6 @@ def handled(society: Society, nick: str, ask_id: str, event: str) -> bool:
     return False
 
 
-def alive(pid: int) -> bool:
-    """Running, and not a zombie waiting for a parent that never reaps it."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
 def servers_for(root: Path, nick: str) -> list[int]:
     """Live `bullpen mcp --as NICK` processes of this home."""
     found = []
@@ -81,7 +72,7 @@ def servers_for(root: Path, nick: str) -> list[int]:
         except OSError:
             continue
         ours = str(root).encode() in argv and b"mcp" in argv and nick.encode() in argv
-        if ours and alive(int(entry.name)):
+        if ours and pid_alive(int(entry.name)):
             found.append(int(entry.name))
     return found
 
@@ -212,7 +203,7 @@ class TestLurkerRunsTheAgent:
         reply = wait_reply(lurkers, question["id"])
         assert reply["body"].startswith("[hanger FAILED — timed out after ")
         assert reply["data"]["timeout_s"] > 0
-        wait_for(lambda: not alive(pid), 10, "the agent to be gone")
+        wait_for(lambda: not pid_alive(pid), 10, "the agent to be gone")
         wait_for(lambda: not servers_for(lurkers.root, "hanger"), 10, "its MCP server to be gone")
 
     @pytest.mark.long

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,27 +13,10 @@ import pytest
 from agents.runtime.step import JudgmentRequest
 from agents.seats import CmdSeat, CmdSeatConfig
 from room.errors import SeatError
+from tests.support import pid_alive, wait_for
 
 if TYPE_CHECKING:
     from conftest import FakeModel
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0, what: str = "it") -> None:
-    """Poll `condition` until it holds; fail the test after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
-
-
-def alive(pid: int) -> bool:
-    """True while `pid` runs; a zombie nobody has reaped yet counts as gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def seat(fake: FakeModel, **extra: object) -> CmdSeat:
@@ -101,8 +83,8 @@ class TestCmdSeat:
         assert time.monotonic() - started < 10
         [call] = fake_model.calls()
         assert call["pgid"] == call["pid"]  # the seat gave it a group of its own
-        wait_until(lambda: not alive(call["pid"]), what="the program to be gone")
-        wait_until(lambda: not alive(call["child"]), what="the program's child to be gone")
+        wait_for(lambda: not pid_alive(call["pid"]), 10, "the program to be gone")
+        wait_for(lambda: not pid_alive(call["child"]), 10, "the program's child to be gone")
 
     def test_cancellation_kills_the_process_group(self, fake_model: FakeModel) -> None:
         """A judgment cancelled mid-call leaves no process behind."""
@@ -120,8 +102,8 @@ class TestCmdSeat:
 
         asyncio.run(cancel_once_running())
         [call] = fake_model.calls()
-        wait_until(lambda: not alive(call["pid"]), what="the program to be gone")
-        wait_until(lambda: not alive(call["child"]), what="the program's child to be gone")
+        wait_for(lambda: not pid_alive(call["pid"]), 10, "the program to be gone")
+        wait_for(lambda: not pid_alive(call["child"]), 10, "the program's child to be gone")
 
     def test_a_missing_program_says_so(self, tmp_path: Path) -> None:
         """A command that does not exist fails naming the program and the key to fix."""
