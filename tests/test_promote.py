@@ -10,19 +10,26 @@ the live check.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from agents.cli.hubrestart import classify
 from agents.config import LurkerDefaults
+from agents.home import Home
 from agents.runtime.cursor import Cursor
-from agents.runtime.refused import Refusal
+from agents.runtime.outcome import OutPost
+from agents.runtime.refused import Refusal, Refusals, problems
 from room.errors import ConfigError
+from room.message import Message
 from tests.support import HTTP, Proc, Society, add_nick, run_cli, start_up, wait_for
 from tests.test_lurker import replies_to, say, wait_reply
 from trust import keys
@@ -152,12 +159,18 @@ class TestRefusedBeyondTheBound:
         )  # nothing of the ask becomes operator-verified words
         assert replies_to(worker, ask["id"]) == []
         assert cursor_seq(worker, "worker") < ask["seq"]
-        # the lurker records the report once it is stored (the record names its seq): the
-        # line can be read before the file is written
+        # the record is written before the report is posted, and names the report's seq once
+        # it is stored: the line can be read before the seq is in the file
         record = worker.root / "state" / "worker" / "refused.json"
-        wait_for(record.exists, 20, "the refusal's record beside the report")
-        state = json.loads(record.read_text())
-        assert state["stuck"][ask["id"]]["report"] == {"seq": line["seq"], "verified": True}
+
+        def recorded_report() -> dict[str, Any] | None:
+            if not record.exists():  # replaced atomically: whole or absent
+                return None
+            entry: dict[str, Any] = json.loads(record.read_text())["stuck"][ask["id"]]
+            return entry.get("report")
+
+        report_entry = wait_for(recorded_report, 20, "the report's seq in the refusal's record")
+        assert report_entry == {"seq": line["seq"], "verified": True}
 
         check = run_cli(worker.root, "trust", "check", "--static")
         assert check.returncode == 1
@@ -172,6 +185,55 @@ class TestRefusedBeyondTheBound:
         assert reply["verified"] is True and reply["body"] == "echo: zq-kept-ask"
         wait_for(lambda: not record.exists(), 10, "the record to clear")
         assert len(replies_to(worker, ask["id"])) == 1
+
+    def test_the_record_is_written_before_the_report_is_posted(self, worker: Society) -> None:
+        """The refusal's record is on disk while the report to the operator is still being
+        posted: `bullpen trust check` shows it meanwhile ("not yet" reported), and a lurker
+        stopped in between leaves it. The hub here accepts connections and never answers,
+        so the report cannot end before the client's own timeout."""
+        silent = socket.create_server(("127.0.0.1", worker.strict_port))  # a hung hub
+        home = Home(worker.root)
+        state = worker.root / "state" / "worker"
+        state.mkdir(parents=True, exist_ok=True)
+        record = state / "refused.json"
+        refusals = Refusals(home, "worker", False, home.client(None), structlog.get_logger(), state)
+        ask = Message.model_validate(
+            {
+                "seq": 7,
+                "id": "01ASK",
+                "ts": "2026-12-05T00:00:00.000Z",
+                "from": "operator",
+                "to": "@worker",
+                "type": "ask",
+                "body": "zq-hung-report",
+            }
+        )
+        refusal = Refusal(LurkerDefaults(), attempts=3)
+
+        async def report_until_recorded() -> tuple[bool, dict[str, Any]]:
+            reporting = asyncio.create_task(
+                refusals.report(refusal, OutPost("@operator", "echo"), ask, "the proof is wrong")
+            )
+            deadline = time.monotonic() + 15
+            while not record.exists():
+                assert time.monotonic() < deadline, "no refusal record within 15 s"
+                await asyncio.sleep(0.02)
+            still_reporting = not reporting.done()
+            seen = json.loads(record.read_text())
+            reporting.cancel()  # the lurker stopped mid-report
+            await asyncio.gather(reporting, return_exceptions=True)
+            return still_reporting, seen
+
+        try:
+            still_reporting, seen = asyncio.run(report_until_recorded())
+        finally:
+            silent.close()
+        assert still_reporting, "the record was written only once the report had ended"
+        entry = seen["stuck"]["01ASK"]
+        assert entry["reason"] == "the proof is wrong" and entry["attempts"] == 3
+        assert "report" not in entry
+        (said,) = problems([state])
+        assert "01ASK" in said and "NOT reported in the room: not yet" in said
 
 
 class TestPromoteCommand:

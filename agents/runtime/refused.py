@@ -12,8 +12,9 @@ room, with the operator's proof (its own is what fails): a `system` post to
 reason. Only a process of this home holding the operator's proof can write
 it. It carries none of the ask's or the answer's text, which may come from
 anyone, so that text never becomes verified words. It also writes
-`refused.json` in its state folder, which `bullpen trust check` shows; when
-the report cannot be posted, the file and the lurker's log say why.
+`refused.json` in its state folder, which `bullpen trust check` shows, before
+it posts the report, then adds the report's seq; when the report cannot be
+posted, the file and the lurker's log say why.
 """
 
 from __future__ import annotations
@@ -196,8 +197,14 @@ class Refusals:
     async def report(
         self, refusal: Refusal, post: OutPost, cause: Message | None, reason: str
     ) -> None:
-        """Tell the operator with the operator's proof, and keep the record for trust check."""
+        """Keep the record for trust check, tell the operator with the operator's proof, then
+        add the report's seq to the record.
+
+        The record comes first: `bullpen trust check` shows the refusal while the report is
+        being posted (it says "not yet" until the seq is there), and a lurker stopped or
+        killed in between leaves the record, not a report that nothing on disk mentions."""
         answering = cause.id if cause else None
+        key = self.key(post, cause)
         entry: dict[str, Any] = {
             "answering": answering,
             "seq": cause.seq if cause else None,
@@ -206,6 +213,8 @@ class Refusals:
             "since": refusal.since,
             "reason": reason,
         }
+        self._stuck.add(key)
+        self.file.put(key, entry)
         try:
             fresh = Home(self.home.root)
             operator = fresh.society.operator
@@ -233,8 +242,7 @@ class Refusals:
                 report_error=exc.message,
                 attempts=refusal.attempts,
             )
-        self._stuck.add(self.key(post, cause))
-        self.file.put(self.key(post, cause), entry)
+        self.file.put(key, entry)
 
 
 def problems(state_dirs: list[Path]) -> list[str]:
