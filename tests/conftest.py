@@ -8,7 +8,10 @@ import pytest
 
 from tests.support import Society
 
-pytest_plugins = ["tests.stopsignal"]  # SIGTERM tears the run down as Ctrl-C does
+pytest_plugins = [
+    "tests.stopsignal",  # SIGTERM tears the run down as Ctrl-C does
+    "tests.bytecode",  # bullpen compiled once for the run's processes, when they may not write it
+]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
