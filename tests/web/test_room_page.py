@@ -151,9 +151,15 @@ class TestRoomPage:
         scripts off, is not blank), escaped; the live stream then adds no second copy."""
         body = "<script>window.pwned = 3</script> first paint"
         stored = site.say(body)
+        anchor = f'id="seq-{stored["seq"]}"'
         with session_client(site.root) as client:
-            html = client.get(f"{site.base}/room").text
-        assert f'id="seq-{stored["seq"]}"' in html
+
+            def page_holding_it() -> str | None:
+                html: str = client.get(f"{site.base}/room").text
+                return html if anchor in html else None
+
+            # the web view follows the hub's long-poll, a few ms behind the post's ack
+            html = wait_for(page_holding_it, 15, "the Room page's HTML to hold the new line")
         assert "&lt;script&gt;window.pwned = 3&lt;/script&gt; first paint" in html
         assert "<script>window.pwned" not in html
         open_room(site)
