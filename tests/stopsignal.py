@@ -23,16 +23,20 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
 
 
+def _take_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt here (only the main thread may set a handler)."""
+    on_main = threading.current_thread() is threading.main_thread()
+    if on_main and signal.getsignal(signal.SIGTERM) is not _interrupt:
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)
+    _take_sigterm()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Again before each test: code a test ran in this process may have taken SIGTERM for
     itself (a command's StopSignals on asyncio's loop) and left it at the default."""
-    on_main = threading.current_thread() is threading.main_thread()  # where handlers live
-    if on_main and signal.getsignal(signal.SIGTERM) is not _interrupt:
-        signal.signal(signal.SIGTERM, _interrupt)
+    _take_sigterm()

@@ -15,7 +15,6 @@ import json
 import re
 import shutil
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -214,10 +213,8 @@ class TestRefusedBeyondTheBound:
             reporting = asyncio.create_task(
                 refusals.report(refusal, OutPost("@operator", "echo"), ask, "the proof is wrong")
             )
-            deadline = time.monotonic() + 15
-            while not record.exists():
-                assert time.monotonic() < deadline, "no refusal record within 15 s"
-                await asyncio.sleep(0.02)
+            await asyncio.sleep(0)  # the report runs up to its first wait: the silent hub
+            assert record.exists(), "no refusal record once the report was under way"
             still_reporting = not reporting.done()
             seen = json.loads(record.read_text())
             reporting.cancel()  # the lurker stopped mid-report
